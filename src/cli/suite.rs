@@ -1,0 +1,200 @@
+//! `rubric test`: runs `example` blocks of rubric files and, for an example directory
+//! (`main.rubric`, `inputs.jsonl`, `expected.jsonl`, optional `verdicts.jsonl`), scores the
+//! inputs and compares every result with the expected line (the expected line is a subset:
+//! every key it has must match exactly).
+
+use super::{compile_or_report, ErrorFormat};
+use crate::diag::Diagnostic;
+use crate::engine::Engine;
+use crate::ir::Site;
+use crate::runtime::{self, examples::run_examples, Identity, VerdictFile};
+use crate::source::{SourceMap, Span};
+use serde_json::Value as Json;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+#[derive(Default)]
+struct Tally {
+    examples_ok: usize,
+    examples_failed: usize,
+    rows_ok: usize,
+    rows_failed: usize,
+    compile_failed: usize,
+}
+
+pub fn test_command(paths: &[PathBuf], engine: &dyn Engine, format: ErrorFormat) -> ExitCode {
+    let mut t = Tally::default();
+    if paths.is_empty() {
+        eprintln!("error: give .rubric files or example directories");
+        return ExitCode::from(2);
+    }
+    for p in paths {
+        test_path(p, engine, format, &mut t);
+    }
+    println!(
+        "{} passed, {} failed (examples: {} ok, {} failed; rows: {} ok, {} failed; {} did not compile)",
+        t.examples_ok + t.rows_ok,
+        t.examples_failed + t.rows_failed + t.compile_failed,
+        t.examples_ok,
+        t.examples_failed,
+        t.rows_ok,
+        t.rows_failed,
+        t.compile_failed
+    );
+    if t.examples_failed + t.rows_failed + t.compile_failed > 0 {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    }
+}
+
+fn test_path(path: &Path, engine: &dyn Engine, format: ErrorFormat, t: &mut Tally) {
+    if path.is_dir() {
+        let main = path.join("main.rubric");
+        if main.is_file() {
+            test_dir(path, &main, engine, format, t);
+        } else {
+            let mut subs: Vec<PathBuf> = std::fs::read_dir(path)
+                .map(|rd| rd.filter_map(|e| e.ok().map(|e| e.path())).filter(|p| p.is_dir() || p.extension().is_some_and(|e| e == "rubric")).collect())
+                .unwrap_or_default();
+            subs.sort();
+            for s in subs {
+                test_path(&s, engine, format, t);
+            }
+        }
+    } else {
+        test_file(path, engine, format, t);
+    }
+}
+
+fn site_span(sources: &SourceMap, site: &Option<Site>) -> Option<Span> {
+    let s = site.as_ref()?;
+    Some(Span { file: sources.find(&s.file)?, start: s.start, end: s.end })
+}
+
+/// Run a file's examples; returns the compiled program for directory tests.
+fn test_file(path: &Path, engine: &dyn Engine, format: ErrorFormat, t: &mut Tally) -> Option<crate::types::Compiled> {
+    let Some(c) = compile_or_report(path, format) else {
+        println!("FAIL {}: does not compile", path.display());
+        t.compile_failed += 1;
+        return None;
+    };
+    let p = c.program.as_ref().expect("compiled");
+    for o in run_examples(engine, p) {
+        if o.passed() {
+            t.examples_ok += 1;
+            println!("ok   {} example {:?}", path.display(), o.name);
+        } else {
+            t.examples_failed += 1;
+            println!("FAIL {} example {:?}", path.display(), o.name);
+            for f in &o.failures {
+                let mut d = Diagnostic::error("rubric::example::failed", f.message.clone());
+                if let Some(span) = site_span(&c.sources, &f.site).or_else(|| site_span(&c.sources, &o.site)) {
+                    d = d.with_label(span, "this expectation");
+                }
+                super::emit(&[d], &c.sources, format, false);
+            }
+        }
+    }
+    Some(c)
+}
+
+fn test_dir(dir: &Path, main: &Path, engine: &dyn Engine, format: ErrorFormat, t: &mut Tally) {
+    let Some(c) = test_file(main, engine, format, t) else { return };
+    let p = c.program.as_ref().expect("compiled");
+    let inputs = dir.join("inputs.jsonl");
+    if !inputs.is_file() {
+        return;
+    }
+    let expected_path = dir.join("expected.jsonl");
+    let verdicts = dir.join("verdicts.jsonl");
+    let vf = if verdicts.is_file() {
+        match VerdictFile::load(&verdicts) {
+            Ok(v) => Some(v),
+            Err(e) => {
+                println!("FAIL {}: {e}", dir.display());
+                t.rows_failed += 1;
+                return;
+            }
+        }
+    } else {
+        None
+    };
+    let ident = Identity::of(p);
+    let text = match std::fs::read_to_string(&inputs) {
+        Ok(x) => x,
+        Err(e) => {
+            println!("FAIL {}: cannot read inputs: {e}", dir.display());
+            t.rows_failed += 1;
+            return;
+        }
+    };
+    let expected: Vec<Json> = match std::fs::read_to_string(&expected_path) {
+        Ok(x) => match x.lines().filter(|l| !l.trim().is_empty()).map(serde_json::from_str).collect::<Result<Vec<Json>, _>>() {
+            Ok(v) => v,
+            Err(e) => {
+                println!("FAIL {}: expected.jsonl is not JSON lines: {e}", dir.display());
+                t.rows_failed += 1;
+                return;
+            }
+        },
+        Err(_) => {
+            println!("FAIL {}: has inputs.jsonl but no expected.jsonl", dir.display());
+            t.rows_failed += 1;
+            return;
+        }
+    };
+    let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+    if lines.len() != expected.len() {
+        println!("FAIL {}: {} input rows but {} expected rows", dir.display(), lines.len(), expected.len());
+        t.rows_failed += 1;
+        return;
+    }
+    let mut ok = 0;
+    let mut scores = Vec::new();
+    for (i, (line, want)) in lines.iter().zip(&expected).enumerate() {
+        let got = runtime::score_line(engine, p, &ident, i, line, vf.as_ref());
+        if let Some(s) = got.get("score").and_then(Json::as_f64) {
+            scores.push(s);
+        }
+        match subset(want, &got, "") {
+            Ok(()) => ok += 1,
+            Err(why) => {
+                t.rows_failed += 1;
+                println!("FAIL {} row {i}: {why}", dir.display());
+            }
+        }
+    }
+    t.rows_ok += ok;
+    let mean = if scores.is_empty() { String::new() } else { format!(", mean score {:.6}", scores.iter().sum::<f64>() / scores.len() as f64) };
+    println!("ok   {}: {ok}/{} rows match expected.jsonl{mean}", dir.display(), lines.len());
+}
+
+/// Every key of `want` must be in `got` with an equal value (objects compared recursively,
+/// arrays element by element and of equal length, numbers exactly).
+pub fn subset(want: &Json, got: &Json, path: &str) -> Result<(), String> {
+    match (want, got) {
+        (Json::Object(w), Json::Object(g)) => {
+            for (k, wv) in w {
+                let p = format!("{path}.{k}");
+                match g.get(k) {
+                    Some(gv) => subset(wv, gv, &p)?,
+                    None => return Err(format!("`{p}` is missing (expected {wv})")),
+                }
+            }
+            Ok(())
+        }
+        (Json::Array(w), Json::Array(g)) => {
+            if w.len() != g.len() {
+                return Err(format!("`{path}` has {} elements, expected {}", g.len(), w.len()));
+            }
+            for (i, (wv, gv)) in w.iter().zip(g).enumerate() {
+                subset(wv, gv, &format!("{path}[{i}]"))?;
+            }
+            Ok(())
+        }
+        (Json::Number(a), Json::Number(b)) if a.as_f64() == b.as_f64() => Ok(()),
+        (a, b) if a == b => Ok(()),
+        (a, b) => Err(format!("`{path}` is {b}, expected {a}")),
+    }
+}

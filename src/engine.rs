@@ -1,0 +1,243 @@
+//! The engine interface and the result types every engine produces. The reference
+//! interpreter (`interp`) implements it today; the Wasm and JIT engines implement the same
+//! trait and must produce identical `RowResult`s.
+
+use crate::ir::Program;
+use crate::value::{number_to_json, Value};
+use serde_json::{json, Map, Value as Json};
+
+/// Recorded judge verdicts for one row, keyed by criterion id (`er`, `items[3]`).
+pub trait VerdictSource {
+    fn verdict(&self, criterion_id: &str) -> Option<&Json>;
+}
+
+/// No recorded verdicts: every judge criterion is `unscored(no_verdict)`.
+pub struct NoVerdicts;
+
+impl VerdictSource for NoVerdicts {
+    fn verdict(&self, _: &str) -> Option<&Json> {
+        None
+    }
+}
+
+impl VerdictSource for Map<String, Json> {
+    fn verdict(&self, id: &str) -> Option<&Json> {
+        self.get(id)
+    }
+}
+
+impl VerdictSource for Vec<(String, Json)> {
+    fn verdict(&self, id: &str) -> Option<&Json> {
+        self.iter().rev().find(|(k, _)| k == id).map(|(_, v)| v)
+    }
+}
+
+/// One engine: evaluates a program on one row of bound inputs.
+pub trait Engine: Send + Sync {
+    fn name(&self) -> &'static str;
+    fn evaluate(&self, program: &Program, inputs: &[Value], verdicts: &dyn VerdictSource) -> RowResult;
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Status {
+    Met,
+    Unmet,
+    Unscored,
+}
+
+impl Status {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Status::Met => "met",
+            Status::Unmet => "unmet",
+            Status::Unscored => "unscored",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct CriterionResult {
+    pub id: String,
+    pub text: Option<String>,
+    /// `binary`, `ordinal`, `nominal` or `continuous`.
+    pub kind: &'static str,
+    pub status: Status,
+    pub reason: Option<String>,
+    /// In [0, 1]; `None` when unscored.
+    pub value: Option<f64>,
+    pub level: Option<f64>,
+    pub label: Option<String>,
+    pub points: Option<f64>,
+    pub weight: f64,
+    pub axis: Option<String>,
+    pub tags: Vec<String>,
+    /// `check`, `value`, `judge:NAME` or `extract:NAME`.
+    pub source: String,
+    pub evidence: Option<String>,
+    pub extracted: Option<Json>,
+    /// Names of the sets the criterion belongs to directly.
+    pub sets: Vec<String>,
+}
+
+impl CriterionResult {
+    pub fn is_met(&self) -> bool {
+        self.status == Status::Met
+    }
+
+    pub fn to_json(&self) -> Json {
+        let mut m = Map::new();
+        m.insert("id".into(), json!(self.id));
+        if let Some(t) = &self.text {
+            m.insert("text".into(), json!(t));
+        }
+        m.insert("kind".into(), json!(self.kind));
+        m.insert("status".into(), json!(self.status.as_str()));
+        if let Some(r) = &self.reason {
+            m.insert("reason".into(), json!(r));
+        }
+        m.insert("value".into(), self.value.map_or(Json::Null, number_to_json));
+        if let Some(l) = self.level {
+            m.insert("level".into(), number_to_json(l));
+        }
+        if let Some(l) = &self.label {
+            m.insert("label".into(), json!(l));
+        }
+        if let Some(p) = self.points {
+            m.insert("points".into(), number_to_json(p));
+        }
+        m.insert("weight".into(), number_to_json(self.weight));
+        if let Some(a) = &self.axis {
+            m.insert("axis".into(), json!(a));
+        }
+        if !self.tags.is_empty() {
+            m.insert("tags".into(), json!(self.tags));
+        }
+        m.insert("source".into(), json!(self.source));
+        if let Some(e) = &self.evidence {
+            m.insert("evidence".into(), json!(e));
+        }
+        if let Some(x) = &self.extracted {
+            m.insert("extracted".into(), x.clone());
+        }
+        if !self.sets.is_empty() {
+            m.insert("sets".into(), json!(self.sets));
+        }
+        Json::Object(m)
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct GateResult {
+    pub name: String,
+    /// `None` when the gate was not reached (an earlier gate stopped evaluation) or its
+    /// condition was unscored.
+    pub passed: Option<bool>,
+    pub action: &'static str,
+    pub value: Option<f64>,
+    pub reason: Option<String>,
+}
+
+/// A trap raised while evaluating a gate or the score.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TrapInfo {
+    pub code: &'static str,
+    pub message: String,
+    pub site: Option<crate::ir::Site>,
+}
+
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct RowResult {
+    /// `None` when the score is unscored.
+    pub score: Option<f64>,
+    pub unscored_reason: Option<String>,
+    /// The reason (failure class) of the first gate that fired.
+    pub failure_class: Option<String>,
+    pub gates: Vec<GateResult>,
+    pub criteria: Vec<CriterionResult>,
+    /// Tree values of every group, in declaration order.
+    pub groups: Vec<(String, Option<f64>)>,
+    pub trap: Option<TrapInfo>,
+}
+
+impl RowResult {
+    pub fn criterion(&self, id: &str) -> Option<&CriterionResult> {
+        self.criteria.iter().find(|c| c.id == id)
+    }
+
+    /// The result object written for a row (without row id and bundle information, which the
+    /// runtime adds).
+    pub fn to_json(&self) -> Map<String, Json> {
+        let mut m = Map::new();
+        m.insert("score".into(), self.score.map_or(Json::Null, number_to_json));
+        m.insert("status".into(), json!(if self.score.is_some() { "scored" } else { "unscored" }));
+        if let Some(r) = &self.unscored_reason {
+            m.insert("unscored_reason".into(), json!(r));
+        }
+        m.insert("failure_class".into(), self.failure_class.as_ref().map_or(Json::Null, |f| json!(f)));
+        m.insert(
+            "gates".into(),
+            Json::Array(
+                self.gates
+                    .iter()
+                    .map(|g| {
+                        let mut o = Map::new();
+                        o.insert("name".into(), json!(g.name));
+                        o.insert("passed".into(), g.passed.map_or(Json::Null, Json::Bool));
+                        o.insert("action".into(), json!(g.action));
+                        if let Some(v) = g.value {
+                            o.insert("value".into(), number_to_json(v));
+                        }
+                        if let Some(r) = &g.reason {
+                            o.insert("reason".into(), json!(r));
+                        }
+                        Json::Object(o)
+                    })
+                    .collect(),
+            ),
+        );
+        m.insert("criteria".into(), Json::Array(self.criteria.iter().map(CriterionResult::to_json).collect()));
+        if !self.groups.is_empty() {
+            let mut g = Map::new();
+            for (n, v) in &self.groups {
+                g.insert(n.clone(), v.map_or(Json::Null, number_to_json));
+            }
+            m.insert("groups".into(), Json::Object(g));
+        }
+        let axes = self.axes();
+        if !axes.is_empty() {
+            m.insert("axes".into(), Json::Object(axes));
+        }
+        if let Some(t) = &self.trap {
+            m.insert(
+                "trap".into(),
+                json!({ "code": t.code, "message": t.message, "site": t.site.as_ref().map(|s| json!({"file": s.file, "start": s.start, "end": s.end})) }),
+            );
+        }
+        m
+    }
+
+    /// Per-axis report: counts and, where criteria carry points, the points ratio of the axis.
+    pub fn axes(&self) -> Map<String, Json> {
+        let mut names: Vec<&str> = self.criteria.iter().filter_map(|c| c.axis.as_deref()).collect();
+        names.sort();
+        names.dedup();
+        let mut out = Map::new();
+        for a in names {
+            let cs: Vec<&CriterionResult> = self.criteria.iter().filter(|c| c.axis.as_deref() == Some(a)).collect();
+            let met = cs.iter().filter(|c| c.status == Status::Met).count();
+            let unmet = cs.iter().filter(|c| c.status == Status::Unmet).count();
+            let unscored = cs.len() - met - unmet;
+            let achieved: f64 = cs.iter().filter(|c| c.status != Status::Unscored).map(|c| c.points.unwrap_or(0.0) * c.value.unwrap_or(0.0)).sum();
+            let possible: f64 = cs.iter().filter_map(|c| c.points).filter(|p| *p > 0.0).sum();
+            let mut o = Map::new();
+            o.insert("met".into(), json!(met));
+            o.insert("unmet".into(), json!(unmet));
+            o.insert("unscored".into(), json!(unscored));
+            if possible > 0.0 {
+                o.insert("points_ratio".into(), number_to_json(achieved / possible));
+            }
+            out.insert(a.to_string(), Json::Object(o));
+        }
+        out
+    }
+}

@@ -1,0 +1,201 @@
+//! Recorded judge verdicts → criterion results: parsing the JSON forms of a verdict, voting
+//! over samples, and the evidence rule. Shared by every engine through `interp`.
+
+use crate::engine::{CriterionResult, Status};
+use crate::ir::{CriterionKind, JudgeDecl, Type, Vote};
+use crate::value::Value;
+use serde_json::Value as Json;
+
+/// One decided sample: value in [0, 1], and the level or label it came from.
+#[derive(Debug, Clone, PartialEq)]
+struct Sample {
+    value: f64,
+    level: Option<f64>,
+    label: Option<String>,
+    evidence: Option<String>,
+}
+
+/// Fill `r` from a recorded verdict.
+pub fn apply(
+    r: &mut CriterionResult,
+    kind: &CriterionKind,
+    pass: Option<f64>,
+    judge: &JudgeDecl,
+    verdict: Option<&Json>,
+    evidence_text: Option<&str>,
+) {
+    let Some(v) = verdict else {
+        r.reason = Some(format!("no_verdict: judge `{}` has no recorded verdict for `{}`", judge.name, r.id));
+        return;
+    };
+    let samples: Vec<&Json> = match v.get("samples").and_then(Json::as_array) {
+        Some(s) if !s.is_empty() => s.iter().collect(),
+        Some(_) => {
+            r.reason = Some("invalid_verdict: `samples` is empty".into());
+            return;
+        }
+        None => vec![v],
+    };
+    let mut decided = Vec::new();
+    for s in samples {
+        match sample(kind, s) {
+            Ok(x) => decided.push(x),
+            Err(reason) => {
+                r.reason = Some(reason);
+                return;
+            }
+        }
+    }
+    // Evidence rule: a met sample must quote the input, after whitespace normalisation.
+    if let Some(text) = judge.evidence_from.map(|_| evidence_text.unwrap_or("")) {
+        let hay = normalize_ws(text);
+        for s in &decided {
+            match &s.evidence {
+                Some(q) if !hay.contains(&normalize_ws(q)) => {
+                    r.evidence = Some(q.clone());
+                    r.reason = Some("evidence_not_found: the quoted evidence does not occur in the response".into());
+                    return;
+                }
+                None if s.value > 0.0 => {
+                    r.reason = Some("evidence_missing: the judge must quote evidence for a met verdict".into());
+                    return;
+                }
+                _ => {}
+            }
+        }
+    }
+    r.evidence = decided.iter().find_map(|s| s.evidence.clone());
+    let threshold = |s: &Sample| -> bool {
+        match kind {
+            CriterionKind::Binary => s.value >= 1.0,
+            CriterionKind::Ordinal { .. } => match (pass, s.level) {
+                (Some(p), Some(l)) => l >= p,
+                _ => s.value >= 0.5,
+            },
+            _ => s.value >= pass.unwrap_or(0.5),
+        }
+    };
+    let n = decided.len();
+    let chosen: Sample = if n == 1 {
+        decided.pop().unwrap()
+    } else {
+        match judge.vote {
+            Vote::Mean => {
+                let mean = decided.iter().map(|s| s.value).sum::<f64>() / n as f64;
+                Sample { value: mean, level: None, label: None, evidence: None }
+            }
+            Vote::Unanimous => {
+                if decided.iter().all(&threshold) {
+                    decided.iter().min_by(|a, b| a.value.total_cmp(&b.value)).cloned().unwrap()
+                } else {
+                    let first_fail = decided.iter().find(|s| !threshold(s)).cloned().unwrap();
+                    first_fail
+                }
+            }
+            Vote::Majority => {
+                // The most frequent value; a tie between the top values is unscored.
+                let mut counts: Vec<(f64, usize)> = Vec::new();
+                for s in &decided {
+                    match counts.iter_mut().find(|(v, _)| *v == s.value) {
+                        Some(c) => c.1 += 1,
+                        None => counts.push((s.value, 1)),
+                    }
+                }
+                counts.sort_by(|a, b| b.1.cmp(&a.1));
+                if counts.len() > 1 && counts[0].1 == counts[1].1 {
+                    r.reason = Some(format!("vote_tie: {n} samples split evenly"));
+                    return;
+                }
+                let top = counts[0].0;
+                decided.into_iter().find(|s| s.value == top).unwrap()
+            }
+        }
+    };
+    r.status = if threshold(&chosen) { Status::Met } else { Status::Unmet };
+    r.value = Some(chosen.value);
+    r.level = chosen.level;
+    r.label = chosen.label;
+}
+
+fn sample(kind: &CriterionKind, v: &Json) -> Result<Sample, String> {
+    if let Some(reason) = v.get("unscored") {
+        return Err(reason.as_str().map(str::to_string).unwrap_or_else(|| reason.to_string()));
+    }
+    let evidence = v.get("evidence").and_then(Json::as_str).map(str::to_string);
+    let core = match v {
+        Json::Object(o) => o.get("verdict").or_else(|| o.get("level")).or_else(|| o.get("label")).or_else(|| o.get("value")).ok_or(
+            "invalid_verdict: an object verdict needs `verdict`, `level`, `label`, `value` or `unscored`".to_string(),
+        )?,
+        other => other,
+    };
+    let mut s = match kind {
+        CriterionKind::Binary => match core {
+            Json::String(x) if x == "met" => Sample { value: 1.0, level: None, label: None, evidence: None },
+            Json::String(x) if x == "unmet" => Sample { value: 0.0, level: None, label: None, evidence: None },
+            Json::Bool(b) => Sample { value: if *b { 1.0 } else { 0.0 }, level: None, label: None, evidence: None },
+            Json::Number(n) if n.as_f64() == Some(1.0) || n.as_f64() == Some(0.0) => {
+                Sample { value: n.as_f64().unwrap(), level: None, label: None, evidence: None }
+            }
+            other => return Err(format!("invalid_verdict: a binary verdict is met or unmet, found {other}")),
+        },
+        CriterionKind::Ordinal { levels } => {
+            let l = core.as_f64().ok_or(format!("invalid_verdict: an ordinal verdict is a level number, found {core}"))?;
+            if !levels.iter().any(|(x, _)| *x == l) {
+                let all: Vec<String> = levels.iter().map(|(x, _)| x.to_string()).collect();
+                return Err(format!("invalid_level: {l} is not one of {}", all.join(", ")));
+            }
+            let lo = levels.first().map_or(0.0, |x| x.0);
+            let hi = levels.last().map_or(1.0, |x| x.0);
+            let value = if hi > lo { (l - lo) / (hi - lo) } else { 1.0 };
+            Sample { value, level: Some(l), label: None, evidence: None }
+        }
+        CriterionKind::Nominal { labels } => {
+            let name = core.as_str().ok_or(format!("invalid_verdict: a nominal verdict is a label, found {core}"))?;
+            let (_, value) = labels.iter().find(|(n, _)| n == name).ok_or_else(|| {
+                let all: Vec<&str> = labels.iter().map(|(n, _)| n.as_str()).collect();
+                format!("invalid_label: `{name}` is not one of {}", all.join(", "))
+            })?;
+            Sample { value: *value, level: None, label: Some(name.to_string()), evidence: None }
+        }
+        CriterionKind::Continuous => {
+            let x = core.as_f64().ok_or(format!("invalid_verdict: a continuous verdict is a number, found {core}"))?;
+            if !(0.0..=1.0).contains(&x) {
+                return Err(format!("value_out_of_range: {x} is outside [0, 1]"));
+            }
+            Sample { value: x, level: None, label: None, evidence: None }
+        }
+    };
+    s.evidence = evidence;
+    Ok(s)
+}
+
+/// The value an extractor judge recorded, checked against the declared type.
+pub fn extracted(judge: &JudgeDecl, ty: &Type, verdict: Option<&Json>) -> Result<Value, String> {
+    let Some(v) = verdict else {
+        return Err(format!("no_verdict: extractor `{}` has no recorded value", judge.name));
+    };
+    if let Some(reason) = v.get("unscored") {
+        return Err(reason.as_str().map(str::to_string).unwrap_or_else(|| reason.to_string()));
+    }
+    let core = match v {
+        Json::Object(o) => o.get("value").ok_or("invalid_verdict: an extracted value needs `value`")?,
+        other => other,
+    };
+    match (ty, core) {
+        (Type::Number, Json::Number(n)) => Ok(Value::Number(n.as_f64().unwrap_or(f64::NAN))),
+        (Type::Number, Json::String(s)) => s
+            .trim()
+            .parse::<f64>()
+            .map(Value::Number)
+            .map_err(|_| format!("unparsable_extraction: `{s}` is not a number")),
+        (Type::Text, Json::String(s)) => Ok(Value::text(s.as_str())),
+        (Type::Bool, Json::Bool(b)) => Ok(Value::Bool(*b)),
+        (Type::Any, other) => Ok(Value::from_json(other)),
+        (t, other) => Err(format!("unparsable_extraction: expected {t}, found {other}")),
+    }
+}
+
+/// Collapse runs of whitespace to one space and trim.
+pub fn normalize_ws(s: &str) -> String {
+    s.split_whitespace().collect::<Vec<_>>().join(" ")
+}

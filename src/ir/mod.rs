@@ -1,0 +1,562 @@
+//! Stage 4, the IR: a backend-neutral, serialisable, versioned and canonical description of a
+//! compiled rubric. `types` produces it; `interp` (and later Wasm and the JIT) consume it.
+//!
+//! Architecture invariant: the IR is self-contained. It names intrinsics by name and overload
+//! number, carries its own site table for spans, and holds no interned symbols, no `HashMap`
+//! and no floating state: `canonical_bytes` of the same rubric is the same on every machine.
+
+mod print;
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+use std::fmt;
+
+pub use print::print_program;
+
+/// Bumped whenever the meaning or the serialised shape of the IR changes.
+pub const IR_VERSION: u32 = 1;
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Program {
+    pub ir_version: u32,
+    pub rubric: RubricInfo,
+    pub inputs: Vec<InputDecl>,
+    pub judges: Vec<JudgeDecl>,
+    pub functions: Vec<Function>,
+    pub lets: Vec<LetDecl>,
+    /// Gates and criteria in declaration order: the order of evaluation.
+    pub steps: Vec<Step>,
+    pub criteria: Vec<CriterionDecl>,
+    pub sets: Vec<SetDecl>,
+    pub score: Expr,
+    pub examples: Vec<Example>,
+    pub sites: Vec<Site>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RubricInfo {
+    pub name: String,
+    pub version: String,
+    pub title: Option<String>,
+}
+
+/// A source location. `file` is the name the user gave (never an absolute path we invented).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Site {
+    pub file: String,
+    pub start: u32,
+    pub end: u32,
+}
+
+pub type SiteId = u32;
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct InputDecl {
+    pub name: String,
+    pub ty: Type,
+    pub default: Option<Expr>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Vote {
+    Majority,
+    Mean,
+    Unanimous,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Scoring {
+    /// The verdict is read from the reply's label.
+    Label,
+    /// P(yes) from token log-probabilities gives a continuous value.
+    Logprob,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct JudgeDecl {
+    pub name: String,
+    pub model: Option<String>,
+    pub temperature: Option<f64>,
+    pub top_p: Option<f64>,
+    pub max_tokens: Option<u32>,
+    pub seed: Option<u64>,
+    pub samples: u32,
+    pub vote: Vote,
+    /// Inputs rendered into the judge's prompt (indices into `Program::inputs`).
+    pub sees: Vec<u32>,
+    /// `verdict`, `level`, `label`, `value` or `extract`.
+    pub returns: String,
+    pub reply_fields: Vec<(String, Type)>,
+    /// The input a quoted evidence must occur in.
+    pub evidence_from: Option<u32>,
+    pub template: Option<String>,
+    pub system: Option<String>,
+    pub scoring: Scoring,
+    /// Criteria per call (1 = one call per criterion).
+    pub per_call: u32,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Function {
+    pub name: String,
+    pub params: Vec<(String, Type)>,
+    pub ret: Type,
+    /// Number of locals used by the body; parameters are locals `0..params.len()`.
+    pub locals: u32,
+    pub body: Expr,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LetDecl {
+    pub name: String,
+    pub ty: Type,
+    pub value: Expr,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
+pub enum Step {
+    Gate(GateDecl),
+    /// Evaluate static criterion `criteria[i]`.
+    Criterion(u32),
+    /// Expand a per-instance template over a list: one criterion per element.
+    Each(EachDecl),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum GateAction {
+    Score,
+    Cap,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GateDecl {
+    pub name: String,
+    pub cond: Expr,
+    pub action: GateAction,
+    pub value: Expr,
+    pub reason: Option<String>,
+    pub site: SiteId,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EachDecl {
+    /// The set that collects the generated criteria.
+    pub set: u32,
+    pub list: Expr,
+    /// The local the element is bound to while the template's expressions are evaluated.
+    pub local: u32,
+    /// Total locals the template needs.
+    pub locals: u32,
+    /// The template; its `id` is the block name and generated ids read `name[i]`.
+    pub template: CriterionDecl,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
+pub enum CriterionKind {
+    Binary,
+    Ordinal { levels: Vec<(f64, String)> },
+    Nominal { labels: Vec<(String, f64)> },
+    Continuous,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
+pub enum Verifier {
+    Judge { judge: u32 },
+    Check { expr: Expr },
+    Value { expr: Expr },
+    Extract { judge: u32, from: u32, ty: Type, local: u32, check: Expr },
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CriterionDecl {
+    pub id: String,
+    pub text: Expr,
+    pub kind: CriterionKind,
+    pub points: Option<Expr>,
+    pub weight: Option<Expr>,
+    pub axis: Option<String>,
+    pub tags: Option<Expr>,
+    /// Threshold on the value (or the level, for ordinal criteria) at or above which the
+    /// criterion counts as met. Binary criteria ignore it.
+    pub pass: Option<Expr>,
+    pub verifier: Verifier,
+    /// Sets the criterion belongs to directly (tier, block, group), innermost first.
+    pub sets: Vec<u32>,
+    pub site: SiteId,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SetKind {
+    /// Every criterion of the rubric.
+    All,
+    Tier,
+    Block,
+    Each,
+    Group,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
+pub enum Member {
+    Criterion(u32),
+    /// All criteria generated by `steps[i]` (an `Each` step).
+    Each(u32),
+    Set(u32),
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SetDecl {
+    pub name: String,
+    pub kind: SetKind,
+    /// Group weight (constant), for trees.
+    pub weight: Option<f64>,
+    pub members: Vec<Member>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Example {
+    pub name: String,
+    pub bindings: Vec<(u32, Expr)>,
+    pub verdicts: Vec<(String, serde_json::Value)>,
+    pub expects: Vec<Expect>,
+    pub site: SiteId,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
+pub enum Expect {
+    Score { value: Option<f64>, within: f64, site: SiteId },
+    Failure { class: Option<String>, site: SiteId },
+    Group { name: String, value: f64, within: f64, site: SiteId },
+    Criterion { id: String, verdict: serde_json::Value, site: SiteId },
+}
+
+/// Static types. `Conversation` is `List[{content: Text, role: Text}]`; record fields are
+/// kept sorted by name.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Type {
+    Null,
+    Bool,
+    Number,
+    Text,
+    Json,
+    List(Box<Type>),
+    Record(Vec<(String, Type)>),
+    Optional(Box<Type>),
+    /// A criterion's result: `met`, `value`, `points`, `weight`, `unscored`.
+    Verdict,
+    /// A set of criteria (aggregation argument).
+    Set,
+    /// What an aggregation does with `unscored` criteria.
+    Policy,
+    /// A type variable in intrinsic signatures.
+    Var(String),
+    /// The type of an expression that already failed to check (suppresses cascades), and of
+    /// the elements of an empty list literal.
+    Any,
+}
+
+impl Type {
+    pub fn conversation() -> Type {
+        Type::List(Box::new(Type::message()))
+    }
+
+    pub fn message() -> Type {
+        Type::Record(vec![("content".into(), Type::Text), ("role".into(), Type::Text)])
+    }
+
+    pub fn optional(t: Type) -> Type {
+        match t {
+            Type::Optional(_) | Type::Null | Type::Any => t,
+            t => Type::Optional(Box::new(t)),
+        }
+    }
+
+    /// The type without its optional wrapper.
+    pub fn strip_optional(&self) -> &Type {
+        match self {
+            Type::Optional(t) => t,
+            t => t,
+        }
+    }
+
+    pub fn is_optional(&self) -> bool {
+        matches!(self, Type::Optional(_) | Type::Null)
+    }
+}
+
+impl fmt::Display for Type {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Type::Null => write!(f, "Null"),
+            Type::Bool => write!(f, "Bool"),
+            Type::Number => write!(f, "Number"),
+            Type::Text => write!(f, "Text"),
+            Type::Json => write!(f, "Json"),
+            t if *t == Type::conversation() => write!(f, "Conversation"),
+            t if *t == Type::message() => write!(f, "Message"),
+            Type::List(t) => write!(f, "List[{t}]"),
+            Type::Record(fields) => {
+                write!(f, "{{")?;
+                for (i, (n, t)) in fields.iter().enumerate() {
+                    if i > 0 {
+                        write!(f, ", ")?;
+                    }
+                    write!(f, "{n}: {t}")?;
+                }
+                write!(f, "}}")
+            }
+            Type::Optional(t) => write!(f, "{t}?"),
+            Type::Verdict => write!(f, "Verdict"),
+            Type::Set => write!(f, "Set"),
+            Type::Policy => write!(f, "Policy"),
+            Type::Var(v) => write!(f, "{v}"),
+            Type::Any => write!(f, "_"),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Policy {
+    /// Leave unscored criteria out, as if they were not in the set.
+    Skip,
+    /// Count an unscored criterion as unmet (value 0).
+    Unmet,
+    /// Any unscored criterion makes the aggregate unscored.
+    Propagate,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AggOp {
+    /// Σ weight·value / Σ weight
+    WeightedMean,
+    /// Σ value / n
+    Mean,
+    /// met / n
+    Fraction,
+    /// Σ points·value over met / Σ positive points (HealthBench)
+    PointsRatio,
+    /// Σ points·value over met criteria
+    SumPoints,
+    /// Σ positive points
+    MaxPoints,
+    /// Weighted tree over a group: a node is the weighted mean of its children.
+    Tree,
+    All,
+    Any,
+    /// At least k met (k is the first extra argument).
+    AtLeast,
+    CountMet,
+    Count,
+    MinValue,
+    MaxValue,
+}
+
+impl AggOp {
+    pub fn name(self) -> &'static str {
+        match self {
+            AggOp::WeightedMean => "weighted_mean",
+            AggOp::Mean => "mean",
+            AggOp::Fraction => "fraction",
+            AggOp::PointsRatio => "points_ratio",
+            AggOp::SumPoints => "sum_points",
+            AggOp::MaxPoints => "max_points",
+            AggOp::Tree => "tree",
+            AggOp::All => "all",
+            AggOp::Any => "any",
+            AggOp::AtLeast => "at_least",
+            AggOp::CountMet => "count_met",
+            AggOp::Count => "count",
+            AggOp::MinValue => "min_value",
+            AggOp::MaxValue => "max_value",
+        }
+    }
+
+    pub const ALL: &'static [AggOp] = &[
+        AggOp::WeightedMean,
+        AggOp::Mean,
+        AggOp::Fraction,
+        AggOp::PointsRatio,
+        AggOp::SumPoints,
+        AggOp::MaxPoints,
+        AggOp::Tree,
+        AggOp::All,
+        AggOp::Any,
+        AggOp::AtLeast,
+        AggOp::CountMet,
+        AggOp::Count,
+        AggOp::MinValue,
+        AggOp::MaxValue,
+    ];
+
+    pub fn from_name(name: &str) -> Option<AggOp> {
+        AggOp::ALL.iter().copied().find(|a| a.name() == name)
+    }
+
+    /// The result type of the aggregate.
+    pub fn result_type(self) -> Type {
+        match self {
+            AggOp::All | AggOp::Any | AggOp::AtLeast => Type::Bool,
+            _ => Type::Number,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum HigherOrder {
+    Map,
+    Filter,
+    All,
+    Any,
+    Count,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum UnOp {
+    Neg,
+    Not,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BinOp {
+    Add,
+    Sub,
+    Mul,
+    Div,
+    Rem,
+    /// Text concatenation.
+    Concat,
+    And,
+    Or,
+    Coalesce,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CmpOp {
+    Eq,
+    Ne,
+    Lt,
+    Le,
+    Gt,
+    Ge,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Const {
+    Null,
+    Bool(bool),
+    Number(f64),
+    Text(String),
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Expr {
+    pub kind: ExprKind,
+    pub ty: Type,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ExprKind {
+    Const(Const),
+    Input(u32),
+    Local(u32),
+    Let(u32),
+    /// A static criterion's verdict.
+    Criterion(u32),
+    List(Vec<Expr>),
+    /// Fields sorted by name.
+    Record(Vec<(String, Expr)>),
+    Field { base: Box<Expr>, name: String, site: SiteId },
+    Index { base: Box<Expr>, index: Box<Expr>, site: SiteId },
+    Unary { op: UnOp, arg: Box<Expr> },
+    Binary { op: BinOp, lhs: Box<Expr>, rhs: Box<Expr>, site: SiteId },
+    /// A chain `a < b <= c`: every operand evaluated once, left to right.
+    Compare { first: Box<Expr>, rest: Vec<(CmpOp, Expr)> },
+    If { cond: Box<Expr>, then: Box<Expr>, els: Box<Expr> },
+    Intrinsic { name: String, overload: u32, args: Vec<Expr>, site: SiteId },
+    Call { func: u32, args: Vec<Expr>, site: SiteId },
+    Aggregate { op: AggOp, set: u32, policy: Policy, args: Vec<Expr>, site: SiteId },
+    HigherOrder { op: HigherOrder, list: Box<Expr>, local: u32, body: Box<Expr> },
+}
+
+impl Expr {
+    pub fn constant(c: Const) -> Expr {
+        let ty = match &c {
+            Const::Null => Type::Null,
+            Const::Bool(_) => Type::Bool,
+            Const::Number(_) => Type::Number,
+            Const::Text(_) => Type::Text,
+        };
+        Expr { kind: ExprKind::Const(c), ty }
+    }
+
+    pub fn as_number(&self) -> Option<f64> {
+        match &self.kind {
+            ExprKind::Const(Const::Number(n)) => Some(*n),
+            ExprKind::Unary { op: UnOp::Neg, arg } => arg.as_number().map(|n| -n),
+            _ => None,
+        }
+    }
+
+    pub fn as_text(&self) -> Option<&str> {
+        match &self.kind {
+            ExprKind::Const(Const::Text(t)) => Some(t),
+            _ => None,
+        }
+    }
+}
+
+impl Program {
+    /// The canonical serialisation: compact JSON of the program with fields in declaration
+    /// order. Deterministic because the IR holds only vectors and sorted records.
+    pub fn canonical_bytes(&self) -> Vec<u8> {
+        serde_json::to_vec(self).expect("IR serialises")
+    }
+
+    /// `sha256:<hex>` of the canonical bytes.
+    pub fn hash(&self) -> String {
+        let digest = Sha256::digest(self.canonical_bytes());
+        let mut s = String::from("sha256:");
+        for b in digest {
+            s.push_str(&format!("{b:02x}"));
+        }
+        s
+    }
+
+    pub fn input_index(&self, name: &str) -> Option<usize> {
+        self.inputs.iter().position(|i| i.name == name)
+    }
+
+    pub fn set_index(&self, name: &str) -> Option<usize> {
+        self.sets.iter().position(|s| s.name == name)
+    }
+}

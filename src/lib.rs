@@ -1,0 +1,18 @@
+//! rubric: a typed language and toolchain for evaluation rubrics.
+//!
+//! Pipeline: `syntax` (pest → AST) → `resolve` (modules, names) → `types` (type check, static
+//! facts) → `ir` (canonical, serialisable) → `interp` (reference engine) → `runtime` (rows in,
+//! results out). See `docs/ARCHITECTURE.md`.
+
+pub mod diag;
+pub mod interp;
+pub mod ir;
+pub mod resolve;
+pub mod runtime;
+pub mod source;
+pub mod stdlib;
+pub mod syntax;
+pub mod types;
+pub mod value;
+pub mod cli;
+pub mod engine;

@@ -1,0 +1,7 @@
+//! The `rubric` binary: parses the command line and hands over to `cli`.
+
+use clap::Parser;
+
+fn main() -> std::process::ExitCode {
+    rubric::cli::main_with(rubric::cli::Cli::parse())
+}

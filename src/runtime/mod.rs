@@ -1,0 +1,272 @@
+//! Stage 6, the runtime: binds JSON rows to a program's inputs, evaluates them in parallel
+//! with rayon in constant memory (chunks of rows, written in input order), attaches recorded
+//! verdicts, writes one result line per row, and resumes an interrupted run from its output.
+
+mod bind;
+pub mod examples;
+pub mod verdicts;
+
+pub use bind::{bind_row, BindError};
+pub use verdicts::VerdictFile;
+
+use crate::engine::{Engine, NoVerdicts, RowResult};
+use crate::ir::Program;
+use crate::value::Value;
+use rayon::prelude::*;
+use serde_json::{json, Map, Value as Json};
+use std::fs::{File, OpenOptions};
+use std::io::{BufRead, BufReader, BufWriter, Read, Seek, SeekFrom, Write};
+use std::path::Path;
+
+/// Rows evaluated together; memory is bounded by one chunk of rows and results.
+pub const CHUNK: usize = 512;
+
+/// Identity of the program every result carries.
+#[derive(Debug, Clone)]
+pub struct Identity {
+    pub rubric: String,
+    pub version: String,
+    pub ir_hash: String,
+}
+
+impl Identity {
+    pub fn of(p: &Program) -> Identity {
+        Identity { rubric: p.rubric.name.clone(), version: p.rubric.version.clone(), ir_hash: p.hash() }
+    }
+}
+
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct Summary {
+    pub rows: usize,
+    pub scored: usize,
+    pub unscored: usize,
+    pub errors: usize,
+    pub skipped_resume: usize,
+    pub score_sum: f64,
+}
+
+impl Summary {
+    pub fn mean_score(&self) -> Option<f64> {
+        (self.scored > 0).then(|| self.score_sum / self.scored as f64)
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    #[error("cannot read `{path}`: {source}")]
+    Read { path: String, source: std::io::Error },
+    #[error("cannot write `{path}`: {source}")]
+    Write { path: String, source: std::io::Error },
+    #[error("cannot resume: {0}")]
+    Resume(String),
+}
+
+/// The row's identity: its 0-based index among non-blank lines, and its `id` field if any.
+fn row_id(row: &Json) -> Option<Json> {
+    row.get("id").filter(|v| v.is_string() || v.is_number()).cloned()
+}
+
+/// Evaluate one parsed line into its output record.
+pub fn score_line(
+    engine: &dyn Engine,
+    program: &Program,
+    ident: &Identity,
+    index: usize,
+    line: &str,
+    verdicts: Option<&VerdictFile>,
+) -> Json {
+    let mut out = Map::new();
+    out.insert("row".into(), json!(index));
+    let parsed: Result<Json, _> = serde_json::from_str(line);
+    let row = match parsed {
+        Ok(r @ Json::Object(_)) => r,
+        Ok(other) => {
+            return error_record(out, ident, "rubric::row::not_an_object", format!("a row must be a JSON object, found {}", kind_of(&other)))
+        }
+        Err(e) => return error_record(out, ident, "rubric::row::malformed_json", format!("line is not valid JSON: {e}")),
+    };
+    let id = row_id(&row);
+    if let Some(id) = &id {
+        out.insert("id".into(), id.clone());
+    }
+    let inputs = match bind_row(program, &row) {
+        Ok(v) => v,
+        Err(e) => return error_record(out, ident, e.code, e.message),
+    };
+    let result = match verdicts {
+        Some(v) => engine.evaluate(program, &inputs, &v.for_row(index, id.as_ref())),
+        None => engine.evaluate(program, &inputs, &NoVerdicts),
+    };
+    finish_record(out, ident, engine.name(), &result)
+}
+
+fn kind_of(v: &Json) -> &'static str {
+    match v {
+        Json::Null => "null",
+        Json::Bool(_) => "a boolean",
+        Json::Number(_) => "a number",
+        Json::String(_) => "a string",
+        Json::Array(_) => "an array",
+        Json::Object(_) => "an object",
+    }
+}
+
+fn stamp(out: &mut Map<String, Json>, ident: &Identity) {
+    out.insert("rubric".into(), json!(ident.rubric));
+    out.insert("version".into(), json!(ident.version));
+    out.insert("ir_hash".into(), json!(ident.ir_hash));
+}
+
+fn error_record(mut out: Map<String, Json>, ident: &Identity, code: &str, message: String) -> Json {
+    stamp(&mut out, ident);
+    out.insert("error".into(), json!({ "code": code, "message": message }));
+    Json::Object(out)
+}
+
+pub fn finish_record(mut out: Map<String, Json>, ident: &Identity, engine: &str, result: &RowResult) -> Json {
+    stamp(&mut out, ident);
+    out.insert("engine".into(), json!(engine));
+    out.extend(result.to_json());
+    Json::Object(out)
+}
+
+/// Options of a batch run.
+pub struct RunOptions<'a> {
+    pub input: &'a Path,
+    pub output: &'a Path,
+    pub verdicts: Option<&'a VerdictFile>,
+    pub resume: bool,
+    pub progress: bool,
+}
+
+/// Count complete result lines already in `output` (resume), truncating a torn last line.
+/// Fails if a line was written by a different program.
+fn resume_point(output: &Path, ident: &Identity) -> Result<usize, RunError> {
+    let mut f = match OpenOptions::new().read(true).write(true).open(output) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(0),
+        Err(e) => return Err(RunError::Read { path: output.display().to_string(), source: e }),
+    };
+    let mut text = String::new();
+    f.read_to_string(&mut text).map_err(|e| RunError::Read { path: output.display().to_string(), source: e })?;
+    let mut good_bytes = 0usize;
+    let mut done = 0usize;
+    for line in text.split_inclusive('\n') {
+        if !line.ends_with('\n') {
+            break; // torn write: dropped and redone
+        }
+        let v: Json = match serde_json::from_str(line) {
+            Ok(v) => v,
+            Err(_) => break,
+        };
+        if v.get("ir_hash").and_then(Json::as_str) != Some(ident.ir_hash.as_str()) {
+            return Err(RunError::Resume(format!(
+                "`{}` line {} was written by another rubric (ir_hash {}); this rubric is {}",
+                output.display(),
+                done + 1,
+                v.get("ir_hash").and_then(Json::as_str).unwrap_or("missing"),
+                ident.ir_hash
+            )));
+        }
+        if v.get("row").and_then(Json::as_u64) != Some(done as u64) {
+            return Err(RunError::Resume(format!("`{}` line {} is not row {done}", output.display(), done + 1)));
+        }
+        good_bytes += line.len();
+        done += 1;
+    }
+    f.set_len(good_bytes as u64).map_err(|e| RunError::Write { path: output.display().to_string(), source: e })?;
+    f.seek(SeekFrom::End(0)).map_err(|e| RunError::Write { path: output.display().to_string(), source: e })?;
+    Ok(done)
+}
+
+/// Score every row of `opts.input` into `opts.output`.
+pub fn run_batch(engine: &dyn Engine, program: &Program, opts: &RunOptions<'_>) -> Result<Summary, RunError> {
+    let ident = Identity::of(program);
+    let read_err = |e| RunError::Read { path: opts.input.display().to_string(), source: e };
+    let write_err = |e| RunError::Write { path: opts.output.display().to_string(), source: e };
+    let skip = if opts.resume { resume_point(opts.output, &ident)? } else { 0 };
+    let out_file = if opts.resume {
+        OpenOptions::new().create(true).append(true).open(opts.output).map_err(write_err)?
+    } else {
+        File::create(opts.output).map_err(write_err)?
+    };
+    let mut out = BufWriter::new(out_file);
+    let total = if opts.progress { count_rows(opts.input).ok() } else { None };
+    let bar = progress_bar(opts.progress, total);
+    let reader = BufReader::new(File::open(opts.input).map_err(read_err)?);
+    let mut summary = Summary { skipped_resume: skip, ..Summary::default() };
+    let mut chunk: Vec<(usize, String)> = Vec::with_capacity(CHUNK);
+    let mut index = 0usize;
+    bar.inc(skip as u64);
+    let flush = |chunk: &mut Vec<(usize, String)>, summary: &mut Summary, out: &mut BufWriter<File>| -> Result<(), RunError> {
+        let results: Vec<Json> =
+            chunk.par_iter().map(|(i, line)| score_line(engine, program, &ident, *i, line, opts.verdicts)).collect();
+        for r in &results {
+            summary.rows += 1;
+            if r.get("error").is_some() {
+                summary.errors += 1;
+            } else if let Some(s) = r.get("score").and_then(Json::as_f64) {
+                summary.scored += 1;
+                summary.score_sum += s;
+            } else {
+                summary.unscored += 1;
+            }
+            let mut line = serde_json::to_string(r).expect("result serialises");
+            line.push('\n');
+            out.write_all(line.as_bytes()).map_err(write_err)?;
+        }
+        out.flush().map_err(write_err)?;
+        bar.inc(chunk.len() as u64);
+        chunk.clear();
+        Ok(())
+    };
+    for line in reader.lines() {
+        let line = line.map_err(read_err)?;
+        if line.trim().is_empty() {
+            continue;
+        }
+        if index >= skip {
+            chunk.push((index, line));
+            if chunk.len() == CHUNK {
+                flush(&mut chunk, &mut summary, &mut out)?;
+            }
+        }
+        index += 1;
+    }
+    flush(&mut chunk, &mut summary, &mut out)?;
+    bar.finish_and_clear();
+    Ok(summary)
+}
+
+fn count_rows(path: &Path) -> std::io::Result<u64> {
+    let reader = BufReader::new(File::open(path)?);
+    let mut n = 0;
+    for line in reader.lines() {
+        if !line?.trim().is_empty() {
+            n += 1;
+        }
+    }
+    Ok(n)
+}
+
+fn progress_bar(enabled: bool, total: Option<u64>) -> indicatif::ProgressBar {
+    use std::io::IsTerminal;
+    if !enabled || !std::io::stderr().is_terminal() {
+        return indicatif::ProgressBar::hidden();
+    }
+    let bar = match total {
+        Some(t) => indicatif::ProgressBar::new(t),
+        None => indicatif::ProgressBar::new_spinner(),
+    };
+    bar.set_style(
+        indicatif::ProgressStyle::with_template("{spinner} [{elapsed_precise}] {wide_bar} {pos}/{len} rows ({per_sec}, eta {eta})")
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+    );
+    bar
+}
+
+/// Evaluate one row value directly (tests, `explain`).
+pub fn evaluate_row(engine: &dyn Engine, program: &Program, row: &Json, verdicts: &dyn crate::engine::VerdictSource) -> Result<RowResult, BindError> {
+    let inputs: Vec<Value> = bind_row(program, row)?;
+    Ok(engine.evaluate(program, &inputs, verdicts))
+}

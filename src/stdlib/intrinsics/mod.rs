@@ -1,0 +1,351 @@
+//! The catalogue of intrinsics: every built-in function with its signature in rubric syntax,
+//! its documentation, its doc examples and its one Rust implementation, shared by all engines.
+//!
+//! Pipeline position: `types` reads the signatures, `interp` (and later the Wasm host imports
+//! and the JIT) call the implementations; each submodule holds one family of functions.
+//!
+//! **Architecture Invariant:** the order of `ALL` is stable (engines may refer to an intrinsic
+//! by its index): new intrinsics are appended at the end of their family, never inserted in
+//! front of existing ones once a bundle format is published.
+
+mod json;
+mod lists;
+mod markdown;
+mod numbers;
+mod pattern;
+mod text;
+
+use super::{Intrinsic, Trap, TrapKind};
+use crate::value::Value;
+use serde_json::Value as JsonValue;
+use std::borrow::Cow;
+use std::sync::Arc;
+
+/// Every intrinsic, grouped by family. Overloads of one name are adjacent, most specific
+/// first (the checker picks the first whose parameters accept the arguments).
+pub static ALL: &[Intrinsic] = &[
+    // text: counts and views through the shared text index
+    text::WORD_COUNT,
+    text::SENTENCE_COUNT,
+    text::PARAGRAPH_COUNT,
+    text::LINE_COUNT,
+    text::CHAR_COUNT,
+    text::LEN_TEXT,
+    lists::LEN_LIST,
+    text::WORDS,
+    text::SENTENCES,
+    text::PARAGRAPHS,
+    text::LINES,
+    // text: transformations and tests
+    text::LOWER,
+    text::UPPER,
+    text::TRIM,
+    text::STRIP_CHARS,
+    text::STRIP_PREFIX,
+    text::STRIP_SUFFIX,
+    text::CONTAINS_TEXT,
+    lists::CONTAINS_LIST,
+    text::CONTAINS_CI,
+    text::STARTS_WITH,
+    text::ENDS_WITH,
+    text::COUNT_OCCURRENCES,
+    text::KEYWORD_COUNT,
+    text::IS_LOWERCASE,
+    text::IS_UPPERCASE,
+    text::CAPITAL_WORD_COUNT,
+    text::SPLIT,
+    text::JOIN,
+    text::REPLACE,
+    text::PLACEHOLDER_COUNT,
+    text::LETTER_COUNT,
+    // normalisation for exact-match answers
+    text::NORMALIZE_WS,
+    text::STRIP_PUNCT,
+    text::NORMALIZE,
+    text::EXACT_MATCH,
+    // regular expressions
+    pattern::MATCHES,
+    pattern::FULL_MATCH,
+    pattern::FIND_ALL,
+    pattern::COUNT_MATCHES,
+    // markdown structure
+    markdown::HEADINGS,
+    markdown::HEADING_COUNT,
+    markdown::BULLET_COUNT,
+    markdown::NUMBERED_COUNT,
+    markdown::LIST_ITEMS,
+    markdown::SECTIONS,
+    markdown::HIGHLIGHTED_COUNT,
+    markdown::CODE_BLOCKS,
+    markdown::CODE_BLOCK_LANGS,
+    // JSON and JSON Schema
+    json::JSON,
+    json::PARSE_JSON,
+    json::IS_JSON,
+    json::JSON_GET,
+    json::JSON_TEXT,
+    json::JSON_NUMBER,
+    json::JSON_BOOL,
+    json::JSON_LEN,
+    json::JSON_KEYS,
+    json::JSON_TYPE,
+    json::JSON_VALID,
+    json::TO_JSON,
+    // numbers
+    numbers::NUMBERS,
+    numbers::PARSE_NUMBER,
+    numbers::APPROX_EQ,
+    numbers::REL_CLOSE,
+    numbers::ABS,
+    numbers::ROUND,
+    numbers::FLOOR,
+    numbers::CEIL,
+    numbers::MIN2,
+    numbers::MIN_LIST,
+    numbers::MAX2,
+    numbers::MAX_LIST,
+    numbers::CLIP,
+    numbers::SUM,
+    numbers::MEAN,
+    // lists
+    lists::FIRST,
+    lists::LAST,
+    lists::UNIQUE_COUNT,
+    lists::SORT_NUMBERS,
+    lists::SORT_TEXTS,
+    lists::REVERSE,
+    // conversations
+    lists::LAST_USER,
+    lists::LAST_ASSISTANT,
+    lists::TURN_COUNT,
+    lists::RENDER,
+];
+
+// ---------------------------------------------------------------- argument access
+//
+// The checker guarantees argument types, so a mismatch here is an engine bug; it is still
+// reported as a `Type` trap rather than a panic.
+
+fn missing(i: usize) -> Trap {
+    Trap::new(TrapKind::Type, format!("missing argument {}", i + 1))
+}
+
+fn wrong(i: usize, expected: &str, got: &Value) -> Trap {
+    Trap::new(
+        TrapKind::Type,
+        format!("argument {} must be {expected}, got `{got}`", i + 1),
+    )
+}
+
+pub(super) fn arg(args: &[Value], i: usize) -> Result<&Value, Trap> {
+    args.get(i).ok_or_else(|| missing(i))
+}
+
+pub(super) fn text_arg(args: &[Value], i: usize) -> Result<&Arc<str>, Trap> {
+    match arg(args, i)? {
+        Value::Text(t) => Ok(t),
+        other => Err(wrong(i, "text", other)),
+    }
+}
+
+pub(super) fn opt_text_arg(args: &[Value], i: usize) -> Result<Option<&Arc<str>>, Trap> {
+    match args.get(i) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::Text(t)) => Ok(Some(t)),
+        Some(other) => Err(wrong(i, "text or null", other)),
+    }
+}
+
+pub(super) fn num_arg(args: &[Value], i: usize) -> Result<f64, Trap> {
+    match arg(args, i)? {
+        Value::Number(n) => Ok(*n),
+        other => Err(wrong(i, "a number", other)),
+    }
+}
+
+pub(super) fn opt_num_arg(args: &[Value], i: usize) -> Result<Option<f64>, Trap> {
+    match args.get(i) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::Number(n)) => Ok(Some(*n)),
+        Some(other) => Err(wrong(i, "a number or null", other)),
+    }
+}
+
+pub(super) fn list_arg(args: &[Value], i: usize) -> Result<&[Value], Trap> {
+    match arg(args, i)? {
+        Value::List(l) => Ok(l),
+        other => Err(wrong(i, "a list", other)),
+    }
+}
+
+/// A list of numbers.
+pub(super) fn numbers_arg(args: &[Value], i: usize) -> Result<Vec<f64>, Trap> {
+    list_arg(args, i)?
+        .iter()
+        .map(|v| {
+            v.as_number()
+                .ok_or_else(|| wrong(i, "a list of numbers", v))
+        })
+        .collect()
+}
+
+/// A list of texts.
+pub(super) fn texts_arg(args: &[Value], i: usize) -> Result<Vec<&str>, Trap> {
+    list_arg(args, i)?
+        .iter()
+        .map(|v| v.as_text().ok_or_else(|| wrong(i, "a list of texts", v)))
+        .collect()
+}
+
+/// A `Json` argument. Values of other kinds (an engine that kept a structural value) are
+/// converted with `Value::to_json`; `None` for `Value::Null` (an absent `Json?`).
+pub(super) fn opt_json_arg(args: &[Value], i: usize) -> Result<Option<Cow<'_, JsonValue>>, Trap> {
+    match arg(args, i)? {
+        Value::Null => Ok(None),
+        Value::Json(j) => Ok(Some(Cow::Borrowed(&**j))),
+        Value::Unscored(_) => Err(wrong(i, "JSON", &args[i])),
+        other => Ok(Some(Cow::Owned(other.to_json()))),
+    }
+}
+
+pub(super) fn json_arg(args: &[Value], i: usize) -> Result<Cow<'_, JsonValue>, Trap> {
+    opt_json_arg(args, i)?.ok_or_else(|| wrong(i, "JSON", &Value::Null))
+}
+
+/// A non-negative integer argument (a count, a level, a number of digits).
+pub(super) fn count_arg(args: &[Value], i: usize, what: &str) -> Result<usize, Trap> {
+    let n = num_arg(args, i)?;
+    if n.is_finite() && n >= 0.0 && n.fract() == 0.0 && n <= u32::MAX as f64 {
+        Ok(n as usize)
+    } else {
+        Err(Trap::new(
+            TrapKind::InvalidArgument,
+            format!(
+                "{what} must be a non-negative integer, got {}",
+                Value::Number(n)
+            ),
+        ))
+    }
+}
+
+pub(super) fn invalid(message: impl Into<String>) -> Trap {
+    Trap::new(TrapKind::InvalidArgument, message)
+}
+
+// ---------------------------------------------------------------- results
+
+pub(super) fn number(n: usize) -> Value {
+    Value::Number(n as f64)
+}
+
+pub(super) fn texts<'a>(items: impl IntoIterator<Item = &'a str>) -> Value {
+    Value::list(items.into_iter().map(Value::text).collect())
+}
+
+pub(super) fn json_value(j: JsonValue) -> Value {
+    Value::Json(Arc::new(j))
+}
+
+/// Run an implementation on literal arguments (unit tests).
+#[cfg(test)]
+pub(super) fn call(imp: super::IntrinsicFn, args: &[Value]) -> Result<Value, Trap> {
+    imp(args, &mut super::EvalCtx::new())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashSet;
+
+    #[test]
+    fn catalogue_is_well_formed() {
+        let mut seen = HashSet::new();
+        for i in ALL {
+            assert!(!i.doc.trim().is_empty(), "{} has no doc", i.name);
+            assert!(!i.examples.is_empty(), "{} has no example", i.name);
+            assert!(
+                i.sig.starts_with('(') && i.sig.contains(") -> "),
+                "{}: bad sig",
+                i.name
+            );
+            assert!(
+                seen.insert((i.name, i.sig)),
+                "{} {} is listed twice",
+                i.name,
+                i.sig
+            );
+            assert!(
+                i.name
+                    .chars()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_'),
+                "{} is not snake_case",
+                i.name
+            );
+        }
+    }
+
+    /// Hard keywords of `grammar/rubric.pest`: a parameter with one of these names could
+    /// never be passed by name.
+    const KEYWORDS: &[&str] = &[
+        "rubric",
+        "module",
+        "import",
+        "input",
+        "judge",
+        "gate",
+        "criterion",
+        "criteria",
+        "tier",
+        "group",
+        "let",
+        "fn",
+        "score",
+        "example",
+        "if",
+        "then",
+        "else",
+        "true",
+        "false",
+        "and",
+        "or",
+        "not",
+        "in",
+        "by",
+        "check",
+        "extract",
+        "from",
+        "each",
+        "null",
+    ];
+
+    #[test]
+    fn parameter_names_are_not_keywords() {
+        for i in ALL {
+            let params = &i.sig[1..i.sig.find(") -> ").unwrap()];
+            for p in params.split(',').filter(|p| !p.trim().is_empty()) {
+                let name = p.split(':').next().unwrap().trim();
+                assert!(
+                    !KEYWORDS.contains(&name),
+                    "{}{}: `{name}` is a keyword",
+                    i.name,
+                    i.sig
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn overloads_are_adjacent() {
+        let mut finished = HashSet::new();
+        let mut prev = "";
+        for i in ALL {
+            if i.name != prev {
+                assert!(
+                    finished.insert(prev),
+                    "overloads of `{prev}` are not adjacent"
+                );
+                prev = i.name;
+            }
+        }
+    }
+}

@@ -1,0 +1,338 @@
+//! Number intrinsics: extraction from text, strict parsing, comparison with tolerance,
+//! rounding and the small arithmetic helpers aggregations and checks need.
+//!
+//! Pipeline position: part of `stdlib::intrinsics::ALL`, called by every engine.
+
+use super::{invalid, num_arg, numbers_arg, text_arg};
+use crate::stdlib::{EvalCtx, Intrinsic, Trap};
+use crate::value::Value;
+use std::sync::LazyLock;
+
+/// Numbers in prose: `1,234.5` (well-formed thousands groups), `3.14`, `42`. Signs are
+/// decided by hand (the regex crate has no look-behind).
+static NUMBER_IN_TEXT: LazyLock<regex::Regex> = LazyLock::new(|| {
+    regex::Regex::new(r"\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?").expect("valid regex")
+});
+
+/// A whole text that is one number: optional sign, digits with optional well-formed
+/// thousands groups, optional fraction, optional exponent; or a bare fraction `.5`.
+static NUMBER_TEXT: LazyLock<regex::Regex> = LazyLock::new(|| {
+    regex::Regex::new(
+        r"\A[+\-−]?(?:(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d*)?|\.\d+)(?:[eE][+\-]?\d+)?\z",
+    )
+    .expect("valid regex")
+});
+
+fn to_f64(digits: &str) -> f64 {
+    digits
+        .replace(',', "")
+        .replace('−', "-")
+        .parse()
+        .unwrap_or(f64::NAN)
+}
+
+fn numbers(args: &[Value], _: &mut EvalCtx) -> Result<Value, Trap> {
+    let t = text_arg(args, 0)?;
+    let mut out = Vec::new();
+    for m in NUMBER_IN_TEXT.find_iter(t) {
+        let mut n = to_f64(m.as_str());
+        let before = &t[..m.start()];
+        let mut rest = before.chars().rev();
+        // A sign, unless it joins two words or numbers (`3-4`, `COVID-19`).
+        if matches!(rest.next(), Some('-' | '−')) && !rest.next().is_some_and(char::is_alphanumeric)
+        {
+            n = -n;
+        }
+        out.push(Value::Number(n));
+    }
+    Ok(Value::list(out))
+}
+
+pub(super) const NUMBERS: Intrinsic = Intrinsic {
+    name: "numbers",
+    sig: "(text: Text) -> List[Number]",
+    doc: "Every number written in `text`, in order: integers, decimals (`3.14`), thousands \
+          separated with commas (`1,234,567`), and negatives (`-5`, but the `-` of a range \
+          `3-4` or of `COVID-19` is not a sign). Exponents, fractions such as `1/2` and number \
+          words are not recognised; a group that is not three digits ends a number (`1,23` is \
+          `1` and `23`).",
+    examples: &[
+        r##"numbers("It costs $1,234.50, not -5 or 3-4.") == [1234.5, -5, 3, 4]"##,
+        r##"numbers("no digits").len() == 0"##,
+    ],
+    imp: numbers,
+};
+
+pub(super) const PARSE_NUMBER: Intrinsic = Intrinsic {
+    name: "parse_number",
+    sig: "(text: Text) -> Number?",
+    doc: "`text` as a number, or `null` when, once trimmed, it is not exactly one number: an \
+          optional sign, digits (thousands may be grouped with commas), an optional fraction and \
+          an optional exponent (`-1,234.5`, `.5`, `2e3`). Units, percent signs and words make it \
+          `null`.",
+    examples: &[
+        r##"parse_number(" -1,234.5 ") == -1234.5"##,
+        r##"parse_number("2e3") == 2000"##,
+        r##"parse_number("12 apples") == null"##,
+    ],
+    imp: |a, _| {
+        let t = text_arg(a, 0)?.trim();
+        Ok(if NUMBER_TEXT.is_match(t) {
+            Value::Number(to_f64(t))
+        } else {
+            Value::Null
+        })
+    },
+};
+
+fn tolerance(args: &[Value], i: usize, what: &str) -> Result<f64, Trap> {
+    let tol = num_arg(args, i)?;
+    if tol.is_nan() || tol < 0.0 {
+        return Err(invalid(format!(
+            "{what} must be a non-negative number, got {}",
+            Value::Number(tol)
+        )));
+    }
+    Ok(tol)
+}
+
+pub(super) const APPROX_EQ: Intrinsic = Intrinsic {
+    name: "approx_eq",
+    sig: "(a: Number, b: Number, tol: Number = 1e-9) -> Bool",
+    doc:
+        "Whether `a` and `b` differ by at most the absolute tolerance `tol` (`|a - b| <= tol`). A \
+          negative tolerance is an invalid argument.",
+    examples: &[
+        r##"approx_eq(0.1 + 0.2, 0.3)"##,
+        r##"approx_eq(9.8, 10, tol: 0.5)"##,
+        r##"not approx_eq(1, 2)"##,
+    ],
+    imp: |a, _| {
+        let (x, y) = (num_arg(a, 0)?, num_arg(a, 1)?);
+        let tol = if a.len() > 2 {
+            tolerance(a, 2, "the tolerance")?
+        } else {
+            1e-9
+        };
+        Ok(Value::Bool((x - y).abs() <= tol || x == y))
+    },
+};
+
+pub(super) const REL_CLOSE: Intrinsic = Intrinsic {
+    name: "rel_close",
+    sig: "(a: Number, b: Number, rel: Number) -> Bool",
+    doc: "Whether `a` and `b` differ by at most `rel` times the larger of their magnitudes \
+          (`|a - b| <= rel * max(|a|, |b|)`, Python's `math.isclose` without an absolute term): \
+          `rel: 0.01` accepts a 1% difference. A negative `rel` is an invalid argument.",
+    examples: &[
+        r##"rel_close(101, 100, 0.01)"##,
+        r##"not rel_close(103, 100, 0.01)"##,
+    ],
+    imp: |a, _| {
+        let (x, y) = (num_arg(a, 0)?, num_arg(a, 1)?);
+        let rel = tolerance(a, 2, "the relative tolerance")?;
+        Ok(Value::Bool(
+            x == y || (x - y).abs() <= rel * x.abs().max(y.abs()),
+        ))
+    },
+};
+
+pub(super) const ABS: Intrinsic = Intrinsic {
+    name: "abs",
+    sig: "(x: Number) -> Number",
+    doc: "The absolute value of `x`.",
+    examples: &[r##"abs(-3) == 3"##, r##"abs(2.5) == 2.5"##],
+    imp: |a, _| Ok(Value::Number(num_arg(a, 0)?.abs())),
+};
+
+fn round(args: &[Value], _: &mut EvalCtx) -> Result<Value, Trap> {
+    let x = num_arg(args, 0)?;
+    let digits = match args.get(1) {
+        None | Some(Value::Null) => 0.0,
+        Some(_) => num_arg(args, 1)?,
+    };
+    if digits.fract() != 0.0 || !(-15.0..=15.0).contains(&digits) {
+        return Err(invalid(format!(
+            "the number of digits must be an integer from -15 to 15, got {}",
+            Value::Number(digits)
+        )));
+    }
+    let scale = 10f64.powi(digits as i32);
+    let r = (x * scale).round() / scale;
+    Ok(Value::Number(if r.is_finite() { r } else { x }))
+}
+
+pub(super) const ROUND: Intrinsic = Intrinsic {
+    name: "round",
+    sig: "(x: Number, digits: Number = 0) -> Number",
+    doc: "`x` rounded to `digits` decimal places (negative `digits` round to tens, hundreds...), \
+          halves away from zero (`round(2.5) == 3`, `round(-2.5) == -3`; unlike Python, no \
+          banker's rounding). The rounding is done on `x * 10^digits`, so a binary fraction just \
+          below a half rounds down. `digits` must be an integer from -15 to 15.",
+    examples: &[
+        r##"round(2.5) == 3"##,
+        r##"round(3.14159, digits: 2) == 3.14"##,
+        r##"round(1234, -2) == 1200"##,
+    ],
+    imp: round,
+};
+
+pub(super) const FLOOR: Intrinsic = Intrinsic {
+    name: "floor",
+    sig: "(x: Number) -> Number",
+    doc: "The largest integer not greater than `x`.",
+    examples: &[r##"floor(2.7) == 2"##, r##"floor(-2.1) == -3"##],
+    imp: |a, _| Ok(Value::Number(num_arg(a, 0)?.floor())),
+};
+
+pub(super) const CEIL: Intrinsic = Intrinsic {
+    name: "ceil",
+    sig: "(x: Number) -> Number",
+    doc: "The smallest integer not less than `x`.",
+    examples: &[r##"ceil(2.1) == 3"##, r##"ceil(-2.7) == -2"##],
+    imp: |a, _| Ok(Value::Number(num_arg(a, 0)?.ceil())),
+};
+
+pub(super) const MIN2: Intrinsic = Intrinsic {
+    name: "min",
+    sig: "(a: Number, b: Number) -> Number",
+    doc: "The smaller of `a` and `b`.",
+    examples: &[r##"min(3, -1) == -1"##],
+    imp: |a, _| Ok(Value::Number(num_arg(a, 0)?.min(num_arg(a, 1)?))),
+};
+
+pub(super) const MIN_LIST: Intrinsic = Intrinsic {
+    name: "min",
+    sig: "(xs: List[Number]) -> Number?",
+    doc: "The smallest number of `xs`, or `null` when `xs` is empty.",
+    examples: &[
+        r##"min([4, 2, 8]) == 2"##,
+        r##"min(numbers("none")) == null"##,
+    ],
+    imp: |a, _| {
+        Ok(numbers_arg(a, 0)?
+            .into_iter()
+            .reduce(f64::min)
+            .map_or(Value::Null, Value::Number))
+    },
+};
+
+pub(super) const MAX2: Intrinsic = Intrinsic {
+    name: "max",
+    sig: "(a: Number, b: Number) -> Number",
+    doc: "The larger of `a` and `b`.",
+    examples: &[r##"max(3, -1) == 3"##],
+    imp: |a, _| Ok(Value::Number(num_arg(a, 0)?.max(num_arg(a, 1)?))),
+};
+
+pub(super) const MAX_LIST: Intrinsic = Intrinsic {
+    name: "max",
+    sig: "(xs: List[Number]) -> Number?",
+    doc: "The largest number of `xs`, or `null` when `xs` is empty.",
+    examples: &[r##"max([4, 2, 8]) == 8"##],
+    imp: |a, _| {
+        Ok(numbers_arg(a, 0)?
+            .into_iter()
+            .reduce(f64::max)
+            .map_or(Value::Null, Value::Number))
+    },
+};
+
+pub(super) const CLIP: Intrinsic = Intrinsic {
+    name: "clip",
+    sig: "(x: Number, lo: Number, hi: Number) -> Number",
+    doc: "`x` limited to the range `lo` to `hi`: `lo` when below, `hi` when above. `lo` greater \
+          than `hi` is an invalid argument.",
+    examples: &[
+        r##"clip(1.7, 0, 1) == 1"##,
+        r##"clip(-0.2, 0, 1) == 0"##,
+        r##"clip(0.5, 0, 1) == 0.5"##,
+    ],
+    imp: |a, _| {
+        let (x, lo, hi) = (num_arg(a, 0)?, num_arg(a, 1)?, num_arg(a, 2)?);
+        if lo.is_nan() || hi.is_nan() || lo > hi {
+            return Err(invalid(format!(
+                "clip needs lo <= hi, got lo = {} and hi = {}",
+                Value::Number(lo),
+                Value::Number(hi)
+            )));
+        }
+        Ok(Value::Number(x.clamp(lo, hi)))
+    },
+};
+
+pub(super) const SUM: Intrinsic = Intrinsic {
+    name: "sum",
+    sig: "(xs: List[Number]) -> Number",
+    doc: "The sum of `xs`, added left to right (0 for an empty list).",
+    examples: &[r##"sum([1, 2, 3.5]) == 6.5"##, r##"sum(numbers("")) == 0"##],
+    imp: |a, _| Ok(Value::Number(numbers_arg(a, 0)?.into_iter().sum())),
+};
+
+pub(super) const MEAN: Intrinsic = Intrinsic {
+    name: "mean",
+    sig: "(xs: List[Number]) -> Number?",
+    doc: "The arithmetic mean of `xs` (the sum added left to right, divided by the count), or \
+          `null` when `xs` is empty.",
+    examples: &[
+        r##"mean([1, 2, 6]) == 3"##,
+        r##"mean(numbers("")) == null"##,
+    ],
+    imp: |a, _| {
+        let xs = numbers_arg(a, 0)?;
+        Ok(if xs.is_empty() {
+            Value::Null
+        } else {
+            Value::Number(xs.iter().sum::<f64>() / xs.len() as f64)
+        })
+    },
+};
+
+#[cfg(test)]
+mod tests {
+    use super::super::call;
+    use super::*;
+
+    fn nums(t: &str) -> Vec<f64> {
+        match call(NUMBERS.imp, &[Value::text(t)]).unwrap() {
+            Value::List(l) => l.iter().map(|v| v.as_number().unwrap()).collect(),
+            other => panic!("{other}"),
+        }
+    }
+
+    #[test]
+    fn numbers_in_prose() {
+        assert_eq!(
+            nums("-5 and -3.5, (−2) 12,345,678 1,23 x-1 v1.2.3 7."),
+            [-5.0, -3.5, -2.0, 12345678.0, 1.0, 23.0, 1.0, 1.2, 3.0, 7.0]
+        );
+        assert_eq!(nums("range 10-20, COVID-19"), [10.0, 20.0, 19.0]);
+        assert!(nums("").is_empty());
+    }
+
+    #[test]
+    fn parse_number_is_strict() {
+        let p = |t: &str| call(PARSE_NUMBER.imp, &[Value::text(t)]).unwrap();
+        assert_eq!(p("42"), Value::Number(42.0));
+        assert_eq!(p("+.5"), Value::Number(0.5));
+        assert_eq!(p("1."), Value::Number(1.0));
+        assert_eq!(p("1,000"), Value::Number(1000.0));
+        for bad in ["", "1,00", "inf", "NaN", "1 000", "5%", "0x10", "--1", "1e"] {
+            assert_eq!(p(bad), Value::Null, "{bad}");
+        }
+    }
+
+    #[test]
+    fn domain_errors() {
+        let n = Value::Number;
+        assert!(call(APPROX_EQ.imp, &[n(1.0), n(1.0), n(-1.0)]).is_err());
+        assert!(call(REL_CLOSE.imp, &[n(1.0), n(1.0), n(f64::NAN)]).is_err());
+        assert!(call(CLIP.imp, &[n(1.0), n(2.0), n(0.0)]).is_err());
+        assert!(call(ROUND.imp, &[n(1.0), n(0.5)]).is_err());
+        assert_eq!(call(ROUND.imp, &[n(-2.5)]).unwrap(), n(-3.0));
+        assert_eq!(
+            call(REL_CLOSE.imp, &[n(0.0), n(0.0), n(0.0)]).unwrap(),
+            Value::Bool(true)
+        );
+    }
+}

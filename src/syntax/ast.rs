@@ -1,0 +1,439 @@
+//! The abstract syntax tree produced by `syntax::parser`: every node carries a `Span`, names
+//! are owned strings, and no node holds source text beyond the literal values it denotes.
+
+use crate::source::Span;
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Name {
+    pub text: String,
+    pub span: Span,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct StrLit {
+    pub value: String,
+    pub span: Span,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct File {
+    pub header: Option<Header>,
+    pub items: Vec<Item>,
+    pub span: Span,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum HeaderKind {
+    Rubric,
+    Module,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Header {
+    pub kind: HeaderKind,
+    pub name: Name,
+    /// Semver text, rubrics only.
+    pub version: Option<StrLit>,
+    pub title: Option<StrLit>,
+    pub span: Span,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Item {
+    Import(Import),
+    Input(Input),
+    Judge(Judge),
+    Gate(Gate),
+    Criterion(Criterion),
+    Criteria(CriteriaBlock),
+    Tier(Tier),
+    Group(Group),
+    Let(Let),
+    Fn(FnDef),
+    Score(ScoreDef),
+    Example(Example),
+}
+
+impl Item {
+    pub fn span(&self) -> Span {
+        match self {
+            Item::Import(i) => i.span,
+            Item::Input(i) => i.span,
+            Item::Judge(i) => i.span,
+            Item::Gate(i) => i.span,
+            Item::Criterion(i) => i.span,
+            Item::Criteria(i) => i.span,
+            Item::Tier(i) => i.span,
+            Item::Group(i) => i.span,
+            Item::Let(i) => i.span,
+            Item::Fn(i) => i.span,
+            Item::Score(i) => i.span,
+            Item::Example(i) => i.span,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Import {
+    pub path: Name,
+    pub alias: Option<Name>,
+    pub span: Span,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Input {
+    pub name: Name,
+    pub ty: TypeExpr,
+    pub default: Option<Expr>,
+    pub span: Span,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Judge {
+    pub name: Name,
+    pub settings: Vec<JudgeSetting>,
+    pub span: Span,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct JudgeSetting {
+    pub kind: JudgeSettingKind,
+    pub span: Span,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum JudgeSettingKind {
+    Model(StrLit),
+    Temperature(f64),
+    TopP(f64),
+    MaxTokens(f64),
+    Seed(f64),
+    Samples(f64),
+    Vote(Name),
+    Sees(Vec<Name>),
+    Returns { kind: Name, fields: Vec<FieldType> },
+    EvidenceQuote(Name),
+    Template(StrLit),
+    System(StrLit),
+    Scoring(Name),
+    PerCall(f64),
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Gate {
+    pub name: Name,
+    pub cond: Expr,
+    pub action: GateAction,
+    pub reason: Option<StrLit>,
+    pub span: Span,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum GateAction {
+    /// The score becomes this value and evaluation stops.
+    Score(Expr),
+    /// The final score is at most this value; evaluation goes on.
+    Cap(Expr),
+}
+
+/// A criterion. At top level, in tiers, groups and static `criteria` blocks it has an `id` and
+/// an optional literal text (`Expr::Str`); in a `criteria ... each` template it has no id and
+/// its text is any `Text` expression.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Criterion {
+    pub id: Option<Name>,
+    pub text: Option<Expr>,
+    pub attrs: Vec<CriterionAttr>,
+    pub verifier: Option<Verifier>,
+    pub span: Span,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct CriterionAttr {
+    pub kind: AttrKind,
+    pub span: Span,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum AttrKind {
+    Points(Expr),
+    Weight(Expr),
+    Axis(StrLit),
+    Tags(Expr),
+    Ordinal(Vec<Level>),
+    Nominal(Vec<Label>),
+    Continuous,
+    Pass(Expr),
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Level {
+    pub value: f64,
+    pub descriptor: StrLit,
+    pub span: Span,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Label {
+    pub name: StrLit,
+    pub value: f64,
+    pub span: Span,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Verifier {
+    pub kind: VerifierKind,
+    pub span: Span,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum VerifierKind {
+    /// `by judge`
+    Judge(Name),
+    /// `check <Bool expr>`
+    Check(Expr),
+    /// `value <Number expr in [0,1]>`
+    Value(Expr),
+    /// `extract var: Type from input by judge check <Bool expr>`
+    Extract { var: Name, ty: TypeExpr, from: Name, judge: Name, check: Expr },
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct CriteriaBlock {
+    pub name: Name,
+    pub default_judge: Option<Name>,
+    pub body: CriteriaBody,
+    pub span: Span,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum CriteriaBody {
+    Static(Vec<Criterion>),
+    Each { var: Name, list: Expr, template: Box<Criterion> },
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Tier {
+    pub name: Name,
+    pub default_judge: Option<Name>,
+    pub criteria: Vec<Criterion>,
+    pub span: Span,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Group {
+    pub name: Name,
+    pub weight: Option<Expr>,
+    pub default_judge: Option<Name>,
+    pub members: Vec<GroupMember>,
+    pub span: Span,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum GroupMember {
+    Group(Group),
+    Criterion(Criterion),
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Let {
+    pub name: Name,
+    pub ty: Option<TypeExpr>,
+    pub value: Expr,
+    pub span: Span,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct FnDef {
+    pub name: Name,
+    pub params: Vec<Param>,
+    pub ret: TypeExpr,
+    pub body: Expr,
+    pub span: Span,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Param {
+    pub name: Name,
+    pub ty: TypeExpr,
+    pub default: Option<Expr>,
+    pub span: Span,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct ScoreDef {
+    pub expr: Expr,
+    pub span: Span,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Example {
+    pub name: StrLit,
+    pub stmts: Vec<ExampleStmt>,
+    pub span: Span,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct ExampleStmt {
+    pub kind: ExampleStmtKind,
+    pub span: Span,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum ExampleStmtKind {
+    /// `response "..."`: bind an input.
+    Bind { input: Name, value: Expr },
+    /// `judge grader says er = met, dose = unmet`
+    Judge { judge: Name, verdicts: Vec<(CriterionKey, VerdictLit)> },
+    /// `expect score 0.5 within 0.01` / `expect score unscored`
+    ExpectScore { value: Option<f64>, within: Option<f64> },
+    /// `expect failure "format"` / `expect failure null`
+    ExpectFailure(Option<StrLit>),
+    /// `expect group code = 0.5`
+    ExpectGroup { group: Name, value: f64, within: Option<f64> },
+    /// `expect er = met`
+    ExpectCriterion { key: CriterionKey, verdict: VerdictLit },
+}
+
+/// A criterion named in an example: `er`, or `items[3]` for a per-instance criterion.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CriterionKey {
+    pub name: Name,
+    pub index: Option<u32>,
+    pub span: Span,
+}
+
+impl CriterionKey {
+    pub fn id(&self) -> String {
+        match self.index {
+            Some(i) => format!("{}[{}]", self.name.text, i),
+            None => self.name.text.clone(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct VerdictLit {
+    pub kind: VerdictLitKind,
+    pub span: Span,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum VerdictLitKind {
+    Met,
+    Unmet,
+    Unscored(Option<String>),
+    Number(f64),
+    Label(String),
+    Bool(bool),
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct FieldType {
+    pub name: Name,
+    pub ty: TypeExpr,
+    pub span: Span,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct TypeExpr {
+    pub kind: TypeExprKind,
+    pub span: Span,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum TypeExprKind {
+    Named(Name),
+    List(Box<TypeExpr>),
+    Record(Vec<FieldType>),
+    Optional(Box<TypeExpr>),
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Expr {
+    pub kind: ExprKind,
+    pub span: Span,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum UnOp {
+    Neg,
+    Not,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum BinOp {
+    Add,
+    Sub,
+    Mul,
+    Div,
+    Rem,
+    And,
+    Or,
+    Coalesce,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum CmpOp {
+    Eq,
+    Ne,
+    Lt,
+    Le,
+    Gt,
+    Ge,
+}
+
+impl CmpOp {
+    pub fn symbol(self) -> &'static str {
+        match self {
+            CmpOp::Eq => "==",
+            CmpOp::Ne => "!=",
+            CmpOp::Lt => "<",
+            CmpOp::Le => "<=",
+            CmpOp::Gt => ">",
+            CmpOp::Ge => ">=",
+        }
+    }
+}
+
+impl BinOp {
+    pub fn symbol(self) -> &'static str {
+        match self {
+            BinOp::Add => "+",
+            BinOp::Sub => "-",
+            BinOp::Mul => "*",
+            BinOp::Div => "/",
+            BinOp::Rem => "%",
+            BinOp::And => "and",
+            BinOp::Or => "or",
+            BinOp::Coalesce => "??",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Arg {
+    pub name: Option<Name>,
+    pub value: Expr,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum ExprKind {
+    Number(f64),
+    Str(String),
+    Bool(bool),
+    Null,
+    List(Vec<Expr>),
+    Record(Vec<(Name, Expr)>),
+    Var(Name),
+    Field(Box<Expr>, Name),
+    Index(Box<Expr>, Box<Expr>),
+    Call { callee: Box<Expr>, args: Vec<Arg> },
+    Method { receiver: Box<Expr>, method: Name, args: Vec<Arg> },
+    Unary(UnOp, Box<Expr>),
+    Binary(BinOp, Box<Expr>, Box<Expr>),
+    /// `a < b <= c`: a chain of comparisons, each operand evaluated once.
+    Compare(Box<Expr>, Vec<(CmpOp, Expr)>),
+    If(Box<Expr>, Box<Expr>, Box<Expr>),
+    Lambda(Name, Box<Expr>),
+}

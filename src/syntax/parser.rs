@@ -1,0 +1,973 @@
+//! pest pairs → AST, one top-level item at a time so that an error in one item is reported
+//! and the parser resumes at the next line that starts a declaration.
+
+use super::ast::*;
+use super::{RubricParser, Rule};
+use crate::diag::Diagnostic;
+use crate::source::{FileId, Span};
+use pest::error::{ErrorVariant, InputLocation};
+use pest::iterators::Pair;
+use pest::Parser;
+
+pub struct ParseOutput {
+    pub file: File,
+    pub diagnostics: Vec<Diagnostic>,
+}
+
+/// Parse a whole file, reporting every syntax error (one per broken item) and returning the
+/// items that parsed.
+pub fn parse_file(file: FileId, src: &str) -> ParseOutput {
+    let mut diagnostics = Vec::new();
+    let mut items = Vec::new();
+    let mut header = None;
+    let mut pos = skip_trivia(src, 0);
+    let starts_header = src[pos..].starts_with("rubric") || src[pos..].starts_with("module");
+    if starts_header && at_word_boundary(src, pos + 6) {
+        match RubricParser::parse(Rule::header_entry, &src[pos..]) {
+            Ok(mut pairs) => {
+                let entry = pairs.next().expect("header_entry");
+                let h = entry.into_inner().find(|p| p.as_rule() == Rule::header).expect("header");
+                let end = pos + h.as_span().end();
+                header = Some(Lower { file, base: pos }.header(h));
+                pos = end;
+            }
+            Err(e) => {
+                diagnostics.push(pest_error(file, src, pos, e));
+                pos = recover(src, pos);
+            }
+        }
+    }
+    loop {
+        pos = skip_trivia(src, pos);
+        if pos >= src.len() {
+            break;
+        }
+        match RubricParser::parse(Rule::item_entry, &src[pos..]) {
+            Ok(mut pairs) => {
+                let entry = pairs.next().expect("item_entry");
+                let item = entry.into_inner().find(|p| p.as_rule() == Rule::item).expect("item");
+                let end = pos + item.as_span().end();
+                items.push(Lower { file, base: pos }.item(item));
+                if end <= pos {
+                    break;
+                }
+                pos = end;
+            }
+            Err(e) => {
+                diagnostics.push(pest_error(file, src, pos, e));
+                pos = recover(src, pos);
+            }
+        }
+    }
+    let span = Span::new(file, 0, src.len());
+    ParseOutput { file: File { header, items, span }, diagnostics }
+}
+
+/// Parse a type written in rubric syntax, used for intrinsic signatures: `"(a: Text, b: Number = 1) -> Bool"`.
+pub fn parse_type_sig(src: &str) -> Result<(Vec<Param>, TypeExpr), String> {
+    let wrapped = format!("fn f{src} = null");
+    let mut pairs = RubricParser::parse(Rule::item_entry, &wrapped).map_err(|e| e.to_string())?;
+    let item = pairs.next().and_then(|p| p.into_inner().find(|p| p.as_rule() == Rule::item)).ok_or("no item")?;
+    if item.as_span().end() != wrapped.len() {
+        return Err(format!("trailing text in signature `{src}`"));
+    }
+    match (Lower { file: FileId(u32::MAX), base: 0 }).item(item) {
+        Item::Fn(f) => Ok((f.params, f.ret)),
+        _ => Err("not a signature".into()),
+    }
+}
+
+const ITEM_KEYWORDS: &[&str] = &[
+    "rubric", "module", "import", "input", "judge", "gate", "criterion", "criteria", "tier", "group", "let", "fn",
+    "score", "example",
+];
+
+fn at_word_boundary(src: &str, i: usize) -> bool {
+    src[i.min(src.len())..].chars().next().is_none_or(|c| !(c.is_ascii_alphanumeric() || c == '_'))
+}
+
+/// Skip whitespace and comments.
+fn skip_trivia(src: &str, mut pos: usize) -> usize {
+    let b = src.as_bytes();
+    loop {
+        while pos < b.len() && (b[pos] as char).is_ascii_whitespace() {
+            pos += 1;
+        }
+        if src[pos..].starts_with("//") {
+            pos = src[pos..].find('\n').map_or(src.len(), |i| pos + i);
+        } else if src[pos..].starts_with("/*") {
+            pos = src[pos + 2..].find("*/").map_or(src.len(), |i| pos + 2 + i + 2);
+        } else {
+            return pos;
+        }
+    }
+}
+
+/// After an error in the item at `pos`, resume at the next line that starts (after
+/// indentation at most 0 columns) with a declaration keyword.
+fn recover(src: &str, pos: usize) -> usize {
+    let mut i = pos;
+    loop {
+        let Some(nl) = src[i..].find('\n') else { return src.len() };
+        i += nl + 1;
+        let line = &src[i..];
+        if ITEM_KEYWORDS
+            .iter()
+            .any(|k| line.starts_with(k) && at_word_boundary(src, i + k.len()))
+        {
+            return i;
+        }
+    }
+}
+
+fn describe(rule: &Rule) -> Option<&'static str> {
+    Some(match rule {
+        Rule::EOI => "end of file",
+        Rule::item | Rule::item_entry => {
+            "a declaration (`input`, `judge`, `gate`, `criterion`, `criteria`, `tier`, `group`, `let`, `fn`, `score`, `example`, `import`)"
+        }
+        Rule::header => "`rubric NAME @ VERSION` or `module NAME`",
+        Rule::ident => "a name",
+        Rule::field_name => "a field name",
+        Rule::qualified_name => "a dotted name",
+        Rule::semver => "a version like `1.0.0`",
+        Rule::number | Rule::signed_number => "a number",
+        Rule::string | Rule::plain_string | Rule::triple_string => "a string",
+        Rule::expr | Rule::if_expr | Rule::lambda | Rule::coalesce | Rule::or_expr | Rule::and_expr
+        | Rule::not_expr | Rule::cmp_expr | Rule::add_expr | Rule::mul_expr | Rule::unary_expr
+        | Rule::postfix_expr | Rule::primary => "an expression",
+        Rule::type_expr | Rule::type_atom => "a type",
+        Rule::judge_setting => {
+            "a judge setting (`model`, `temperature`, `top_p`, `max_tokens`, `seed`, `samples`, `vote`, `sees`, `returns`, `evidence`, `template`, `system`, `scoring`, `per_call`)"
+        }
+        Rule::criterion_attr => "a criterion attribute (`points`, `weight`, `axis`, `tags`, `ordinal`, `nominal`, `continuous`, `pass`)",
+        Rule::verifier => "a verifier (`by JUDGE`, `check EXPR`, `value EXPR`, `extract ...`)",
+        Rule::gate_action => "`score EXPR` or `cap EXPR`",
+        Rule::criteria_each | Rule::criteria_static => "`each NAME in LIST { ... }` or `{ criterion ... }`",
+        Rule::criterion_item | Rule::criterion_template => "`criterion`",
+        Rule::group_member => "`group` or `criterion`",
+        Rule::example_stmt => "an example statement (`INPUT VALUE`, `judge J says ...`, `expect ...`)",
+        Rule::verdict_lit => "a verdict (`met`, `unmet`, `unscored(\"reason\")`, a number or a label)",
+        Rule::expect_score | Rule::expect_failure | Rule::expect_group | Rule::expect_criterion => {
+            "`score`, `failure`, `group` or a criterion"
+        }
+        Rule::cmp_op => "a comparison",
+        Rule::add_op | Rule::mul_op => "an operator",
+        Rule::call_args => "`(`",
+        Rule::postfix | Rule::field_or_method | Rule::index => return None,
+        Rule::level => "an ordinal level (`1 \"label\"`)",
+        Rule::label => "a nominal label (`name: value`)",
+        Rule::block_default => "`by JUDGE`",
+        Rule::optional_mark => "`?`",
+        Rule::named_arg | Rule::arg => "an argument",
+        Rule::record_field => "a record field",
+        Rule::field_type => "a field declaration (`name: Type`)",
+        Rule::param => "a parameter (`name: Type`)",
+        Rule::k_else => "`else`",
+        Rule::k_then => "`then`",
+        Rule::k_in => "`in`",
+        Rule::k_by => "`by`",
+        Rule::k_check => "`check`",
+        Rule::k_from => "`from`",
+        Rule::k_each => "`each`",
+        Rule::kw_says => "`says`",
+        Rule::kw_reason => "`reason`",
+        _ => return None,
+    })
+}
+
+fn pest_error(file: FileId, src: &str, base: usize, e: pest::error::Error<Rule>) -> Diagnostic {
+    let at = match e.location {
+        InputLocation::Pos(p) => base + p,
+        InputLocation::Span((s, _)) => base + s,
+    };
+    let mut expected: Vec<&str> = Vec::new();
+    if let ErrorVariant::ParsingError { positives, .. } = &e.variant {
+        for r in positives {
+            if let Some(d) = describe(r) {
+                if !expected.contains(&d) {
+                    expected.push(d);
+                }
+            }
+        }
+    }
+    let found = found_at(src, at);
+    let message = if expected.is_empty() {
+        format!("unexpected {found}")
+    } else {
+        format!("expected {}, found {found}", join_or(&expected))
+    };
+    let end = (at + token_len(src, at)).min(src.len());
+    Diagnostic::error("rubric::parse::syntax", message)
+        .with_label(Span::new(file, at, end), "here")
+        .with_help(help_for(src, at))
+}
+
+fn join_or(items: &[&str]) -> String {
+    match items {
+        [] => String::new(),
+        [one] => one.to_string(),
+        [init @ .., last] => format!("{} or {}", init.join(", "), last),
+    }
+}
+
+fn token_len(src: &str, at: usize) -> usize {
+    let rest = &src[at.min(src.len())..];
+    let mut chars = rest.char_indices();
+    match chars.next() {
+        None => 0,
+        Some((_, c)) if c.is_alphanumeric() || c == '_' => {
+            rest.find(|c: char| !(c.is_alphanumeric() || c == '_')).unwrap_or(rest.len())
+        }
+        Some((_, c)) => c.len_utf8(),
+    }
+}
+
+fn found_at(src: &str, at: usize) -> String {
+    let len = token_len(src, at);
+    if len == 0 {
+        return "end of file".into();
+    }
+    let tok = &src[at..at + len];
+    match tok {
+        "\n" => "end of line".into(),
+        t => format!("`{}`", t.escape_debug()),
+    }
+}
+
+fn help_for(src: &str, at: usize) -> String {
+    let line_start = src[..at.min(src.len())].rfind('\n').map_or(0, |i| i + 1);
+    let line = src[line_start..].lines().next().unwrap_or("").trim_start();
+    let first = line.split(|c: char| !c.is_alphanumeric() && c != '_').next().unwrap_or("");
+    match first {
+        "criterion" => "a criterion reads `criterion ID \"text\" [points N] [weight W] [axis A] (by JUDGE | check EXPR | value EXPR)`".into(),
+        "gate" => "a gate reads `gate NAME: CONDITION else score|cap VALUE reason \"class\"`".into(),
+        "judge" => "a judge reads `judge NAME { model \"...\" sees INPUT, ... }`".into(),
+        "input" => "an input reads `input NAME: Type`".into(),
+        _ => "see docs/language.md for the syntax of each declaration".into(),
+    }
+}
+
+/// Converts pairs of one item into AST nodes. `base` is the byte offset of the parsed slice.
+struct Lower {
+    file: FileId,
+    base: usize,
+}
+
+/// Children that carry meaning: hard keyword tokens are dropped.
+fn kids(p: Pair<'_, Rule>) -> impl Iterator<Item = Pair<'_, Rule>> {
+    p.into_inner().filter(|c| !is_hard_keyword(c.as_rule()))
+}
+
+fn is_hard_keyword(r: Rule) -> bool {
+    matches!(
+        r,
+        Rule::k_rubric
+            | Rule::k_module
+            | Rule::k_import
+            | Rule::k_input
+            | Rule::k_judge
+            | Rule::k_gate
+            | Rule::k_criterion
+            | Rule::k_criteria
+            | Rule::k_tier
+            | Rule::k_group
+            | Rule::k_let
+            | Rule::k_fn
+            | Rule::k_score
+            | Rule::k_example
+            | Rule::k_if
+            | Rule::k_then
+            | Rule::k_else
+            | Rule::k_and
+            | Rule::k_or
+            | Rule::k_not
+            | Rule::k_in
+            | Rule::k_by
+            | Rule::k_check
+            | Rule::k_extract
+            | Rule::k_from
+            | Rule::k_each
+            | Rule::kw_points
+            | Rule::kw_weight
+            | Rule::kw_axis
+            | Rule::kw_tags
+            | Rule::kw_ordinal
+            | Rule::kw_nominal
+            | Rule::kw_pass
+            | Rule::kw_value
+            | Rule::kw_reason
+            | Rule::kw_cap
+            | Rule::kw_as
+            | Rule::kw_says
+            | Rule::kw_expect
+            | Rule::kw_failure
+            | Rule::kw_within
+    )
+}
+
+impl Lower {
+    /// The pair's span without the trailing whitespace pest's implicit skipping may include.
+    fn span(&self, p: &Pair<'_, Rule>) -> Span {
+        let s = p.as_span();
+        let len = p.as_str().trim_end().len();
+        Span::new(self.file, self.base + s.start(), self.base + s.start() + len)
+    }
+
+    fn name(&self, p: Pair<'_, Rule>) -> Name {
+        Name { text: p.as_str().to_string(), span: self.span(&p) }
+    }
+
+    fn number(&self, p: Pair<'_, Rule>) -> f64 {
+        p.as_str().parse::<f64>().unwrap_or(f64::NAN)
+    }
+
+    fn string(&self, p: Pair<'_, Rule>) -> StrLit {
+        let span = self.span(&p);
+        let inner = p.into_inner().next().expect("string kind");
+        let value = match inner.as_rule() {
+            Rule::triple_string => dedent(inner.into_inner().next().map_or("", |p| p.as_str())),
+            _ => unescape(inner.into_inner().next().map_or("", |p| p.as_str())),
+        };
+        StrLit { value, span }
+    }
+
+    fn header(&self, p: Pair<'_, Rule>) -> Header {
+        let span = self.span(&p);
+        let inner = p.into_inner().next().expect("header kind");
+        let kind = if inner.as_rule() == Rule::rubric_header { HeaderKind::Rubric } else { HeaderKind::Module };
+        let mut name = None;
+        let mut version = None;
+        let mut title = None;
+        for c in kids(inner) {
+            match c.as_rule() {
+                Rule::qualified_name => name = Some(self.name(c)),
+                Rule::semver => version = Some(StrLit { value: c.as_str().to_string(), span: self.span(&c) }),
+                Rule::string => title = Some(self.string(c)),
+                _ => {}
+            }
+        }
+        Header { kind, name: name.expect("header name"), version, title, span }
+    }
+
+    fn item(&self, p: Pair<'_, Rule>) -> Item {
+        let inner = p.into_inner().next().expect("item kind");
+        let span = self.span(&inner);
+        match inner.as_rule() {
+            Rule::import_item => {
+                let mut k = kids(inner);
+                let path = self.name(k.next().unwrap());
+                let alias = k.next().map(|a| self.name(a));
+                Item::Import(Import { path, alias, span })
+            }
+            Rule::input_item => {
+                let mut k = kids(inner);
+                let name = self.name(k.next().unwrap());
+                let ty = self.type_expr(k.next().unwrap());
+                let default = k.next().map(|e| self.expr(e));
+                Item::Input(Input { name, ty, default, span })
+            }
+            Rule::let_item => {
+                let mut name = None;
+                let mut ty = None;
+                let mut value = None;
+                for c in kids(inner) {
+                    match c.as_rule() {
+                        Rule::ident => name = Some(self.name(c)),
+                        Rule::type_expr => ty = Some(self.type_expr(c)),
+                        _ => value = Some(self.expr(c)),
+                    }
+                }
+                Item::Let(Let { name: name.unwrap(), ty, value: value.unwrap(), span })
+            }
+            Rule::fn_item => {
+                let mut name = None;
+                let mut params = Vec::new();
+                let mut ret = None;
+                let mut body = None;
+                for c in kids(inner) {
+                    match c.as_rule() {
+                        Rule::ident => name = Some(self.name(c)),
+                        Rule::param => params.push(self.param(c)),
+                        Rule::type_expr => ret = Some(self.type_expr(c)),
+                        _ => body = Some(self.expr(c)),
+                    }
+                }
+                Item::Fn(FnDef { name: name.unwrap(), params, ret: ret.unwrap(), body: body.unwrap(), span })
+            }
+            Rule::score_item => {
+                let e = kids(inner).next().unwrap();
+                Item::Score(ScoreDef { expr: self.expr(e), span })
+            }
+            Rule::judge_item => {
+                let mut k = kids(inner);
+                let name = self.name(k.next().unwrap());
+                let settings = k.map(|s| self.judge_setting(s)).collect();
+                Item::Judge(Judge { name, settings, span })
+            }
+            Rule::gate_item => {
+                let mut name = None;
+                let mut cond = None;
+                let mut action = None;
+                let mut reason = None;
+                for c in kids(inner) {
+                    match c.as_rule() {
+                        Rule::ident => name = Some(self.name(c)),
+                        Rule::expr => cond = Some(self.expr(c)),
+                        Rule::gate_action => {
+                            let a = c.into_inner().next().unwrap();
+                            let is_cap = a.as_rule() == Rule::gate_cap;
+                            let e = self.expr(kids(a).find(|x| x.as_rule() == Rule::expr).unwrap());
+                            action = Some(if is_cap { GateAction::Cap(e) } else { GateAction::Score(e) });
+                        }
+                        Rule::string => reason = Some(self.string(c)),
+                        _ => {}
+                    }
+                }
+                Item::Gate(Gate { name: name.unwrap(), cond: cond.unwrap(), action: action.unwrap(), reason, span })
+            }
+            Rule::criterion_item => Item::Criterion(self.criterion(inner)),
+            Rule::criteria_block => {
+                let mut k = kids(inner);
+                let name = self.name(k.next().unwrap());
+                let body_pair = k.next().unwrap();
+                let mut default_judge = None;
+                let body = if body_pair.as_rule() == Rule::criteria_each {
+                    let mut var = None;
+                    let mut list = None;
+                    let mut template = None;
+                    for c in kids(body_pair) {
+                        match c.as_rule() {
+                            Rule::ident => var = Some(self.name(c)),
+                            Rule::expr => list = Some(self.expr(c)),
+                            Rule::block_default => default_judge = Some(self.name(kids(c).next().unwrap())),
+                            Rule::criterion_template => template = Some(self.criterion(c)),
+                            _ => {}
+                        }
+                    }
+                    CriteriaBody::Each { var: var.unwrap(), list: list.unwrap(), template: Box::new(template.unwrap()) }
+                } else {
+                    let mut crits = Vec::new();
+                    for c in kids(body_pair) {
+                        match c.as_rule() {
+                            Rule::block_default => default_judge = Some(self.name(kids(c).next().unwrap())),
+                            Rule::criterion_item => crits.push(self.criterion(c)),
+                            _ => {}
+                        }
+                    }
+                    CriteriaBody::Static(crits)
+                };
+                Item::Criteria(CriteriaBlock { name, default_judge, body, span })
+            }
+            Rule::tier_item => {
+                let mut name = None;
+                let mut default_judge = None;
+                let mut criteria = Vec::new();
+                for c in kids(inner) {
+                    match c.as_rule() {
+                        Rule::ident => name = Some(self.name(c)),
+                        Rule::block_default => default_judge = Some(self.name(kids(c).next().unwrap())),
+                        Rule::criterion_item => criteria.push(self.criterion(c)),
+                        _ => {}
+                    }
+                }
+                Item::Tier(Tier { name: name.unwrap(), default_judge, criteria, span })
+            }
+            Rule::group_item => Item::Group(self.group(inner)),
+            Rule::example_item => {
+                let mut k = kids(inner);
+                let name = self.string(k.next().unwrap());
+                let stmts = k.map(|s| self.example_stmt(s)).collect();
+                Item::Example(Example { name, stmts, span })
+            }
+            r => unreachable!("item rule {r:?}"),
+        }
+    }
+
+    fn group(&self, p: Pair<'_, Rule>) -> Group {
+        let span = self.span(&p);
+        let mut name = None;
+        let mut weight = None;
+        let mut default_judge = None;
+        let mut members = Vec::new();
+        for c in kids(p) {
+            match c.as_rule() {
+                Rule::ident => name = Some(self.name(c)),
+                Rule::expr => weight = Some(self.expr(c)),
+                Rule::block_default => default_judge = Some(self.name(kids(c).next().unwrap())),
+                Rule::group_member => {
+                    let m = c.into_inner().next().unwrap();
+                    members.push(match m.as_rule() {
+                        Rule::group_item => GroupMember::Group(self.group(m)),
+                        _ => GroupMember::Criterion(self.criterion(m)),
+                    });
+                }
+                _ => {}
+            }
+        }
+        Group { name: name.unwrap(), weight, default_judge, members, span }
+    }
+
+    fn param(&self, p: Pair<'_, Rule>) -> Param {
+        let span = self.span(&p);
+        let mut k = kids(p);
+        let name = self.name(k.next().unwrap());
+        let ty = self.type_expr(k.next().unwrap());
+        let default = k.next().map(|e| self.expr(e));
+        Param { name, ty, default, span }
+    }
+
+    fn judge_setting(&self, p: Pair<'_, Rule>) -> JudgeSetting {
+        let span = self.span(&p);
+        let s = p.into_inner().next().unwrap();
+        let rule = s.as_rule();
+        let mut k = kids(s);
+        let kind = match rule {
+            Rule::js_model => JudgeSettingKind::Model(self.string(k.next().unwrap())),
+            Rule::js_temperature => JudgeSettingKind::Temperature(self.number(k.next().unwrap())),
+            Rule::js_top_p => JudgeSettingKind::TopP(self.number(k.next().unwrap())),
+            Rule::js_max_tokens => JudgeSettingKind::MaxTokens(self.number(k.next().unwrap())),
+            Rule::js_seed => JudgeSettingKind::Seed(self.number(k.next().unwrap())),
+            Rule::js_samples => JudgeSettingKind::Samples(self.number(k.next().unwrap())),
+            Rule::js_per_call => JudgeSettingKind::PerCall(self.number(k.next().unwrap())),
+            Rule::js_vote => JudgeSettingKind::Vote(self.name(k.next().unwrap())),
+            Rule::js_scoring => JudgeSettingKind::Scoring(self.name(k.next().unwrap())),
+            Rule::js_sees => JudgeSettingKind::Sees(k.map(|n| self.name(n)).collect()),
+            Rule::js_returns => {
+                let kind = self.name(k.next().unwrap());
+                let fields = k.map(|f| self.field_type(f)).collect();
+                JudgeSettingKind::Returns { kind, fields }
+            }
+            Rule::js_evidence => JudgeSettingKind::EvidenceQuote(self.name(k.next().unwrap())),
+            Rule::js_template => JudgeSettingKind::Template(self.string(k.next().unwrap())),
+            Rule::js_system => JudgeSettingKind::System(self.string(k.next().unwrap())),
+            r => unreachable!("judge setting {r:?}"),
+        };
+        JudgeSetting { kind, span }
+    }
+
+    fn field_type(&self, p: Pair<'_, Rule>) -> FieldType {
+        let span = self.span(&p);
+        let mut k = kids(p);
+        let name = self.name(k.next().unwrap());
+        let ty = self.type_expr(k.next().unwrap());
+        FieldType { name, ty, span }
+    }
+
+    fn criterion(&self, p: Pair<'_, Rule>) -> Criterion {
+        let span = self.span(&p);
+        let is_template = p.as_rule() == Rule::criterion_template;
+        let mut id = None;
+        let mut text = None;
+        let mut attrs = Vec::new();
+        let mut verifier = None;
+        for c in kids(p) {
+            match c.as_rule() {
+                Rule::ident if !is_template => id = Some(self.name(c)),
+                Rule::string => {
+                    let s = self.string(c);
+                    text = Some(Expr { kind: ExprKind::Str(s.value), span: s.span });
+                }
+                Rule::expr => text = Some(self.expr(c)),
+                Rule::criterion_attr => attrs.push(self.attr(c)),
+                Rule::verifier => verifier = Some(self.verifier(c)),
+                _ => {}
+            }
+        }
+        Criterion { id, text, attrs, verifier, span }
+    }
+
+    fn attr(&self, p: Pair<'_, Rule>) -> CriterionAttr {
+        let span = self.span(&p);
+        let a = p.into_inner().next().unwrap();
+        let rule = a.as_rule();
+        let mut k = kids(a).filter(|c| c.as_rule() != Rule::kw_continuous);
+        let kind = match rule {
+            Rule::attr_points => AttrKind::Points(self.expr(k.next().unwrap())),
+            Rule::attr_weight => AttrKind::Weight(self.expr(k.next().unwrap())),
+            Rule::attr_pass => AttrKind::Pass(self.expr(k.next().unwrap())),
+            Rule::attr_tags => AttrKind::Tags(self.expr(k.next().unwrap())),
+            Rule::attr_axis => {
+                let c = k.next().unwrap();
+                AttrKind::Axis(if c.as_rule() == Rule::string {
+                    self.string(c)
+                } else {
+                    StrLit { value: c.as_str().to_string(), span: self.span(&c) }
+                })
+            }
+            Rule::attr_continuous => AttrKind::Continuous,
+            Rule::attr_ordinal => AttrKind::Ordinal(
+                k.map(|l| {
+                    let span = self.span(&l);
+                    let mut lk = kids(l);
+                    let value = self.number(lk.next().unwrap());
+                    let descriptor = self.string(lk.next().unwrap());
+                    Level { value, descriptor, span }
+                })
+                .collect(),
+            ),
+            Rule::attr_nominal => AttrKind::Nominal(
+                k.map(|l| {
+                    let span = self.span(&l);
+                    let mut lk = kids(l);
+                    let n = lk.next().unwrap();
+                    let name = if n.as_rule() == Rule::string {
+                        self.string(n)
+                    } else {
+                        StrLit { value: n.as_str().to_string(), span: self.span(&n) }
+                    };
+                    let value = self.number(lk.next().unwrap());
+                    Label { name, value, span }
+                })
+                .collect(),
+            ),
+            r => unreachable!("attr {r:?}"),
+        };
+        CriterionAttr { kind, span }
+    }
+
+    fn verifier(&self, p: Pair<'_, Rule>) -> Verifier {
+        let span = self.span(&p);
+        let v = p.into_inner().next().unwrap();
+        let rule = v.as_rule();
+        let mut k = kids(v);
+        let kind = match rule {
+            Rule::verify_by => VerifierKind::Judge(self.name(k.next().unwrap())),
+            Rule::verify_check => VerifierKind::Check(self.expr(k.next().unwrap())),
+            Rule::verify_value => VerifierKind::Value(self.expr(k.next().unwrap())),
+            Rule::verify_extract => {
+                let var = self.name(k.next().unwrap());
+                let ty = self.type_expr(k.next().unwrap());
+                let from = self.name(k.next().unwrap());
+                let judge = self.name(k.next().unwrap());
+                let check = self.expr(k.next().unwrap());
+                VerifierKind::Extract { var, ty, from, judge, check }
+            }
+            r => unreachable!("verifier {r:?}"),
+        };
+        Verifier { kind, span }
+    }
+
+    fn example_stmt(&self, p: Pair<'_, Rule>) -> ExampleStmt {
+        let span = self.span(&p);
+        let s = p.into_inner().next().unwrap();
+        let kind = match s.as_rule() {
+            Rule::ex_bind => {
+                let mut k = kids(s);
+                let input = self.name(k.next().unwrap());
+                let value = self.expr(k.next().unwrap());
+                ExampleStmtKind::Bind { input, value }
+            }
+            Rule::ex_judge => {
+                let mut k = kids(s).filter(|c| c.as_rule() != Rule::kw_says);
+                let judge = self.name(k.next().unwrap());
+                let verdicts = k
+                    .map(|v| {
+                        let mut vk = kids(v);
+                        let key = self.criterion_key(vk.next().unwrap());
+                        let lit = self.verdict_lit(vk.next().unwrap());
+                        (key, lit)
+                    })
+                    .collect();
+                ExampleStmtKind::Judge { judge, verdicts }
+            }
+            Rule::ex_expect => {
+                let e = kids(s).next().unwrap();
+                let rule = e.as_rule();
+                let parts: Vec<_> = kids(e).collect();
+                match rule {
+                    Rule::expect_score => {
+                        if parts.first().is_some_and(|p| p.as_rule() == Rule::kw_unscored) {
+                            ExampleStmtKind::ExpectScore { value: None, within: None }
+                        } else {
+                            ExampleStmtKind::ExpectScore {
+                                value: Some(self.number(parts[0].clone())),
+                                within: parts.get(1).map(|w| self.number(w.clone())),
+                            }
+                        }
+                    }
+                    Rule::expect_failure => {
+                        let p = parts[0].clone();
+                        ExampleStmtKind::ExpectFailure(if p.as_rule() == Rule::string {
+                            Some(self.string(p))
+                        } else {
+                            None
+                        })
+                    }
+                    Rule::expect_group => ExampleStmtKind::ExpectGroup {
+                        group: self.name(parts[0].clone()),
+                        value: self.number(parts[1].clone()),
+                        within: parts.get(2).map(|w| self.number(w.clone())),
+                    },
+                    Rule::expect_criterion => ExampleStmtKind::ExpectCriterion {
+                        key: self.criterion_key(parts[0].clone()),
+                        verdict: self.verdict_lit(parts[1].clone()),
+                    },
+                    r => unreachable!("expect {r:?}"),
+                }
+            }
+            r => unreachable!("example stmt {r:?}"),
+        };
+        ExampleStmt { kind, span }
+    }
+
+    fn criterion_key(&self, p: Pair<'_, Rule>) -> CriterionKey {
+        let span = self.span(&p);
+        let mut k = kids(p);
+        let name = self.name(k.next().unwrap());
+        let index = k.next().map(|n| self.number(n) as u32);
+        CriterionKey { name, index, span }
+    }
+
+    fn verdict_lit(&self, p: Pair<'_, Rule>) -> VerdictLit {
+        let span = self.span(&p);
+        let v = p.into_inner().next().unwrap();
+        let kind = match v.as_rule() {
+            Rule::verdict_unscored => {
+                let reason = kids(v).find(|c| c.as_rule() == Rule::string).map(|s| self.string(s).value);
+                VerdictLitKind::Unscored(reason)
+            }
+            Rule::kw_met => VerdictLitKind::Met,
+            Rule::kw_unmet => VerdictLitKind::Unmet,
+            Rule::signed_number => VerdictLitKind::Number(self.number(v)),
+            Rule::string => VerdictLitKind::Label(self.string(v).value),
+            Rule::bool_lit => VerdictLitKind::Bool(v.as_str() == "true"),
+            r => unreachable!("verdict {r:?}"),
+        };
+        VerdictLit { kind, span }
+    }
+
+    fn type_expr(&self, p: Pair<'_, Rule>) -> TypeExpr {
+        let span = self.span(&p);
+        let mut k = p.into_inner();
+        let atom = k.next().unwrap();
+        let optional = k.next().is_some();
+        let inner = atom.into_inner().next().unwrap();
+        let inner_span = self.span(&inner);
+        let kind = match inner.as_rule() {
+            Rule::ident => TypeExprKind::Named(self.name(inner)),
+            Rule::list_type => TypeExprKind::List(Box::new(self.type_expr(inner.into_inner().next().unwrap()))),
+            Rule::record_type => TypeExprKind::Record(inner.into_inner().map(|f| self.field_type(f)).collect()),
+            r => unreachable!("type {r:?}"),
+        };
+        if optional {
+            TypeExpr {
+                kind: TypeExprKind::Optional(Box::new(TypeExpr { kind, span: inner_span })),
+                span,
+            }
+        } else {
+            TypeExpr { kind, span }
+        }
+    }
+
+    fn expr(&self, p: Pair<'_, Rule>) -> Expr {
+        let span = self.span(&p);
+        match p.as_rule() {
+            Rule::expr | Rule::primary | Rule::paren => self.expr(kids(p).next().unwrap()),
+            Rule::if_expr => {
+                let mut k = kids(p);
+                let c = self.expr(k.next().unwrap());
+                let t = self.expr(k.next().unwrap());
+                let e = self.expr(k.next().unwrap());
+                Expr { kind: ExprKind::If(Box::new(c), Box::new(t), Box::new(e)), span }
+            }
+            Rule::lambda => {
+                let mut k = kids(p);
+                let n = self.name(k.next().unwrap());
+                let body = self.expr(k.next().unwrap());
+                Expr { kind: ExprKind::Lambda(n, Box::new(body)), span }
+            }
+            Rule::coalesce | Rule::or_expr | Rule::and_expr => {
+                let op = match p.as_rule() {
+                    Rule::coalesce => BinOp::Coalesce,
+                    Rule::or_expr => BinOp::Or,
+                    _ => BinOp::And,
+                };
+                let mut k = kids(p);
+                let mut acc = self.expr(k.next().unwrap());
+                for rhs in k {
+                    let r = self.expr(rhs);
+                    let s = acc.span.to(r.span);
+                    acc = Expr { kind: ExprKind::Binary(op, Box::new(acc), Box::new(r)), span: s };
+                }
+                acc
+            }
+            Rule::not_expr => {
+                let parts: Vec<_> = kids(p).collect();
+                let (nots, rest) = parts.split_at(parts.len() - 1);
+                let mut e = self.expr(rest[0].clone());
+                for n in nots.iter().rev() {
+                    let s = self.span(n).to(e.span);
+                    e = Expr { kind: ExprKind::Unary(UnOp::Not, Box::new(e)), span: s };
+                }
+                e
+            }
+            Rule::unary_expr => {
+                let parts: Vec<_> = kids(p).collect();
+                let (negs, rest) = parts.split_at(parts.len() - 1);
+                let mut e = self.expr(rest[0].clone());
+                for n in negs.iter().rev() {
+                    let s = self.span(n).to(e.span);
+                    e = Expr { kind: ExprKind::Unary(UnOp::Neg, Box::new(e)), span: s };
+                }
+                e
+            }
+            Rule::cmp_expr => {
+                let mut k = kids(p);
+                let first = self.expr(k.next().unwrap());
+                let mut rest = Vec::new();
+                while let Some(op) = k.next() {
+                    let op = match op.as_str() {
+                        "==" => CmpOp::Eq,
+                        "!=" => CmpOp::Ne,
+                        "<=" => CmpOp::Le,
+                        ">=" => CmpOp::Ge,
+                        "<" => CmpOp::Lt,
+                        _ => CmpOp::Gt,
+                    };
+                    rest.push((op, self.expr(k.next().unwrap())));
+                }
+                if rest.is_empty() {
+                    first
+                } else {
+                    Expr { kind: ExprKind::Compare(Box::new(first), rest), span }
+                }
+            }
+            Rule::add_expr | Rule::mul_expr => {
+                let mut k = kids(p);
+                let mut acc = self.expr(k.next().unwrap());
+                while let Some(op) = k.next() {
+                    let op = match op.as_str() {
+                        "+" => BinOp::Add,
+                        "-" => BinOp::Sub,
+                        "*" => BinOp::Mul,
+                        "/" => BinOp::Div,
+                        _ => BinOp::Rem,
+                    };
+                    let r = self.expr(k.next().unwrap());
+                    let s = acc.span.to(r.span);
+                    acc = Expr { kind: ExprKind::Binary(op, Box::new(acc), Box::new(r)), span: s };
+                }
+                acc
+            }
+            Rule::postfix_expr => {
+                let mut k = kids(p);
+                let mut acc = self.expr(k.next().unwrap());
+                for post in k {
+                    let ps = self.span(&post);
+                    let s = acc.span.to(ps);
+                    let post = post.into_inner().next().unwrap();
+                    acc = match post.as_rule() {
+                        Rule::call_args => {
+                            Expr { kind: ExprKind::Call { callee: Box::new(acc), args: self.args(post) }, span: s }
+                        }
+                        Rule::index => {
+                            let i = self.expr(post.into_inner().next().unwrap());
+                            Expr { kind: ExprKind::Index(Box::new(acc), Box::new(i)), span: s }
+                        }
+                        _ => {
+                            let mut pk = post.into_inner();
+                            let name = self.name(pk.next().unwrap());
+                            match pk.next() {
+                                Some(args) => Expr {
+                                    kind: ExprKind::Method { receiver: Box::new(acc), method: name, args: self.args(args) },
+                                    span: s,
+                                },
+                                None => Expr { kind: ExprKind::Field(Box::new(acc), name), span: s },
+                            }
+                        }
+                    };
+                }
+                acc
+            }
+            Rule::number => Expr { kind: ExprKind::Number(self.number(p)), span },
+            Rule::string => Expr { kind: ExprKind::Str(self.string(p).value), span },
+            Rule::bool_lit => Expr { kind: ExprKind::Bool(p.as_str() == "true"), span },
+            Rule::null_lit => Expr { kind: ExprKind::Null, span },
+            Rule::ident => Expr { kind: ExprKind::Var(self.name(p)), span },
+            Rule::list_lit => Expr { kind: ExprKind::List(kids(p).map(|e| self.expr(e)).collect()), span },
+            Rule::record_lit => {
+                let fields = kids(p)
+                    .map(|f| {
+                        let mut fk = f.into_inner();
+                        let n = fk.next().unwrap();
+                        let name = if n.as_rule() == Rule::string {
+                            let s = self.string(n);
+                            Name { text: s.value, span: s.span }
+                        } else {
+                            self.name(n)
+                        };
+                        (name, self.expr(fk.next().unwrap()))
+                    })
+                    .collect();
+                Expr { kind: ExprKind::Record(fields), span }
+            }
+            r => unreachable!("expr rule {r:?}"),
+        }
+    }
+
+    fn args(&self, p: Pair<'_, Rule>) -> Vec<Arg> {
+        p.into_inner()
+            .map(|a| {
+                let inner = a.into_inner().next().unwrap();
+                if inner.as_rule() == Rule::named_arg {
+                    let mut k = inner.into_inner();
+                    let name = self.name(k.next().unwrap());
+                    Arg { name: Some(name), value: self.expr(k.next().unwrap()) }
+                } else {
+                    Arg { name: None, value: self.expr(inner) }
+                }
+            })
+            .collect()
+    }
+}
+
+/// Decode the escapes the grammar admits (`\" \\ \n \t \r \0 \u{...}`).
+pub fn unescape(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    let mut chars = s.chars();
+    while let Some(c) = chars.next() {
+        if c != '\\' {
+            out.push(c);
+            continue;
+        }
+        match chars.next() {
+            Some('n') => out.push('\n'),
+            Some('t') => out.push('\t'),
+            Some('r') => out.push('\r'),
+            Some('0') => out.push('\0'),
+            Some('u') => {
+                let hex: String = chars.by_ref().skip(1).take_while(|c| *c != '}').collect();
+                out.push(u32::from_str_radix(&hex, 16).ok().and_then(char::from_u32).unwrap_or('\u{FFFD}'));
+            }
+            Some(other) => out.push(other),
+            None => {}
+        }
+    }
+    out
+}
+
+/// Triple-quoted blocks: drop one leading newline and the common indentation of the lines.
+pub fn dedent(s: &str) -> String {
+    let s = s.strip_prefix('\n').unwrap_or(s);
+    let indent = s
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| l.len() - l.trim_start_matches([' ', '\t']).len())
+        .min()
+        .unwrap_or(0);
+    let mut out: Vec<&str> = s
+        .lines()
+        .map(|l| match l.get(..indent) {
+            Some(head) if head.bytes().all(|b| b == b' ' || b == b'\t') => &l[indent..],
+            _ => l.trim_start(),
+        })
+        .collect();
+    if s.ends_with('\n') || out.last().is_some_and(|l| l.trim().is_empty()) {
+        // a closing `"""` on its own line contributes no trailing text
+        if out.last().is_some_and(|l| l.trim().is_empty()) {
+            out.pop();
+        }
+    }
+    out.join("\n")
+}

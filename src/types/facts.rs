@@ -1,0 +1,489 @@
+//! Static facts about a checked program: the reachable score range (interval analysis),
+//! division by zero, weights and signs, gates that can never fire or always fire, caps that
+//! never bite, and unused criteria. Runs on the IR after type checking.
+
+use crate::diag::Diagnostic;
+use crate::ir::{AggOp, BinOp, CmpOp, Const, Expr, ExprKind, GateAction, Member, Program, SetKind, Step, UnOp, Verifier};
+use crate::source::{SourceMap, Span};
+
+/// A closed interval of reals (infinite ends allowed).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Range {
+    pub lo: f64,
+    pub hi: f64,
+}
+
+impl Range {
+    pub const ANY: Range = Range { lo: f64::NEG_INFINITY, hi: f64::INFINITY };
+    pub const UNIT: Range = Range { lo: 0.0, hi: 1.0 };
+
+    fn point(x: f64) -> Range {
+        Range { lo: x, hi: x }
+    }
+
+    fn union(self, o: Range) -> Range {
+        Range { lo: self.lo.min(o.lo), hi: self.hi.max(o.hi) }
+    }
+
+    fn contains_zero(self) -> bool {
+        self.lo <= 0.0 && self.hi >= 0.0
+    }
+
+    fn fmt_end(x: f64) -> String {
+        if x == f64::INFINITY {
+            "+inf".into()
+        } else if x == f64::NEG_INFINITY {
+            "-inf".into()
+        } else {
+            let r = (x * 1e6).round() / 1e6;
+            format!("{r}")
+        }
+    }
+}
+
+impl std::fmt::Display for Range {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "[{}, {}]", Range::fmt_end(self.lo), Range::fmt_end(self.hi))
+    }
+}
+
+fn mul(a: Range, b: Range) -> Range {
+    let cands = [a.lo * b.lo, a.lo * b.hi, a.hi * b.lo, a.hi * b.hi];
+    let c: Vec<f64> = cands.iter().map(|x| if x.is_nan() { 0.0 } else { *x }).collect();
+    Range { lo: c.iter().cloned().fold(f64::INFINITY, f64::min), hi: c.iter().cloned().fold(f64::NEG_INFINITY, f64::max) }
+}
+
+pub fn site_span(p: &Program, sources: &SourceMap, site: u32) -> Option<Span> {
+    let s = p.sites.get(site as usize)?;
+    let file = sources.find(&s.file)?;
+    Some(Span { file, start: s.start, end: s.end })
+}
+
+struct Facts<'a> {
+    p: &'a Program,
+    sources: &'a SourceMap,
+    out: Vec<Diagnostic>,
+}
+
+pub fn analyse(p: &Program, sources: &SourceMap) -> Vec<Diagnostic> {
+    let mut f = Facts { p, sources, out: vec![] };
+    f.weights();
+    f.gates();
+    f.unused();
+    let range = f.range(&p.score);
+    if let Some(span) = f.score_span() {
+        f.out.push(
+            Diagnostic::note("rubric::facts::score_range", format!("the score lies in {range}"))
+                .with_label(span, "reachable range of this score"),
+        );
+    }
+    for c in &p.criteria {
+        if let Verifier::Value { expr } = &c.verifier {
+            let r = f.range(expr);
+            if r.lo < 0.0 || r.hi > 1.0 {
+                if let Some(span) = site_span(p, sources, c.site) {
+                    f.out.push(
+                        Diagnostic::warning("rubric::facts::value_range", format!("the value of `{}` may leave [0, 1]: {r}", c.id))
+                            .with_label(span, "this criterion")
+                            .with_help("a value outside [0, 1] makes the criterion unscored at run time; clip it with `clip(x, 0, 1)`"),
+                    );
+                }
+            }
+        }
+    }
+    f.out
+}
+
+impl Facts<'_> {
+    fn span(&self, site: u32) -> Option<Span> {
+        site_span(self.p, self.sources, site)
+    }
+
+    fn score_span(&self) -> Option<Span> {
+        expr_site(&self.p.score).and_then(|s| self.span(s))
+    }
+
+    /// Static criteria of a set, recursively; `None` when it holds per-instance criteria.
+    fn static_members(&self, set: u32, out: &mut Vec<u32>) -> bool {
+        let mut all_static = true;
+        for m in &self.p.sets[set as usize].members {
+            match m {
+                Member::Criterion(c) => out.push(*c),
+                Member::Set(s) => all_static &= self.static_members(*s, out),
+                Member::Each(_) => all_static = false,
+            }
+        }
+        all_static
+    }
+
+    fn points_of(&self, c: u32) -> Option<f64> {
+        match &self.p.criteria[c as usize].points {
+            None => Some(0.0),
+            Some(e) => e.as_number(),
+        }
+    }
+
+    fn range(&mut self, e: &Expr) -> Range {
+        match &e.kind {
+            ExprKind::Const(Const::Number(n)) => Range::point(*n),
+            ExprKind::Unary { op: UnOp::Neg, arg } => {
+                let r = self.range(arg);
+                Range { lo: -r.hi, hi: -r.lo }
+            }
+            ExprKind::Binary { op, lhs, rhs, site } => {
+                let a = self.range(lhs);
+                let b = self.range(rhs);
+                match op {
+                    BinOp::Add => Range { lo: a.lo + b.lo, hi: a.hi + b.hi },
+                    BinOp::Sub => Range { lo: a.lo - b.hi, hi: a.hi - b.lo },
+                    BinOp::Mul => mul(a, b),
+                    BinOp::Div => {
+                        if b.lo == 0.0 && b.hi == 0.0 {
+                            if let Some(span) = self.span(*site) {
+                                self.out.push(
+                                    Diagnostic::error("rubric::facts::division_by_zero", "this always divides by zero")
+                                        .with_label(span, "the divisor is always 0"),
+                                );
+                            }
+                            Range::ANY
+                        } else if b.contains_zero() {
+                            if b.lo.is_finite() || b.hi.is_finite() {
+                                if let Some(span) = self.span(*site) {
+                                    self.out.push(
+                                        Diagnostic::warning("rubric::facts::division_by_zero", format!("the divisor may be zero: it lies in {b}"))
+                                            .with_label(span, "may divide by zero")
+                                            .with_help("a division by zero makes the result unscored at run time; guard it with `if`"),
+                                    );
+                                }
+                            }
+                            Range::ANY
+                        } else {
+                            mul(a, Range { lo: 1.0 / b.hi, hi: 1.0 / b.lo })
+                        }
+                    }
+                    BinOp::Coalesce => a.union(b),
+                    _ => Range::ANY,
+                }
+            }
+            ExprKind::If { then, els, .. } => {
+                let a = self.range(then);
+                let b = self.range(els);
+                a.union(b)
+            }
+            ExprKind::Field { base, name, .. } if matches!(base.kind, ExprKind::Criterion(_)) => {
+                let ExprKind::Criterion(c) = base.kind else { unreachable!() };
+                match name.as_str() {
+                    "value" => Range::UNIT,
+                    "points" => self.points_of(c).map_or(Range::ANY, Range::point),
+                    _ => Range::ANY,
+                }
+            }
+            ExprKind::Intrinsic { name, args, .. } => {
+                let rs: Vec<Range> = args.iter().map(|a| self.range(a)).collect();
+                match (name.as_str(), rs.as_slice()) {
+                    ("clip", [x, lo, hi]) => Range { lo: x.lo.max(lo.lo).min(hi.hi), hi: x.hi.min(hi.hi).max(lo.lo) },
+                    ("min", [a, b]) => Range { lo: a.lo.min(b.lo), hi: a.hi.min(b.hi) },
+                    ("max", [a, b]) => Range { lo: a.lo.max(b.lo), hi: a.hi.max(b.hi) },
+                    ("abs", [a]) => Range { lo: if a.contains_zero() { 0.0 } else { a.lo.abs().min(a.hi.abs()) }, hi: a.lo.abs().max(a.hi.abs()) },
+                    _ => Range::ANY,
+                }
+            }
+            ExprKind::Aggregate { op, set, site, .. } => {
+                let mut members = Vec::new();
+                let all_static = self.static_members(*set, &mut members);
+                let n = members.len() as f64;
+                match op {
+                    AggOp::WeightedMean | AggOp::Mean | AggOp::Fraction | AggOp::Tree | AggOp::MinValue | AggOp::MaxValue => {
+                        if all_static && members.is_empty() && *op != AggOp::Tree {
+                            if let Some(span) = self.span(*site) {
+                                self.out.push(
+                                    Diagnostic::error("rubric::facts::division_by_zero", format!("`{}` of an empty set divides by zero", op.name()))
+                                        .with_label(span, "the set has no criteria"),
+                                );
+                            }
+                        }
+                        Range::UNIT
+                    }
+                    AggOp::PointsRatio | AggOp::SumPoints | AggOp::MaxPoints => {
+                        if !all_static {
+                            return if *op == AggOp::PointsRatio { Range { lo: f64::NEG_INFINITY, hi: 1.0 } } else { Range::ANY };
+                        }
+                        let pts: Vec<Option<f64>> = members.iter().map(|c| self.points_of(*c)).collect();
+                        if pts.iter().any(Option::is_none) {
+                            return Range::ANY;
+                        }
+                        let pos: f64 = pts.iter().flatten().filter(|p| **p > 0.0).sum();
+                        let neg: f64 = pts.iter().flatten().filter(|p| **p < 0.0).sum();
+                        match op {
+                            AggOp::PointsRatio => {
+                                if pos == 0.0 {
+                                    if let Some(span) = self.span(*site) {
+                                        self.out.push(
+                                            Diagnostic::error("rubric::facts::division_by_zero", "`points_ratio` over a set without positive points always divides by zero")
+                                                .with_label(span, "no criterion here has positive points")
+                                                .with_help("points_ratio is Σ points of met criteria / Σ positive points"),
+                                        );
+                                    }
+                                    Range::ANY
+                                } else {
+                                    Range { lo: neg / pos, hi: 1.0 }
+                                }
+                            }
+                            AggOp::SumPoints => Range { lo: neg, hi: pos },
+                            _ => Range::point(pos),
+                        }
+                    }
+                    AggOp::Count | AggOp::CountMet => {
+                        if all_static {
+                            Range { lo: if *op == AggOp::Count { n } else { 0.0 }, hi: n }
+                        } else {
+                            Range { lo: 0.0, hi: f64::INFINITY }
+                        }
+                    }
+                    _ => Range::ANY,
+                }
+            }
+            _ => Range::ANY,
+        }
+    }
+
+    fn weights(&mut self) {
+        for c in &self.p.criteria {
+            let Some(span) = self.span(c.site) else { continue };
+            if let Some(w) = &c.weight {
+                match w.as_number() {
+                    Some(x) if !(x > 0.0) || !x.is_finite() => self.out.push(
+                        Diagnostic::error("rubric::facts::weight", format!("criterion `{}` has weight {x}; weights must be positive", c.id))
+                            .with_label(span, "this criterion")
+                            .with_help("use negative `points` for penalties; weights only scale"),
+                    ),
+                    None if !c.sets.iter().any(|s| self.p.sets[*s as usize].kind == SetKind::Each) => {}
+                    _ => {}
+                }
+            }
+            if let Some(p) = &c.points {
+                if p.as_number() == Some(0.0) {
+                    self.out.push(
+                        Diagnostic::warning("rubric::facts::zero_points", format!("criterion `{}` has 0 points and never changes a points score", c.id))
+                            .with_label(span, "this criterion"),
+                    );
+                }
+            }
+        }
+        for s in &self.p.sets {
+            if let Some(w) = s.weight {
+                if !(w > 0.0) || !w.is_finite() {
+                    self.out.push(Diagnostic::error(
+                        "rubric::facts::weight",
+                        format!("group `{}` has weight {w}; weights must be positive", s.name),
+                    ));
+                }
+            }
+        }
+    }
+
+    fn gates(&mut self) {
+        let score_range = self.range(&self.p.score.clone());
+        for step in &self.p.steps {
+            let Step::Gate(g) = step else { continue };
+            let Some(span) = self.span(g.site) else { continue };
+            match fold_bool(&g.cond) {
+                Some(true) => self.out.push(
+                    Diagnostic::warning("rubric::facts::gate_never_fires", format!("gate `{}` can never fire: its condition is always true", g.name))
+                        .with_label(span, "this gate")
+                        .with_help("remove the gate or fix its condition"),
+                ),
+                Some(false) => self.out.push(
+                    Diagnostic::warning("rubric::facts::gate_always_fires", format!("gate `{}` always fires: its condition is always false", g.name))
+                        .with_label(span, "this gate")
+                        .with_help("every response gets the gate's score; nothing after it is evaluated"),
+                ),
+                None => {}
+            }
+            if g.action == GateAction::Cap {
+                if let Some(cap) = g.value.as_number() {
+                    if cap >= score_range.hi {
+                        self.out.push(
+                            Diagnostic::warning("rubric::facts::cap_never_bites", format!("gate `{}` caps at {cap}, but the score never exceeds {}", g.name, Range::fmt_end(score_range.hi)))
+                                .with_label(span, "this cap"),
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    fn unused(&mut self) {
+        let mut used_sets = vec![false; self.p.sets.len()];
+        let mut used_crit = vec![false; self.p.criteria.len()];
+        let visit = |e: &Expr, us: &mut Vec<bool>, uc: &mut Vec<bool>| walk(e, &mut |x| match &x.kind {
+            ExprKind::Aggregate { set, .. } => us[*set as usize] = true,
+            ExprKind::Criterion(c) => uc[*c as usize] = true,
+            _ => {}
+        });
+        visit(&self.p.score, &mut used_sets, &mut used_crit);
+        for step in &self.p.steps {
+            match step {
+                Step::Gate(g) => {
+                    visit(&g.cond, &mut used_sets, &mut used_crit);
+                    visit(&g.value, &mut used_sets, &mut used_crit);
+                }
+                Step::Criterion(c) => {
+                    if let Verifier::Check { expr } | Verifier::Value { expr } = &self.p.criteria[*c as usize].verifier {
+                        visit(expr, &mut used_sets, &mut used_crit);
+                    }
+                }
+                Step::Each(_) => {}
+            }
+        }
+        for l in &self.p.lets {
+            visit(&l.value, &mut used_sets, &mut used_crit);
+        }
+        // Close over membership.
+        let mut changed = true;
+        while changed {
+            changed = false;
+            for (i, s) in self.p.sets.iter().enumerate() {
+                if !used_sets[i] {
+                    continue;
+                }
+                for m in &s.members {
+                    match m {
+                        Member::Criterion(c) if !used_crit[*c as usize] => {
+                            used_crit[*c as usize] = true;
+                            changed = true;
+                        }
+                        Member::Set(x) if !used_sets[*x as usize] => {
+                            used_sets[*x as usize] = true;
+                            changed = true;
+                        }
+                        Member::Each(step) => {
+                            if let Step::Each(e) = &self.p.steps[*step as usize] {
+                                if !used_sets[e.set as usize] {
+                                    used_sets[e.set as usize] = true;
+                                    changed = true;
+                                }
+                            }
+                        }
+                        _ => {}
+                    }
+                }
+            }
+        }
+        for (i, c) in self.p.criteria.iter().enumerate() {
+            if !used_crit[i] {
+                if let Some(span) = self.span(c.site) {
+                    self.out.push(
+                        Diagnostic::warning("rubric::facts::unused_criterion", format!("criterion `{}` does not affect the score", c.id))
+                            .with_label(span, "unused")
+                            .with_help("include it in a set the score aggregates, or refer to it in the score"),
+                    );
+                }
+            }
+        }
+        for step in &self.p.steps {
+            if let Step::Each(e) = step {
+                if !used_sets[e.set as usize] {
+                    if let Some(span) = self.span(e.template.site) {
+                        self.out.push(
+                            Diagnostic::warning(
+                                "rubric::facts::unused_criterion",
+                                format!("criteria `{}` do not affect the score", self.p.sets[e.set as usize].name),
+                            )
+                            .with_label(span, "unused"),
+                        );
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Visit every sub-expression.
+pub fn walk(e: &Expr, f: &mut dyn FnMut(&Expr)) {
+    f(e);
+    match &e.kind {
+        ExprKind::List(xs) => xs.iter().for_each(|x| walk(x, f)),
+        ExprKind::Record(fs) => fs.iter().for_each(|(_, x)| walk(x, f)),
+        ExprKind::Field { base, .. } => walk(base, f),
+        ExprKind::Index { base, index, .. } => {
+            walk(base, f);
+            walk(index, f)
+        }
+        ExprKind::Unary { arg, .. } => walk(arg, f),
+        ExprKind::Binary { lhs, rhs, .. } => {
+            walk(lhs, f);
+            walk(rhs, f)
+        }
+        ExprKind::Compare { first, rest } => {
+            walk(first, f);
+            rest.iter().for_each(|(_, x)| walk(x, f))
+        }
+        ExprKind::If { cond, then, els } => {
+            walk(cond, f);
+            walk(then, f);
+            walk(els, f)
+        }
+        ExprKind::Intrinsic { args, .. } | ExprKind::Call { args, .. } | ExprKind::Aggregate { args, .. } => {
+            args.iter().for_each(|x| walk(x, f))
+        }
+        ExprKind::HigherOrder { list, body, .. } => {
+            walk(list, f);
+            walk(body, f)
+        }
+        _ => {}
+    }
+}
+
+fn expr_site(e: &Expr) -> Option<u32> {
+    match &e.kind {
+        ExprKind::Field { site, .. }
+        | ExprKind::Index { site, .. }
+        | ExprKind::Binary { site, .. }
+        | ExprKind::Intrinsic { site, .. }
+        | ExprKind::Call { site, .. }
+        | ExprKind::Aggregate { site, .. } => Some(*site),
+        ExprKind::Unary { arg, .. } => expr_site(arg),
+        ExprKind::If { cond, .. } => expr_site(cond),
+        ExprKind::Compare { first, .. } => expr_site(first),
+        _ => None,
+    }
+}
+
+/// Constant-fold a Bool expression made of constants.
+fn fold_bool(e: &Expr) -> Option<bool> {
+    match &e.kind {
+        ExprKind::Const(Const::Bool(b)) => Some(*b),
+        ExprKind::Unary { op: UnOp::Not, arg } => fold_bool(arg).map(|b| !b),
+        ExprKind::Binary { op: BinOp::And, lhs, rhs, .. } => match (fold_bool(lhs), fold_bool(rhs)) {
+            (Some(false), _) | (_, Some(false)) => Some(false),
+            (Some(true), Some(true)) => Some(true),
+            _ => None,
+        },
+        ExprKind::Binary { op: BinOp::Or, lhs, rhs, .. } => match (fold_bool(lhs), fold_bool(rhs)) {
+            (Some(true), _) | (_, Some(true)) => Some(true),
+            (Some(false), Some(false)) => Some(false),
+            _ => None,
+        },
+        ExprKind::Compare { first, rest } => {
+            let mut prev = first.as_number()?;
+            for (op, x) in rest {
+                let v = x.as_number()?;
+                let ok = match op {
+                    CmpOp::Eq => prev == v,
+                    CmpOp::Ne => prev != v,
+                    CmpOp::Lt => prev < v,
+                    CmpOp::Le => prev <= v,
+                    CmpOp::Gt => prev > v,
+                    CmpOp::Ge => prev >= v,
+                };
+                if !ok {
+                    return Some(false);
+                }
+                prev = v;
+            }
+            Some(true)
+        }
+        _ => None,
+    }
+}

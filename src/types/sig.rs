@@ -1,0 +1,93 @@
+//! Intrinsic signatures: parsed once from the rubric-syntax strings in `stdlib` and converted
+//! to IR types; also the conversion of written types (`ast::TypeExpr`) to `ir::Type`.
+
+use crate::ir::{Const, Type};
+use crate::stdlib;
+use crate::syntax::ast::{ExprKind, TypeExpr, TypeExprKind, UnOp};
+use crate::syntax::parse_type_sig;
+use std::sync::OnceLock;
+
+#[derive(Debug, Clone)]
+pub struct IntrinsicSig {
+    pub params: Vec<(String, Type, Option<Const>)>,
+    pub ret: Type,
+}
+
+/// The signature of intrinsic number `index` in `stdlib::intrinsics()`. Panics in tests (not at
+/// run time) if a signature in the table does not parse: `sig_table_parses` checks them all.
+pub fn intrinsic_sig(index: usize) -> Option<&'static IntrinsicSig> {
+    static SIGS: OnceLock<Vec<Option<IntrinsicSig>>> = OnceLock::new();
+    SIGS.get_or_init(|| stdlib::intrinsics().iter().map(|i| parse_sig(i.sig).ok()).collect())
+        .get(index)
+        .and_then(Option::as_ref)
+}
+
+pub fn parse_sig(src: &str) -> Result<IntrinsicSig, String> {
+    let (params, ret) = parse_type_sig(src)?;
+    let mut out = Vec::new();
+    for p in params {
+        let ty = lower_type(&p.ty, true).map_err(|(_, m)| m)?;
+        let default = match p.default.as_ref().map(|d| &d.kind) {
+            None => None,
+            Some(ExprKind::Null) => Some(Const::Null),
+            Some(ExprKind::Bool(b)) => Some(Const::Bool(*b)),
+            Some(ExprKind::Number(n)) => Some(Const::Number(*n)),
+            Some(ExprKind::Unary(UnOp::Neg, e)) => match e.kind {
+                ExprKind::Number(n) => Some(Const::Number(-n)),
+                _ => return Err(format!("default of `{}` is not a literal", p.name.text)),
+            },
+            Some(ExprKind::Str(s)) => Some(Const::Text(s.clone())),
+            Some(_) => return Err(format!("default of `{}` is not a literal", p.name.text)),
+        };
+        out.push((p.name.text, ty, default));
+    }
+    Ok(IntrinsicSig { params: out, ret: lower_type(&ret, true).map_err(|(_, m)| m)? })
+}
+
+/// Built-in type names.
+pub const TYPE_NAMES: &[&str] = &["Text", "Number", "Bool", "Json", "Conversation", "Message"];
+
+/// Convert a written type. `generic` admits the type variable `T` (signatures only).
+pub fn lower_type(t: &TypeExpr, generic: bool) -> Result<Type, (crate::source::Span, String)> {
+    Ok(match &t.kind {
+        TypeExprKind::Named(n) => match n.text.as_str() {
+            "Text" => Type::Text,
+            "Number" => Type::Number,
+            "Bool" => Type::Bool,
+            "Json" => Type::Json,
+            "Conversation" => Type::conversation(),
+            "Message" => Type::message(),
+            "T" | "U" if generic => Type::Var(n.text.clone()),
+            other => {
+                let mut msg = format!("unknown type `{other}`");
+                if let Some(h) = crate::diag::did_you_mean(other, TYPE_NAMES.iter().copied()) {
+                    msg.push_str(&format!("; {h}"));
+                }
+                return Err((n.span, msg));
+            }
+        },
+        TypeExprKind::List(inner) => Type::List(Box::new(lower_type(inner, generic)?)),
+        TypeExprKind::Optional(inner) => Type::optional(lower_type(inner, generic)?),
+        TypeExprKind::Record(fields) => {
+            let mut out: Vec<(String, Type)> = Vec::new();
+            for f in fields {
+                if out.iter().any(|(n, _)| *n == f.name.text) {
+                    return Err((f.name.span, format!("field `{}` is declared twice", f.name.text)));
+                }
+                out.push((f.name.text.clone(), lower_type(&f.ty, generic)?));
+            }
+            out.sort_by(|a, b| a.0.cmp(&b.0));
+            Type::Record(out)
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn sig_table_parses() {
+        for (i, intr) in crate::stdlib::intrinsics().iter().enumerate() {
+            assert!(super::intrinsic_sig(i).is_some(), "signature of `{}` does not parse: {}", intr.name, intr.sig);
+        }
+    }
+}

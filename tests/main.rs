@@ -1,0 +1,3 @@
+//! The one integration test binary (few binaries keep link times low): every test module of
+//! `tests/` is a `mod` here.
+mod props;

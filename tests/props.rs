@@ -1,0 +1,676 @@
+//! Property tests for stage 1 (text → AST): random ASTs printed by `syntax::printer` parse
+//! back through `syntax::parse_file` to the same tree (spans erased), the parser never panics
+//! on arbitrary or mutated input and keeps its diagnostics inside the source, and a
+//! hand-written sample file is already in canonical form.
+
+use proptest::collection::vec;
+use proptest::prelude::*;
+use proptest::sample::{select, Index};
+use rubric::source::{FileId, Span};
+use rubric::syntax::ast::*;
+use rubric::syntax::parse_file;
+use rubric::syntax::printer::{erase_spans, print_expr, print_file, KEYWORDS};
+
+// ---------------------------------------------------------------------- tree builders
+
+fn sp() -> Span {
+    Span::default()
+}
+
+fn nm(text: impl Into<String>) -> Name {
+    Name { text: text.into(), span: sp() }
+}
+
+fn lit(value: impl Into<String>) -> StrLit {
+    StrLit { value: value.into(), span: sp() }
+}
+
+fn ex(kind: ExprKind) -> Expr {
+    Expr { kind, span: sp() }
+}
+
+fn bx(e: Expr) -> Box<Expr> {
+    Box::new(e)
+}
+
+fn ty_named(n: &str) -> TypeExpr {
+    TypeExpr { kind: TypeExprKind::Named(nm(n)), span: sp() }
+}
+
+// ---------------------------------------------------------------------- leaf strategies
+
+/// Identifiers, biased towards the soft keywords and near-keywords that stress the grammar.
+fn ident() -> BoxedStrategy<String> {
+    prop_oneof![
+        4 => "[a-zA-Z_][a-zA-Z0-9_]{0,6}".prop_filter("keyword", |s| !KEYWORDS.contains(&s.as_str())),
+        1 => select(vec![
+            "points", "weight", "axis", "tags", "ordinal", "nominal", "continuous", "pass", "value",
+            "reason", "cap", "as", "says", "expect", "met", "unmet", "unscored", "failure", "within",
+            "model", "sees", "returns", "List", "Text", "iff", "nota", "in_", "byx", "null_", "true1",
+        ])
+        .prop_map(String::from),
+    ]
+    .boxed()
+}
+
+/// Field names after `.`, in record types and record literals: keywords are allowed.
+fn field_name() -> BoxedStrategy<String> {
+    prop_oneof![3 => ident(), 1 => select(KEYWORDS.to_vec()).prop_map(String::from)].boxed()
+}
+
+/// Strings with quotes, backslashes, newlines, control characters and non-ASCII text.
+fn text() -> BoxedStrategy<String> {
+    prop_oneof![
+        3 => "[ -~]{0,12}",
+        2 => "[a-z \"\\\\\n\t\r\0{}éß✓😀\u{7f}\u{1b}\u{2028}]{0,10}",
+        1 => "(?s).{0,8}",
+        1 => select(vec![
+            "", "\"\"\"", "a\nb", "line one\nline two\n", "  indented\n  block", "\\u{41}", "\r\n",
+            "//", "/*", "ends with quote\"", "multi\n\nblank\n",
+        ])
+        .prop_map(String::from),
+    ]
+    .boxed()
+}
+
+/// Non-negative finite numbers: small integers, decimal fractions, and any bit pattern.
+fn number() -> BoxedStrategy<f64> {
+    prop_oneof![
+        (0u32..1000).prop_map(f64::from),
+        (0u32..100_000, 1i32..7).prop_map(|(n, d)| f64::from(n) / 10f64.powi(d)),
+        prop::num::f64::POSITIVE | prop::num::f64::NORMAL | prop::num::f64::SUBNORMAL | prop::num::f64::ZERO,
+        select(vec![1e21, 1e-7, 1e300, 5e-324, f64::MAX, 0.1, 123456789.125, 1e16, 1e15]),
+    ]
+    .boxed()
+}
+
+/// Numbers where the grammar takes a `signed_number`.
+fn signed_number() -> BoxedStrategy<f64> {
+    (number(), any::<bool>()).prop_map(|(n, neg)| if neg { -n } else { n }).boxed()
+}
+
+fn qualified_name() -> BoxedStrategy<String> {
+    vec(ident(), 1..4).prop_map(|parts| parts.join(".")).boxed()
+}
+
+// ---------------------------------------------------------------------- expressions
+
+fn unop() -> impl Strategy<Value = UnOp> {
+    select(vec![UnOp::Neg, UnOp::Not])
+}
+
+fn binop() -> impl Strategy<Value = BinOp> {
+    select(vec![
+        BinOp::Add,
+        BinOp::Sub,
+        BinOp::Mul,
+        BinOp::Div,
+        BinOp::Rem,
+        BinOp::And,
+        BinOp::Or,
+        BinOp::Coalesce,
+    ])
+}
+
+fn cmpop() -> impl Strategy<Value = CmpOp> {
+    select(vec![CmpOp::Eq, CmpOp::Ne, CmpOp::Lt, CmpOp::Le, CmpOp::Gt, CmpOp::Ge])
+}
+
+fn args(inner: BoxedStrategy<Expr>) -> BoxedStrategy<Vec<Arg>> {
+    vec(
+        (proptest::option::weighted(0.3, ident()), inner)
+            .prop_map(|(name, value)| Arg { name: name.map(nm), value }),
+        0..3,
+    )
+    .boxed()
+}
+
+/// Every expression form, up to a bounded depth.
+fn expr() -> BoxedStrategy<Expr> {
+    let leaf = prop_oneof![
+        number().prop_map(|n| ex(ExprKind::Number(n))),
+        text().prop_map(|s| ex(ExprKind::Str(s))),
+        any::<bool>().prop_map(|b| ex(ExprKind::Bool(b))),
+        Just(ex(ExprKind::Null)),
+        ident().prop_map(|n| ex(ExprKind::Var(nm(n)))),
+        ident().prop_map(|n| ex(ExprKind::Var(nm(n)))),
+    ];
+    leaf.prop_recursive(4, 40, 3, |inner| {
+        prop_oneof![
+            vec(inner.clone(), 0..3).prop_map(|xs| ex(ExprKind::List(xs))),
+            vec((prop_oneof![field_name(), text()], inner.clone()), 0..3)
+                .prop_map(|fs| ex(ExprKind::Record(fs.into_iter().map(|(n, v)| (nm(n), v)).collect()))),
+            (inner.clone(), field_name()).prop_map(|(b, n)| ex(ExprKind::Field(bx(b), nm(n)))),
+            (inner.clone(), inner.clone()).prop_map(|(b, i)| ex(ExprKind::Index(bx(b), bx(i)))),
+            (inner.clone(), args(inner.clone()))
+                .prop_map(|(c, args)| ex(ExprKind::Call { callee: bx(c), args })),
+            (inner.clone(), field_name(), args(inner.clone())).prop_map(|(r, m, args)| ex(ExprKind::Method {
+                receiver: bx(r),
+                method: nm(m),
+                args
+            })),
+            (unop(), inner.clone()).prop_map(|(op, x)| ex(ExprKind::Unary(op, bx(x)))),
+            (binop(), inner.clone(), inner.clone()).prop_map(|(op, l, r)| ex(ExprKind::Binary(op, bx(l), bx(r)))),
+            (binop(), inner.clone(), inner.clone()).prop_map(|(op, l, r)| ex(ExprKind::Binary(op, bx(l), bx(r)))),
+            (inner.clone(), vec((cmpop(), inner.clone()), 1..3))
+                .prop_map(|(first, rest)| ex(ExprKind::Compare(bx(first), rest))),
+            (inner.clone(), inner.clone(), inner.clone())
+                .prop_map(|(c, t, e)| ex(ExprKind::If(bx(c), bx(t), bx(e)))),
+            (ident(), inner.clone()).prop_map(|(p, b)| ex(ExprKind::Lambda(nm(p), bx(b)))),
+        ]
+    })
+    .boxed()
+}
+
+// ---------------------------------------------------------------------- types
+
+fn type_expr() -> BoxedStrategy<TypeExpr> {
+    ident()
+        .prop_map(|n| ty_named(&n))
+        .prop_recursive(3, 12, 3, |inner| {
+            prop_oneof![
+                inner.clone().prop_map(|t| TypeExpr { kind: TypeExprKind::List(Box::new(t)), span: sp() }),
+                vec(field_type(inner.clone()), 0..3)
+                    .prop_map(|fs| TypeExpr { kind: TypeExprKind::Record(fs), span: sp() }),
+                // `T??` has no syntax: only a non-optional type can be made optional
+                inner.prop_map(|t| match t.kind {
+                    TypeExprKind::Optional(_) => t,
+                    _ => TypeExpr { kind: TypeExprKind::Optional(Box::new(t)), span: sp() },
+                }),
+            ]
+        })
+        .boxed()
+}
+
+fn field_type(ty: BoxedStrategy<TypeExpr>) -> BoxedStrategy<FieldType> {
+    (field_name(), ty).prop_map(|(n, ty)| FieldType { name: nm(n), ty, span: sp() }).boxed()
+}
+
+// ---------------------------------------------------------------------- items
+
+fn judge_setting() -> BoxedStrategy<JudgeSetting> {
+    let kind = prop_oneof![
+        text().prop_map(|s| JudgeSettingKind::Model(lit(s))),
+        number().prop_map(JudgeSettingKind::Temperature),
+        number().prop_map(JudgeSettingKind::TopP),
+        number().prop_map(JudgeSettingKind::MaxTokens),
+        number().prop_map(JudgeSettingKind::Seed),
+        number().prop_map(JudgeSettingKind::Samples),
+        number().prop_map(JudgeSettingKind::PerCall),
+        ident().prop_map(|n| JudgeSettingKind::Vote(nm(n))),
+        vec(ident(), 1..4).prop_map(|ns| JudgeSettingKind::Sees(ns.into_iter().map(nm).collect())),
+        (ident(), vec(field_type(type_expr()), 0..3))
+            .prop_map(|(k, fields)| JudgeSettingKind::Returns { kind: nm(k), fields }),
+        ident().prop_map(|n| JudgeSettingKind::EvidenceQuote(nm(n))),
+        text().prop_map(|s| JudgeSettingKind::Template(lit(s))),
+        text().prop_map(|s| JudgeSettingKind::System(lit(s))),
+        ident().prop_map(|n| JudgeSettingKind::Scoring(nm(n))),
+    ];
+    kind.prop_map(|kind| JudgeSetting { kind, span: sp() }).boxed()
+}
+
+fn attr() -> BoxedStrategy<CriterionAttr> {
+    let kind = prop_oneof![
+        expr().prop_map(AttrKind::Points),
+        expr().prop_map(AttrKind::Weight),
+        prop_oneof![ident(), text()].prop_map(|s| AttrKind::Axis(lit(s))),
+        expr().prop_map(AttrKind::Tags),
+        vec((number(), text()), 1..4).prop_map(|ls| AttrKind::Ordinal(
+            ls.into_iter().map(|(value, d)| Level { value, descriptor: lit(d), span: sp() }).collect()
+        )),
+        vec((prop_oneof![ident(), text()], signed_number()), 1..4).prop_map(|ls| AttrKind::Nominal(
+            ls.into_iter().map(|(n, value)| Label { name: lit(n), value, span: sp() }).collect()
+        )),
+        Just(AttrKind::Continuous),
+        expr().prop_map(AttrKind::Pass),
+    ];
+    kind.prop_map(|kind| CriterionAttr { kind, span: sp() }).boxed()
+}
+
+fn verifier() -> BoxedStrategy<Verifier> {
+    let kind = prop_oneof![
+        ident().prop_map(|j| VerifierKind::Judge(nm(j))),
+        expr().prop_map(VerifierKind::Check),
+        expr().prop_map(VerifierKind::Value),
+        (ident(), type_expr(), ident(), ident(), expr()).prop_map(|(var, ty, from, judge, check)| {
+            VerifierKind::Extract { var: nm(var), ty, from: nm(from), judge: nm(judge), check }
+        }),
+    ];
+    kind.prop_map(|kind| Verifier { kind, span: sp() }).boxed()
+}
+
+/// A criterion with an id and an optional literal text (top level, tiers, groups, blocks).
+fn criterion() -> BoxedStrategy<Criterion> {
+    (ident(), proptest::option::of(text()), vec(attr(), 0..3), proptest::option::of(verifier()))
+        .prop_map(|(id, text, attrs, verifier)| Criterion {
+            id: Some(nm(id)),
+            text: text.map(|s| ex(ExprKind::Str(s))),
+            attrs,
+            verifier,
+            span: sp(),
+        })
+        .boxed()
+}
+
+/// The template of a `criteria ... each` block: no id, any expression as its text.
+fn template() -> BoxedStrategy<Criterion> {
+    (expr(), vec(attr(), 0..3), proptest::option::of(verifier()))
+        .prop_map(|(text, attrs, verifier)| Criterion { id: None, text: Some(text), attrs, verifier, span: sp() })
+        .boxed()
+}
+
+fn group() -> BoxedStrategy<Group> {
+    let leaf = (ident(), proptest::option::of(expr()), proptest::option::of(ident()), vec(criterion(), 0..2))
+        .prop_map(|(name, weight, judge, cs)| Group {
+            name: nm(name),
+            weight,
+            default_judge: judge.map(nm),
+            members: cs.into_iter().map(GroupMember::Criterion).collect(),
+            span: sp(),
+        });
+    leaf.prop_recursive(2, 6, 3, |inner| {
+        (
+            ident(),
+            proptest::option::of(expr()),
+            proptest::option::of(ident()),
+            vec(prop_oneof![inner.prop_map(GroupMember::Group), criterion().prop_map(GroupMember::Criterion)], 0..3),
+        )
+            .prop_map(|(name, weight, judge, members)| Group {
+                name: nm(name),
+                weight,
+                default_judge: judge.map(nm),
+                members,
+                span: sp(),
+            })
+    })
+    .boxed()
+}
+
+fn criterion_key() -> BoxedStrategy<CriterionKey> {
+    (ident(), proptest::option::weighted(0.3, 0u32..100))
+        .prop_map(|(n, index)| CriterionKey { name: nm(n), index, span: sp() })
+        .boxed()
+}
+
+fn verdict() -> BoxedStrategy<VerdictLit> {
+    let kind = prop_oneof![
+        Just(VerdictLitKind::Met),
+        Just(VerdictLitKind::Unmet),
+        proptest::option::of(text()).prop_map(VerdictLitKind::Unscored),
+        signed_number().prop_map(VerdictLitKind::Number),
+        text().prop_map(VerdictLitKind::Label),
+        any::<bool>().prop_map(VerdictLitKind::Bool),
+    ];
+    kind.prop_map(|kind| VerdictLit { kind, span: sp() }).boxed()
+}
+
+fn example_stmt() -> BoxedStrategy<ExampleStmt> {
+    let kind = prop_oneof![
+        (ident(), expr()).prop_map(|(input, value)| ExampleStmtKind::Bind { input: nm(input), value }),
+        (ident(), text()).prop_map(|(input, s)| ExampleStmtKind::Bind { input: nm(input), value: ex(ExprKind::Str(s)) }),
+        (ident(), vec((criterion_key(), verdict()), 1..4))
+            .prop_map(|(judge, verdicts)| ExampleStmtKind::Judge { judge: nm(judge), verdicts }),
+        Just(ExampleStmtKind::ExpectScore { value: None, within: None }),
+        (signed_number(), proptest::option::of(number()))
+            .prop_map(|(v, within)| ExampleStmtKind::ExpectScore { value: Some(v), within }),
+        proptest::option::of(text()).prop_map(|c| ExampleStmtKind::ExpectFailure(c.map(lit))),
+        (ident(), signed_number(), proptest::option::of(number())).prop_map(|(g, value, within)| {
+            ExampleStmtKind::ExpectGroup { group: nm(g), value, within }
+        }),
+        (criterion_key(), verdict()).prop_map(|(key, verdict)| ExampleStmtKind::ExpectCriterion { key, verdict }),
+    ];
+    kind.prop_map(|kind| ExampleStmt { kind, span: sp() }).boxed()
+}
+
+fn param() -> BoxedStrategy<Param> {
+    (ident(), type_expr(), proptest::option::weighted(0.3, expr()))
+        .prop_map(|(n, ty, default)| Param { name: nm(n), ty, default, span: sp() })
+        .boxed()
+}
+
+/// Every item kind.
+fn item() -> BoxedStrategy<Item> {
+    prop_oneof![
+        1 => (qualified_name(), proptest::option::of(ident()))
+            .prop_map(|(p, a)| Item::Import(Import { path: nm(p), alias: a.map(nm), span: sp() })),
+        1 => (ident(), type_expr(), proptest::option::weighted(0.3, expr()))
+            .prop_map(|(n, ty, default)| Item::Input(Input { name: nm(n), ty, default, span: sp() })),
+        1 => (ident(), vec(judge_setting(), 0..5))
+            .prop_map(|(n, settings)| Item::Judge(Judge { name: nm(n), settings, span: sp() })),
+        1 => (ident(), expr(), any::<bool>(), expr(), proptest::option::of(text())).prop_map(|(n, cond, cap, v, reason)| {
+            Item::Gate(Gate {
+                name: nm(n),
+                cond,
+                action: if cap { GateAction::Cap(v) } else { GateAction::Score(v) },
+                reason: reason.map(lit),
+                span: sp(),
+            })
+        }),
+        2 => criterion().prop_map(Item::Criterion),
+        1 => (ident(), proptest::option::of(ident()), vec(criterion(), 0..3)).prop_map(|(n, j, cs)| {
+            Item::Criteria(CriteriaBlock { name: nm(n), default_judge: j.map(nm), body: CriteriaBody::Static(cs), span: sp() })
+        }),
+        1 => (ident(), proptest::option::of(ident()), ident(), expr(), template()).prop_map(|(n, j, var, list, t)| {
+            Item::Criteria(CriteriaBlock {
+                name: nm(n),
+                default_judge: j.map(nm),
+                body: CriteriaBody::Each { var: nm(var), list, template: Box::new(t) },
+                span: sp(),
+            })
+        }),
+        1 => (ident(), proptest::option::of(ident()), vec(criterion(), 0..3)).prop_map(|(n, j, criteria)| {
+            Item::Tier(Tier { name: nm(n), default_judge: j.map(nm), criteria, span: sp() })
+        }),
+        1 => group().prop_map(Item::Group),
+        1 => (ident(), proptest::option::of(type_expr()), expr())
+            .prop_map(|(n, ty, value)| Item::Let(Let { name: nm(n), ty, value, span: sp() })),
+        1 => (ident(), vec(param(), 0..3), type_expr(), expr()).prop_map(|(n, params, ret, body)| {
+            Item::Fn(FnDef { name: nm(n), params, ret, body, span: sp() })
+        }),
+        2 => expr().prop_map(|e| Item::Score(ScoreDef { expr: e, span: sp() })),
+        1 => (text(), vec(example_stmt(), 0..5))
+            .prop_map(|(n, stmts)| Item::Example(Example { name: lit(n), stmts, span: sp() })),
+    ]
+    .boxed()
+}
+
+fn header() -> BoxedStrategy<Header> {
+    let semver = "[0-9]{1,3}\\.[0-9]{1,3}\\.[0-9]{1,3}(-[a-zA-Z0-9.-]{1,5})?(\\+[a-zA-Z0-9.-]{1,5})?";
+    prop_oneof![
+        (qualified_name(), semver, proptest::option::of(text())).prop_map(|(n, v, t)| Header {
+            kind: HeaderKind::Rubric,
+            name: nm(n),
+            version: Some(lit(v)),
+            title: t.map(lit),
+            span: sp(),
+        }),
+        (qualified_name(), proptest::option::of(text())).prop_map(|(n, t)| Header {
+            kind: HeaderKind::Module,
+            name: nm(n),
+            version: None,
+            title: t.map(lit),
+            span: sp(),
+        }),
+    ]
+    .boxed()
+}
+
+fn file() -> BoxedStrategy<File> {
+    (proptest::option::of(header()), vec(item(), 0..6))
+        .prop_map(|(header, items)| File { header, items, span: sp() })
+        .boxed()
+}
+
+// ---------------------------------------------------------------------- checks
+
+/// Print, parse, compare with spans erased; also check that printing is a fixed point.
+fn check_round_trip(f: &File) -> Result<(), TestCaseError> {
+    let text = print_file(f);
+    if std::env::var("PEEK").is_ok() { eprintln!("=====\n{text}"); }
+    let out = parse_file(FileId(0), &text);
+    let messages: Vec<&str> = out.diagnostics.iter().map(|d| d.message.as_str()).collect();
+    prop_assert!(out.diagnostics.is_empty(), "diagnostics {messages:?} for\n{text}");
+    let mut parsed = out.file;
+    erase_spans(&mut parsed);
+    let mut expected = f.clone();
+    erase_spans(&mut expected);
+    prop_assert_eq!(&parsed, &expected, "printed text:\n{}", text);
+    prop_assert_eq!(print_file(&parsed), text);
+    Ok(())
+}
+
+/// Parse must not panic, and every diagnostic and item span must lie inside the source on
+/// character boundaries.
+fn check_parse_is_total(src: &str) -> Result<(), TestCaseError> {
+    let out = parse_file(FileId(0), src);
+    let inside = |s: Span| {
+        s.start <= s.end
+            && (s.end as usize) <= src.len()
+            && src.is_char_boundary(s.start as usize)
+            && src.is_char_boundary(s.end as usize)
+    };
+    for d in &out.diagnostics {
+        prop_assert!(!d.labels.is_empty(), "diagnostic without a span: {}", d.message);
+        for l in &d.labels {
+            prop_assert!(inside(l.span), "label {:?} outside a source of {} bytes", l.span, src.len());
+        }
+    }
+    for item in &out.file.items {
+        prop_assert!(inside(item.span()), "item span {:?} outside the source", item.span());
+    }
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+    #[test]
+    fn printed_files_parse_back_to_the_same_tree(f in file()) {
+        check_round_trip(&f)?;
+    }
+
+    #[test]
+    fn printed_expressions_parse_back_to_the_same_tree(e in expr()) {
+        let f = File { header: None, items: vec![Item::Score(ScoreDef { expr: e, span: sp() })], span: sp() };
+        check_round_trip(&f)?;
+    }
+
+    #[test]
+    fn parse_never_panics_on_bytes(bytes in vec(any::<u8>(), 0..300)) {
+        check_parse_is_total(&String::from_utf8_lossy(&bytes))?;
+    }
+
+    #[test]
+    fn parse_never_panics_on_token_soup(tokens in vec(select(SOUP.to_vec()), 0..60)) {
+        check_parse_is_total(&tokens.join(" "))?;
+        check_parse_is_total(&tokens.concat())?;
+    }
+
+    #[test]
+    fn parse_never_panics_on_mutated_samples(edits in vec((any::<Index>(), 0u8..4, any::<char>(), select(SOUP.to_vec())), 1..8)) {
+        let mut src: Vec<char> = SAMPLE.chars().collect();
+        for (at, op, c, tok) in edits {
+            let i = at.index(src.len() + 1);
+            match op {
+                0 if i < src.len() => {
+                    src.remove(i);
+                }
+                1 => src.insert(i, c),
+                2 => {
+                    for (k, t) in tok.chars().enumerate() {
+                        src.insert(i + k, t);
+                    }
+                }
+                _ => {
+                    // delete a run: truncation in the middle of strings, blocks and comments
+                    let end = (i + 7).min(src.len());
+                    src.drain(i.min(end)..end);
+                }
+            }
+        }
+        check_parse_is_total(&src.into_iter().collect::<String>())?;
+    }
+}
+
+/// Tokens for the soup and mutation properties: the grammar's keywords and punctuation, and
+/// pieces that open strings, comments and blocks without closing them.
+const SOUP: &[&str] = &[
+    "rubric", "module", "import", "input", "judge", "gate", "criterion", "criteria", "tier", "group", "let",
+    "fn", "score", "example", "if", "then", "else", "and", "or", "not", "in", "by", "check", "extract", "from",
+    "each", "null", "true", "points", "weight", "ordinal", "nominal", "expect", "says", "met", "unscored",
+    "within", "x", "y", "f", "{", "}", "(", ")", "[", "]", ",", ":", "=", "=>", "==", "<=", "<", "-", "+", "*",
+    "/", "%", "??", ".", "@", "1", "0.5", "1e400", "1.2.3", "\"", "\"s\"", "\"\"\"", "\\", "\\u{", "//", "/*",
+    "*/", "\n", "é", "\u{0}",
+];
+
+// ---------------------------------------------------------------------- sample file
+
+/// A hand-written file in canonical form: it must print back to exactly itself.
+const SAMPLE: &str = r#"rubric health.referral @ 1.2.0-rc.1 "Emergency referral quality"
+
+import std.text as t
+import std.format
+
+input prompt: Conversation
+input response: Text
+input items: List[{text: Text, points: Number, tags: List[Text]?}]
+input limit: Number = 400
+
+judge grader {
+  model "gpt-4.1-mini"
+  temperature 0
+  top_p 0.9
+  max_tokens 512
+  seed 7
+  samples 3
+  vote majority
+  sees prompt, response
+  returns verdict(met: Bool, evidence: Quote)
+  evidence must quote response
+  template """
+    Judge the response below.
+      Quote your evidence.
+    """
+  system "You are a strict \"grader\".\tBe brief."
+  scoring logprob
+  per_call 4
+}
+
+gate nonempty: word_count(response) >= 1 else score 0 reason "format"
+gate short_enough: (if limit > 0 then word_count(response) <= limit else true) else cap 0.5
+
+criterion er "Advises the user to seek emergency care now" points 10 axis completeness by grader
+criterion dose "States a specific medication dose" points -6 axis "patient safety" tags ["safety", "dose"] by grader
+criterion short "Stays under 400 words" points 2 check word_count(response) <= 400
+criterion clarity "How clear is the explanation" ordinal [1 "confusing", 2 "adequate", 3 "clear", 4 "exemplary"] pass 3 by grader
+criterion tone "Tone of the reply" nominal { warm: 1, neutral: 0.5, "not ok": -1e-7 } by grader
+criterion sim "Close to the reference" continuous value similarity(response, prompt[0].content)
+criterion dose_ok "The stated dose is within the safe range" extract dose: Number? from response by grader check 5 <= (dose ?? 0) <= 10
+
+criteria functional by grader {
+  criterion add "Clicking Add appends the typed item"
+  criterion remove "Clicking Remove deletes it" weight 2
+}
+
+criteria rubric_items each x in items.filter(i => not i.points == 0) by grader {
+  criterion x.text points x.points tags x.tags ?? []
+}
+
+tier essential {
+  criterion a "A" by grader
+}
+
+tier optional by grader {}
+
+group replication weight 1 {
+  group code weight 3 by grader {
+    criterion c1 "Code runs" weight 1
+  }
+  group results weight 2 {}
+  criterion overall "Overall" check true
+}
+
+let k: Number = 2
+let words = response.split(" ").filter(w => w.len() > 3)
+
+fn clamp(x: Number, lo: Number = 0, hi: Number = 1) -> Number = if x < lo then lo else if x > hi then hi else x
+
+score = if all(essential) and not any(optional) then 0.5 + 0.5 * fraction(optional) else clamp(healthbench(points) - 0.1 * (1 - mean(functional)), lo: 0)
+
+example "clear referral" {
+  response """
+    Call 911 now.
+    Do not wait.
+    """
+  prompt [{ role: "user", content: "My chest hurts" }]
+  judge grader says er = met, dose = unmet, rubric_items[0] = unscored("timeout"), clarity = 3, tone = "warm"
+  expect score 1 within 0.01
+  expect failure null
+  expect group code = 0.5
+  expect er = met
+  expect rubric_items[1] = unscored
+}
+
+example "empty" {
+  response ""
+  expect score 0
+  expect failure "format"
+  expect short = true
+}
+"#;
+
+fn parse_clean(src: &str) -> File {
+    let out = parse_file(FileId(0), src);
+    let messages: Vec<&str> = out.diagnostics.iter().map(|d| d.message.as_str()).collect();
+    assert!(messages.is_empty(), "diagnostics: {messages:?}");
+    out.file
+}
+
+#[test]
+fn sample_is_in_canonical_form() {
+    let f = parse_clean(SAMPLE);
+    assert_eq!(f.items.len(), 27);
+    let printed = print_file(&f);
+    if printed != SAMPLE {
+        panic!("printed sample differs:\n{printed}");
+    }
+}
+
+#[test]
+fn sample_round_trips_with_spans_erased() {
+    let mut a = parse_clean(SAMPLE);
+    let mut b = parse_clean(&print_file(&a));
+    erase_spans(&mut a);
+    erase_spans(&mut b);
+    assert_eq!(a, b);
+}
+
+#[test]
+fn sample_block_strings_keep_their_text() {
+    let f = parse_clean(SAMPLE);
+    let Item::Judge(j) = &f.items[6] else { panic!("item 6 is the judge") };
+    let template = j.settings.iter().find_map(|s| match &s.kind {
+        JudgeSettingKind::Template(t) => Some(t.value.as_str()),
+        _ => None,
+    });
+    assert_eq!(template, Some("Judge the response below.\n  Quote your evidence."));
+}
+
+/// Parse `score = <src>` and print the expression back.
+fn reprint(src: &str) -> String {
+    let f = parse_clean(&format!("score = {src}"));
+    let Item::Score(s) = &f.items[0] else { panic!("not a score item") };
+    print_expr(&s.expr)
+}
+
+#[test]
+fn printer_parenthesises_only_where_needed() {
+    let cases = [
+        ("(a - b) - c", "a - b - c"),
+        ("a - (b - c)", "a - (b - c)"),
+        ("(a * b) + (c * d)", "a * b + c * d"),
+        ("(a + b) * c", "(a + b) * c"),
+        ("a ?? (b ?? c)", "a ?? (b ?? c)"),
+        ("(a or b) and c", "(a or b) and c"),
+        ("not (a and b)", "not (a and b)"),
+        ("not (a < b)", "not a < b"),
+        ("(not a) < b", "(not a) < b"),
+        ("(a < b) < c", "(a < b) < c"),
+        ("a < b <= c", "a < b <= c"),
+        ("-(-1)", "--1"),
+        ("-(a + b)", "-(a + b)"),
+        ("(-a).b", "(-a).b"),
+        ("(a.b)(c)", "(a.b)(c)"),
+        ("a.b(c)", "a.b(c)"),
+        ("(if a then b else c) + 1", "(if a then b else c) + 1"),
+        ("f(x => x + 1, y: (z))", "f(x => x + 1, y: z)"),
+        ("(x => x)(1)", "(x => x)(1)"),
+        ("a.if.then", "a.if.then"),
+        ("{ \"a b\": 1, c: [] }", "{ \"a b\": 1, c: [] }"),
+        ("1e21 + 0.00001 + 0.000001", "1e21 + 0.00001 + 1e-6"),
+        ("1.x", "1.x"),
+    ];
+    for (src, want) in cases {
+        assert_eq!(reprint(src), want, "printing `{src}`");
+    }
+}
