@@ -132,10 +132,9 @@ pub struct TextIndex {
 /// Abbreviations after which a single `.` does not end a sentence (lowercase, without the
 /// final period). Dotted forms (`e.g.`, `U.S.`) and single letters are handled by rule.
 const ABBREVIATIONS: &[&str] = &[
-    "mr", "mrs", "ms", "dr", "prof", "sr", "jr", "st", "vs", "etc", "inc", "ltd", "co", "corp",
-    "fig", "figs", "approx", "dept", "est", "mt", "gen", "col", "lt", "sgt", "capt", "rev", "gov",
-    "sen", "rep", "jan", "feb", "mar", "apr", "jun", "jul", "aug", "sep", "sept", "oct", "nov",
-    "dec", "cf", "al", "eq", "vol", "ed", "eds", "pp", "ca",
+    "mr", "mrs", "ms", "dr", "prof", "sr", "jr", "st", "vs", "etc", "inc", "ltd", "co", "corp", "fig", "figs",
+    "approx", "dept", "est", "mt", "gen", "col", "lt", "sgt", "capt", "rev", "gov", "sen", "rep", "jan", "feb", "mar",
+    "apr", "jun", "jul", "aug", "sep", "sept", "oct", "nov", "dec", "cf", "al", "eq", "vol", "ed", "eds", "pp", "ca",
 ];
 
 impl TextIndex {
@@ -147,27 +146,14 @@ impl TextIndex {
             let span = lexer.span();
             // Every character matches some rule; an error can only be a stray byte sequence
             // the lexer refused, which we keep as `Other` so no text is lost.
-            toks.push((
-                tok.unwrap_or(Tok::Other),
-                ByteRange::new(span.start, span.end),
-            ));
+            toks.push((tok.unwrap_or(Tok::Other), ByteRange::new(span.start, span.end)));
         }
 
-        let words = toks
-            .iter()
-            .filter(|(t, _)| *t == Tok::Word)
-            .map(|(_, r)| *r)
-            .collect();
+        let words = toks.iter().filter(|(t, _)| *t == Tok::Word).map(|(_, r)| *r).collect();
         let lines = lines_from_tokens(text, &toks);
         let sentences = sentences_from_tokens(text, &toks);
         let paragraphs = paragraphs_from_lines(text, &lines);
-        let mut index = TextIndex {
-            words,
-            sentences,
-            paragraphs,
-            lines,
-            ..TextIndex::default()
-        };
+        let mut index = TextIndex { words, sentences, paragraphs, lines, ..TextIndex::default() };
         index.scan_blocks(text);
         index
     }
@@ -285,10 +271,7 @@ fn paragraphs_from_lines(text: &str, lines: &[ByteRange]) -> Vec<ByteRange> {
 }
 
 fn is_closer(s: &str) -> bool {
-    matches!(
-        s,
-        "\"" | "'" | ")" | "]" | "}" | "”" | "’" | "»" | "*" | "_"
-    )
+    matches!(s, "\"" | "'" | ")" | "]" | "}" | "”" | "’" | "»" | "*" | "_")
 }
 
 fn sentences_from_tokens(text: &str, toks: &[(Tok, ByteRange)]) -> Vec<ByteRange> {
@@ -433,20 +416,12 @@ fn opening_fence(s: &str, line: ByteRange) -> Option<OpenFence> {
         return None;
     }
     let info_trimmed = info.trim_start();
-    let lang_len = info_trimmed
-        .find(char::is_whitespace)
-        .unwrap_or(info_trimmed.len());
+    let lang_len = info_trimmed.find(char::is_whitespace).unwrap_or(info_trimmed.len());
     let lang = (lang_len > 0).then(|| {
         let start = line.start + indent + len + (info.len() - info_trimmed.len());
         ByteRange::new(start, start + lang_len)
     });
-    Some(OpenFence {
-        start: line.start,
-        marker,
-        len,
-        lang,
-        body: None,
-    })
+    Some(OpenFence { start: line.start, marker, len, lang, body: None })
 }
 
 fn is_closing_fence(s: &str, fence: &OpenFence) -> bool {
@@ -480,11 +455,7 @@ fn heading(s: &str, line: ByteRange) -> Option<Heading> {
     } else {
         line.start + (body.as_ptr() as usize - s.as_ptr() as usize)
     };
-    Some(Heading {
-        level: level as u8,
-        line,
-        text: ByteRange::new(offset, offset + body.len()),
-    })
+    Some(Heading { level: level as u8, line, text: ByteRange::new(offset, offset + body.len()) })
 }
 
 fn is_thematic_break(s: &str) -> bool {
@@ -519,17 +490,9 @@ fn list_item(s: &str, line: ByteRange) -> Option<ListItem> {
         return None;
     }
     let content = rest[marker_len..].trim();
-    let start = if content.is_empty() {
-        line.end
-    } else {
-        line.start + (content.as_ptr() as usize - s.as_ptr() as usize)
-    };
-    Some(ListItem {
-        kind,
-        line,
-        content: ByteRange::new(start, start + content.len()),
-        indent,
-    })
+    let start =
+        if content.is_empty() { line.end } else { line.start + (content.as_ptr() as usize - s.as_ptr() as usize) };
+    Some(ListItem { kind, line, content: ByteRange::new(start, start + content.len()), indent })
 }
 
 #[cfg(test)]
@@ -540,18 +503,10 @@ mod tests {
         TextIndex::new(t).words().iter().map(|r| r.get(t)).collect()
     }
     fn sentences(t: &str) -> Vec<&str> {
-        TextIndex::new(t)
-            .sentences()
-            .iter()
-            .map(|r| r.get(t))
-            .collect()
+        TextIndex::new(t).sentences().iter().map(|r| r.get(t)).collect()
     }
     fn paragraphs(t: &str) -> Vec<&str> {
-        TextIndex::new(t)
-            .paragraphs()
-            .iter()
-            .map(|r| r.get(t))
-            .collect()
+        TextIndex::new(t).paragraphs().iter().map(|r| r.get(t)).collect()
     }
     fn lines(t: &str) -> Vec<&str> {
         TextIndex::new(t).lines().iter().map(|r| r.get(t)).collect()
@@ -577,10 +532,7 @@ mod tests {
                 "case"
             ]
         );
-        assert_eq!(
-            words("it’s été  東京 Привет"),
-            ["it’s", "été", "東京", "Привет"]
-        );
+        assert_eq!(words("it’s été  東京 Привет"), ["it’s", "été", "東京", "Привет"]);
         assert!(words("").is_empty());
         assert!(words(" -- ... ").is_empty());
         assert_eq!(words("end-"), ["end"]);
@@ -592,36 +544,18 @@ mod tests {
             sentences("Hello there. How are you? I'm fine!  Great."),
             ["Hello there.", "How are you?", "I'm fine!", "Great."]
         );
-        assert_eq!(
-            sentences("Wait... What?! Yes"),
-            ["Wait...", "What?!", "Yes"]
-        );
-        assert_eq!(
-            sentences("the earth isn't flat. i know, right?"),
-            ["the earth isn't flat.", "i know, right?"]
-        );
+        assert_eq!(sentences("Wait... What?! Yes"), ["Wait...", "What?!", "Yes"]);
+        assert_eq!(sentences("the earth isn't flat. i know, right?"), ["the earth isn't flat.", "i know, right?"]);
         assert_eq!(sentences("Hi! how are you"), ["Hi!", "how are you"]);
-        assert_eq!(
-            sentences("It costs 3.50 today. 42 is the answer."),
-            ["It costs 3.50 today.", "42 is the answer."]
-        );
-        assert_eq!(
-            sentences("He said \"Stop.\" Then he left."),
-            ["He said \"Stop.\"", "Then he left."]
-        );
-        assert_eq!(
-            sentences("Trailing text without a period"),
-            ["Trailing text without a period"]
-        );
+        assert_eq!(sentences("It costs 3.50 today. 42 is the answer."), ["It costs 3.50 today.", "42 is the answer."]);
+        assert_eq!(sentences("He said \"Stop.\" Then he left."), ["He said \"Stop.\"", "Then he left."]);
+        assert_eq!(sentences("Trailing text without a period"), ["Trailing text without a period"]);
         assert!(sentences("   \n ").is_empty());
     }
 
     #[test]
     fn sentences_skip_abbreviations_and_initials() {
-        assert_eq!(
-            sentences("Mr. Smith met Dr. Jones. They talked."),
-            ["Mr. Smith met Dr. Jones.", "They talked."]
-        );
+        assert_eq!(sentences("Mr. Smith met Dr. Jones. They talked."), ["Mr. Smith met Dr. Jones.", "They talked."]);
         assert_eq!(
             sentences("Use tools, e.g. Hammers. Also i.e. This."),
             ["Use tools, e.g. Hammers.", "Also i.e. This."]
@@ -630,38 +564,23 @@ mod tests {
             sentences("The U.S. Army arrived. J. R. R. Tolkien wrote."),
             ["The U.S. Army arrived.", "J. R. R. Tolkien wrote."]
         );
-        assert_eq!(
-            sentences("Apples, pears, etc. Many fruits. Done."),
-            ["Apples, pears, etc. Many fruits.", "Done."]
-        );
-        assert_eq!(
-            sentences("It ended at 5 p.m. Then we left."),
-            ["It ended at 5 p.m. Then we left."]
-        );
+        assert_eq!(sentences("Apples, pears, etc. Many fruits. Done."), ["Apples, pears, etc. Many fruits.", "Done."]);
+        assert_eq!(sentences("It ended at 5 p.m. Then we left."), ["It ended at 5 p.m. Then we left."]);
         assert_eq!(sentences("Really? Yes."), ["Really?", "Yes."]);
     }
 
     #[test]
     fn sentences_do_not_split_on_line_breaks_alone() {
-        assert_eq!(
-            sentences("Title\nFirst line. Second line."),
-            ["Title\nFirst line.", "Second line."]
-        );
+        assert_eq!(sentences("Title\nFirst line. Second line."), ["Title\nFirst line.", "Second line."]);
         assert_eq!(sentences("One.\n\nTwo."), ["One.", "Two."]);
-        assert_eq!(
-            sentences("- item one.\n- item two."),
-            ["- item one.", "- item two."]
-        );
+        assert_eq!(sentences("- item one.\n- item two."), ["- item one.", "- item two."]);
     }
 
     #[test]
     fn sentences_after_numbers_and_ellipses_depend_on_the_next_word() {
         assert_eq!(sentences("1. apples\n2. pears"), ["1. apples\n2. pears"]);
         assert_eq!(sentences("Step 1. Mix well."), ["Step 1.", "Mix well."]);
-        assert_eq!(
-            sentences("Well... maybe. Or... No."),
-            ["Well... maybe.", "Or...", "No."]
-        );
+        assert_eq!(sentences("Well... maybe. Or... No."), ["Well... maybe.", "Or...", "No."]);
     }
 
     #[test]
@@ -674,45 +593,24 @@ mod tests {
 
     #[test]
     fn paragraphs_are_separated_by_blank_lines() {
-        assert_eq!(
-            paragraphs("one\ntwo\n\n  \nthree\n\n"),
-            ["one\ntwo", "three"]
-        );
+        assert_eq!(paragraphs("one\ntwo\n\n  \nthree\n\n"), ["one\ntwo", "three"]);
         assert_eq!(paragraphs("\n\nonly"), ["only"]);
         assert!(paragraphs(" \n\t\n").is_empty());
     }
 
     #[test]
     fn headings_with_levels_and_closing_hashes() {
-        let t =
-            "# Title\n## Sub ##\n####### seven\n#nospace\n   ### Indented\n    # code\n#\n## C# ##";
+        let t = "# Title\n## Sub ##\n####### seven\n#nospace\n   ### Indented\n    # code\n#\n## C# ##";
         let idx = TextIndex::new(t);
-        let got: Vec<(u8, &str)> = idx
-            .headings()
-            .iter()
-            .map(|h| (h.level, h.text.get(t)))
-            .collect();
-        assert_eq!(
-            got,
-            [
-                (1, "Title"),
-                (2, "Sub"),
-                (3, "Indented"),
-                (1, ""),
-                (2, "C#")
-            ]
-        );
+        let got: Vec<(u8, &str)> = idx.headings().iter().map(|h| (h.level, h.text.get(t))).collect();
+        assert_eq!(got, [(1, "Title"), (2, "Sub"), (3, "Indented"), (1, ""), (2, "C#")]);
     }
 
     #[test]
     fn list_items_bullets_and_numbers() {
         let t = "* one\n- two\n+ three\n  - nested\n1. first\n2) second\n---\n* * *\n-not\n**bold**\n1.5 no\n-\n";
         let idx = TextIndex::new(t);
-        let got: Vec<(ListKind, &str)> = idx
-            .list_items()
-            .iter()
-            .map(|i| (i.kind, i.content.get(t)))
-            .collect();
+        let got: Vec<(ListKind, &str)> = idx.list_items().iter().map(|i| (i.kind, i.content.get(t))).collect();
         assert_eq!(
             got,
             [
@@ -729,13 +627,13 @@ mod tests {
 
     #[test]
     fn code_fences_with_language_and_hidden_structure() {
-        let t = "Intro\n```python title\n# not a heading\n- not an item\n```\n~~~\nplain\n~~~~\n````js\nlet a;\n```\nstill code\n````\n```rust\nunclosed\n";
+        let t = concat!(
+            "Intro\n```python title\n# not a heading\n- not an item\n```\n",
+            "~~~\nplain\n~~~~\n````js\nlet a;\n```\nstill code\n````\n```rust\nunclosed\n"
+        );
         let idx = TextIndex::new(t);
-        let got: Vec<(Option<&str>, &str, bool)> = idx
-            .code_fences()
-            .iter()
-            .map(|f| (f.lang.map(|l| l.get(t)), f.body.get(t), f.closed))
-            .collect();
+        let got: Vec<(Option<&str>, &str, bool)> =
+            idx.code_fences().iter().map(|f| (f.lang.map(|l| l.get(t)), f.body.get(t), f.closed)).collect();
         assert_eq!(
             got,
             [

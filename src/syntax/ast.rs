@@ -315,6 +315,8 @@ impl CriterionKey {
 #[derive(Debug, Clone, PartialEq)]
 pub struct VerdictLit {
     pub kind: VerdictLitKind,
+    /// `quoting "..."`: the evidence the judge quoted.
+    pub evidence: Option<StrLit>,
     pub span: Span,
 }
 
@@ -326,6 +328,8 @@ pub enum VerdictLitKind {
     Number(f64),
     Label(String),
     Bool(bool),
+    /// `[met, unmet, met]`: one verdict per judge sample.
+    Samples(Vec<VerdictLit>),
 }
 
 #[derive(Debug, Clone, PartialEq)]

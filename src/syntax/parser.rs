@@ -663,9 +663,18 @@ impl Lower {
                 let judge = self.name(k.next().unwrap());
                 let verdicts = k
                     .map(|v| {
-                        let mut vk = kids(v);
+                        let span = self.span(&v);
+                        let mut vk = kids(v).filter(|c| c.as_rule() != Rule::kw_quoting);
                         let key = self.criterion_key(vk.next().unwrap());
-                        let lit = self.verdict_lit(vk.next().unwrap());
+                        let value = vk.next().unwrap();
+                        let mut lit = if value.as_rule() == Rule::verdict_samples {
+                            let samples = value.into_inner().map(|x| self.verdict_lit(x)).collect();
+                            VerdictLit { kind: VerdictLitKind::Samples(samples), evidence: None, span }
+                        } else {
+                            self.verdict_lit(value)
+                        };
+                        lit.evidence = vk.next().map(|q| self.string(q));
+                        lit.span = span;
                         (key, lit)
                     })
                     .collect();
@@ -734,7 +743,7 @@ impl Lower {
             Rule::bool_lit => VerdictLitKind::Bool(v.as_str() == "true"),
             r => unreachable!("verdict {r:?}"),
         };
-        VerdictLit { kind, span }
+        VerdictLit { kind, evidence: None, span }
     }
 
     fn type_expr(&self, p: Pair<'_, Rule>) -> TypeExpr {

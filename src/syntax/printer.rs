@@ -675,6 +675,10 @@ impl Printer {
                     self.criterion_key(key);
                     self.w(" = ");
                     self.verdict(&v.kind);
+                    if let Some(e) = &v.evidence {
+                        self.w(" quoting ");
+                        self.str_lit(&e.value);
+                    }
                 }
             }
             ExampleStmtKind::ExpectScore { value, within } => {
@@ -737,6 +741,16 @@ impl Printer {
             VerdictLitKind::Number(n) => self.num(*n),
             VerdictLitKind::Label(l) => self.str_lit(l),
             VerdictLitKind::Bool(b) => self.w(if *b { "true" } else { "false" }),
+            VerdictLitKind::Samples(xs) => {
+                self.w("[");
+                for (i, x) in xs.iter().enumerate() {
+                    if i > 0 {
+                        self.w(", ");
+                    }
+                    self.verdict(&x.kind);
+                }
+                self.w("]");
+            }
         }
     }
 
@@ -1062,6 +1076,14 @@ fn erase_item(item: &mut Item) {
                         for (k, v) in verdicts {
                             erase_key(k);
                             v.span = Span::default();
+                            if let Some(e) = &mut v.evidence {
+                                str_lit(e);
+                            }
+                            if let VerdictLitKind::Samples(xs) = &mut v.kind {
+                                for x in xs {
+                                    x.span = Span::default();
+                                }
+                            }
                         }
                     }
                     ExampleStmtKind::ExpectScore { .. } => {}

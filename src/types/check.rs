@@ -1017,7 +1017,11 @@ impl<'a> Checker<'a> {
                     let Some(j) = self.lookup_judge(judge) else { continue };
                     for (key, lit) in vs {
                         let Some(cid) = self.example_criterion(key, Some(j)) else { continue };
-                        verdicts.push((cid, verdict_json(&lit.kind)));
+                        let mut v = verdict_json(&lit.kind);
+                        if let Some(e) = &lit.evidence {
+                            v = serde_json::json!({ "verdict": v, "evidence": e.value });
+                        }
+                        verdicts.push((cid, v));
                     }
                 }
                 ast::ExampleStmtKind::ExpectScore { value, within } => {
@@ -1618,6 +1622,29 @@ impl<'a> Checker<'a> {
             let site = self.site(span);
             return Expr { kind: ExprKind::Call { func: f, args: bound, site }, ty: ret };
         }
+        if module.is_none() {
+            // Functions of imported modules are visible unqualified when only one module has them.
+            let found: Vec<usize> = self.module_aliases[self.current_module]
+                .values()
+                .copied()
+                .filter(|m| self.module_fns[*m].contains_key(&name.text))
+                .collect();
+            match found.as_slice() {
+                [m] => return self.call(Some(*m), name, args, span, scope),
+                [] => {}
+                many => {
+                    let mods: Vec<String> = many.iter().map(|m| format!("`{}`", self.module_names[*m])).collect();
+                    self.err(
+                        "rubric::resolve::ambiguous",
+                        name.span,
+                        format!("`{}` is defined in several imported modules: {}", name.text, mods.join(", ")),
+                        "ambiguous",
+                    )
+                    .help = Some("qualify the call with the module's alias, e.g. `text.f(x)`".into());
+                    return self.bad();
+                }
+            }
+        }
         if let Some(m) = module {
             let names: Vec<String> = self.module_fns[m].keys().cloned().collect();
             let h = did_you_mean(&name.text, names.iter().map(String::as_str));
@@ -1949,6 +1976,7 @@ pub fn verdict_json(v: &ast::VerdictLitKind) -> serde_json::Value {
         V::Number(n) => crate::value::number_to_json(*n),
         V::Label(l) => serde_json::Value::String(l.clone()),
         V::Bool(b) => serde_json::Value::Bool(*b),
+        V::Samples(xs) => serde_json::json!({ "samples": xs.iter().map(|x| verdict_json(&x.kind)).collect::<Vec<_>>() }),
     }
 }
 

@@ -184,6 +184,7 @@ impl Facts<'_> {
                     ("clip", [x, lo, hi]) => Range { lo: x.lo.max(lo.lo).min(hi.hi), hi: x.hi.min(hi.hi).max(lo.lo) },
                     ("min", [a, b]) => Range { lo: a.lo.min(b.lo), hi: a.hi.min(b.hi) },
                     ("max", [a, b]) => Range { lo: a.lo.max(b.lo), hi: a.hi.max(b.hi) },
+                    (n, _) if n.ends_with("_count") || n == "len" || n == "json_len" => Range { lo: 0.0, hi: f64::INFINITY },
                     ("abs", [a]) => Range { lo: if a.contains_zero() { 0.0 } else { a.lo.abs().min(a.hi.abs()) }, hi: a.lo.abs().max(a.hi.abs()) },
                     _ => Range::ANY,
                 }
@@ -287,7 +288,8 @@ impl Facts<'_> {
         for step in &self.p.steps {
             let Step::Gate(g) = step else { continue };
             let Some(span) = self.span(g.site) else { continue };
-            match fold_bool(&g.cond) {
+            let decided = fold_bool(&g.cond).or_else(|| self.decide(&g.cond));
+            match decided {
                 Some(true) => self.out.push(
                     Diagnostic::warning("rubric::facts::gate_never_fires", format!("gate `{}` can never fire: its condition is always true", g.name))
                         .with_label(span, "this gate")
@@ -310,6 +312,28 @@ impl Facts<'_> {
                     }
                 }
             }
+        }
+    }
+
+    /// Decide a single comparison from the ranges of its operands (`word_count(r) >= 0`).
+    fn decide(&mut self, e: &Expr) -> Option<bool> {
+        let ExprKind::Compare { first, rest } = &e.kind else { return None };
+        let [(op, rhs)] = rest.as_slice() else { return None };
+        if first.ty != crate::ir::Type::Number {
+            return None;
+        }
+        let a = self.range(first);
+        let b = self.range(rhs);
+        match op {
+            CmpOp::Ge if a.lo >= b.hi => Some(true),
+            CmpOp::Ge if a.hi < b.lo => Some(false),
+            CmpOp::Gt if a.lo > b.hi => Some(true),
+            CmpOp::Gt if a.hi <= b.lo => Some(false),
+            CmpOp::Le if a.hi <= b.lo => Some(true),
+            CmpOp::Le if a.lo > b.hi => Some(false),
+            CmpOp::Lt if a.hi < b.lo => Some(true),
+            CmpOp::Lt if a.lo >= b.hi => Some(false),
+            _ => None,
         }
     }
 

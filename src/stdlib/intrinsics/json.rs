@@ -23,9 +23,7 @@ pub(super) const JSON: Intrinsic = Intrinsic {
     examples: &[r##"json_number(json("{\"a\": 2}").json_get("a")) == 2"##],
     imp: |a, _| {
         let t = text_arg(a, 0)?;
-        parse(t)
-            .map(json_value)
-            .map_err(|e| Trap::new(TrapKind::Json, format!("malformed JSON: {e}")))
+        parse(t).map(json_value).map_err(|e| Trap::new(TrapKind::Json, format!("malformed JSON: {e}")))
     },
 };
 
@@ -35,10 +33,7 @@ pub(super) const PARSE_JSON: Intrinsic = Intrinsic {
     doc: "`text` parsed as JSON, or `null` when it is not exactly one JSON value (surrounding \
           whitespace is allowed; prose, trailing commas, comments or a markdown code fence around \
           the JSON are not). The JSON literal `null` parses to a `Json` null, not to `null`.",
-    examples: &[
-        r##"json_len(parse_json("[1, 2, 3]") ?? json("[]")) == 3"##,
-        r##"parse_json("not json") == null"##,
-    ],
+    examples: &[r##"json_len(parse_json("[1, 2, 3]") ?? json("[]")) == 3"##, r##"parse_json("not json") == null"##],
     imp: |a, _| Ok(parse(text_arg(a, 0)?).map_or(Value::Null, json_value)),
 };
 
@@ -97,9 +92,7 @@ fn parse_path(path: &str) -> Result<Vec<Step>, Trap> {
             if let Some(q) = inner.strip_prefix('"').and_then(|q| q.strip_suffix('"')) {
                 steps.push(Step::Key(q.to_string()));
             } else {
-                let i: i64 = inner
-                    .parse()
-                    .map_err(|_| bad("an index must be an integer"))?;
+                let i: i64 = inner.parse().map_err(|_| bad("an index must be an integer"))?;
                 steps.push(Step::Index(i));
             }
             rest = &r[close + 1..];
@@ -153,10 +146,7 @@ pub(super) const JSON_TEXT: Intrinsic = Intrinsic {
     sig: "(value: Json?) -> Text?",
     doc: "The string held by `value`, or `null` when `value` is not a JSON string (numbers are \
           not converted; see `to_json` for the other direction).",
-    examples: &[
-        r##"json_text(json("\"hi\"")) == "hi""##,
-        r##"json_text(json("1")) == null"##,
-    ],
+    examples: &[r##"json_text(json("\"hi\"")) == "hi""##, r##"json_text(json("1")) == null"##],
     imp: |a, _| {
         Ok(match opt_json_arg(a, 0)?.as_deref() {
             Some(JsonValue::String(s)) => Value::text(s.as_str()),
@@ -170,10 +160,7 @@ pub(super) const JSON_NUMBER: Intrinsic = Intrinsic {
     sig: "(value: Json?) -> Number?",
     doc: "The number held by `value`, or `null` when `value` is not a JSON number (a string of \
           digits is not converted; use `parse_number` on `json_text` for that).",
-    examples: &[
-        r##"json_number(json("2.5")) == 2.5"##,
-        r##"json_number(json("\"2\"")) == null"##,
-    ],
+    examples: &[r##"json_number(json("2.5")) == 2.5"##, r##"json_number(json("\"2\"")) == null"##],
     imp: |a, _| {
         Ok(match opt_json_arg(a, 0)?.as_deref() {
             Some(JsonValue::Number(n)) => n.as_f64().map_or(Value::Null, Value::Number),
@@ -200,18 +187,14 @@ pub(super) const JSON_LEN: Intrinsic = Intrinsic {
     sig: "(value: Json) -> Number",
     doc: "The number of elements of a JSON array, of keys of an object, or of characters of a \
           string. Any other JSON value is a `type` trap.",
-    examples: &[
-        r##"json_len(json("[1, [2, 3]]")) == 2"##,
-        r##"json_len(json("{\"a\": 1, \"b\": 2}")) == 2"##,
-    ],
+    examples: &[r##"json_len(json("[1, [2, 3]]")) == 2"##, r##"json_len(json("{\"a\": 1, \"b\": 2}")) == 2"##],
     imp: |a, _| match &*json_arg(a, 0)? {
         JsonValue::Array(v) => Ok(number(v.len())),
         JsonValue::Object(o) => Ok(number(o.len())),
         JsonValue::String(s) => Ok(number(s.chars().count())),
-        other => Err(Trap::new(
-            TrapKind::Type,
-            format!("json_len needs an array, an object or a string, got `{other}`"),
-        )),
+        other => {
+            Err(Trap::new(TrapKind::Type, format!("json_len needs an array, an object or a string, got `{other}`")))
+        }
     },
 };
 
@@ -222,10 +205,7 @@ pub(super) const JSON_KEYS: Intrinsic = Intrinsic {
     examples: &[r##"json_keys(json("{\"b\": 1, \"a\": 2}")) == ["b", "a"]"##],
     imp: |a, _| match &*json_arg(a, 0)? {
         JsonValue::Object(o) => Ok(texts(o.keys().map(String::as_str))),
-        other => Err(Trap::new(
-            TrapKind::Type,
-            format!("json_keys needs an object, got `{other}`"),
-        )),
+        other => Err(Trap::new(TrapKind::Type, format!("json_keys needs an object, got `{other}`"))),
     },
 };
 
@@ -234,10 +214,7 @@ pub(super) const JSON_TYPE: Intrinsic = Intrinsic {
     sig: "(value: Json?) -> Text",
     doc: "The kind of `value`: `\"object\"`, `\"array\"`, `\"string\"`, `\"number\"`, \
           `\"boolean\"` or `\"null\"` (also for an absent value).",
-    examples: &[
-        r##"json_type(json("[1]")) == "array""##,
-        r##"json_type(parse_json("oops")) == "null""##,
-    ],
+    examples: &[r##"json_type(json("[1]")) == "array""##, r##"json_type(parse_json("oops")) == "null""##],
     imp: |a, _| {
         let kind = match opt_json_arg(a, 0)?.as_deref() {
             None | Some(JsonValue::Null) => "null",
@@ -330,14 +307,8 @@ mod tests {
         use Step::*;
         assert_eq!(parse_path("").unwrap(), []);
         assert_eq!(parse_path("$").unwrap(), []);
-        assert_eq!(
-            parse_path("a.b[0].c").unwrap(),
-            [Key("a".into()), Key("b".into()), Index(0), Key("c".into())]
-        );
-        assert_eq!(
-            parse_path("$.a[-1][\"x.y\"]").unwrap(),
-            [Key("a".into()), Index(-1), Key("x.y".into())]
-        );
+        assert_eq!(parse_path("a.b[0].c").unwrap(), [Key("a".into()), Key("b".into()), Index(0), Key("c".into())]);
+        assert_eq!(parse_path("$.a[-1][\"x.y\"]").unwrap(), [Key("a".into()), Index(-1), Key("x.y".into())]);
         assert_eq!(parse_path("[2].x").unwrap(), [Index(2), Key("x".into())]);
         for bad in ["a..b", "a[", "a[x]", "a.", "a]b"] {
             assert!(parse_path(bad).is_err(), "{bad} should be rejected");
@@ -355,10 +326,7 @@ mod tests {
         assert_eq!(g("a.b[-4]"), Value::Null);
         assert_eq!(g("[\"k.k\"]"), j(json!(null)));
         assert_eq!(g("a.x"), Value::Null);
-        assert_eq!(
-            call(JSON_GET.imp, &[Value::Null, Value::text("a")]).unwrap(),
-            Value::Null
-        );
+        assert_eq!(call(JSON_GET.imp, &[Value::Null, Value::text("a")]).unwrap(), Value::Null);
         assert!(call(JSON_GET.imp, &[doc, Value::text("a[")]).is_err());
     }
 
@@ -369,39 +337,18 @@ mod tests {
         let remote = json!({"$ref": "https://example.com/schema.json"});
         let err = call(JSON_VALID.imp, &[j(json!(1)), j(remote)]).unwrap_err();
         assert_eq!(err.kind, TrapKind::Json);
-        let ok = call(
-            JSON_VALID.imp,
-            &[
-                j(json!({"a": 1})),
-                j(json!({"properties": {"a": {"type": "string"}}})),
-            ],
-        );
+        let ok = call(JSON_VALID.imp, &[j(json!({"a": 1})), j(json!({"properties": {"a": {"type": "string"}}}))]);
         assert_eq!(ok.unwrap(), Value::Bool(false));
     }
 
     #[test]
     fn accessors_reject_other_kinds() {
         assert_eq!(call(JSON_TEXT.imp, &[j(json!(1))]).unwrap(), Value::Null);
-        assert_eq!(
-            call(JSON_NUMBER.imp, &[j(json!("1"))]).unwrap(),
-            Value::Null
-        );
+        assert_eq!(call(JSON_NUMBER.imp, &[j(json!("1"))]).unwrap(), Value::Null);
         assert_eq!(call(JSON_BOOL.imp, &[Value::Null]).unwrap(), Value::Null);
-        assert_eq!(
-            call(JSON_LEN.imp, &[j(json!(1))]).unwrap_err().kind,
-            TrapKind::Type
-        );
-        assert_eq!(
-            call(JSON_KEYS.imp, &[j(json!([]))]).unwrap_err().kind,
-            TrapKind::Type
-        );
-        assert_eq!(
-            call(JSON.imp, &[Value::text("{")]).unwrap_err().kind,
-            TrapKind::Json
-        );
-        assert_eq!(
-            call(PARSE_JSON.imp, &[Value::text("null")]).unwrap(),
-            j(json!(null))
-        );
+        assert_eq!(call(JSON_LEN.imp, &[j(json!(1))]).unwrap_err().kind, TrapKind::Type);
+        assert_eq!(call(JSON_KEYS.imp, &[j(json!([]))]).unwrap_err().kind, TrapKind::Type);
+        assert_eq!(call(JSON.imp, &[Value::text("{")]).unwrap_err().kind, TrapKind::Json);
+        assert_eq!(call(PARSE_JSON.imp, &[Value::text("null")]).unwrap(), j(json!(null)));
     }
 }

@@ -20,10 +20,7 @@ pub(super) const CONTAINS_LIST: Intrinsic = Intrinsic {
     name: "contains",
     sig: "(list: List[T], item: T) -> Bool",
     doc: "Whether `item` is an element of `list` (structural equality).",
-    examples: &[
-        r##"[1, 2, 3].contains(2)"##,
-        r##"not contains(["a", "b"], "c")"##,
-    ],
+    examples: &[r##"[1, 2, 3].contains(2)"##, r##"not contains(["a", "b"], "c")"##],
     imp: |a, _| {
         let item = arg(a, 1)?;
         Ok(Value::Bool(list_arg(a, 0)?.iter().any(|v| v == item)))
@@ -34,10 +31,7 @@ pub(super) const FIRST: Intrinsic = Intrinsic {
     name: "first",
     sig: "(list: List[T]) -> T?",
     doc: "The first element of `list`, or `null` when it is empty.",
-    examples: &[
-        r##"first(["x", "y"]) == "x""##,
-        r##"first(words("")) == null"##,
-    ],
+    examples: &[r##"first(["x", "y"]) == "x""##, r##"first(words("")) == null"##],
     imp: |a, _| Ok(list_arg(a, 0)?.first().cloned().unwrap_or(Value::Null)),
 };
 
@@ -45,10 +39,7 @@ pub(super) const LAST: Intrinsic = Intrinsic {
     name: "last",
     sig: "(list: List[T]) -> T?",
     doc: "The last element of `list`, or `null` when it is empty.",
-    examples: &[
-        r##"last([1, 2, 3]) == 3"##,
-        r##"last(words("  ")) == null"##,
-    ],
+    examples: &[r##"last([1, 2, 3]) == 3"##, r##"last(words("  ")) == null"##],
     imp: |a, _| Ok(list_arg(a, 0)?.last().cloned().unwrap_or(Value::Null)),
 };
 
@@ -66,10 +57,7 @@ pub(super) const UNIQUE_COUNT: Intrinsic = Intrinsic {
     sig: "(list: List[T]) -> Number",
     doc: "The number of distinct elements of `list` (structural equality; texts are compared \
           exactly, so combine with `lower` or `normalize` for looser counts).",
-    examples: &[
-        r##"unique_count([1, 2, 2, 3, 1]) == 3"##,
-        r##"unique_count(words("the cat and the hat")) == 4"##,
-    ],
+    examples: &[r##"unique_count([1, 2, 2, 3, 1]) == 3"##, r##"unique_count(words("the cat and the hat")) == 4"##],
     imp: |a, _| {
         let set: HashSet<String> = list_arg(a, 0)?.iter().map(key).collect();
         Ok(number(set.len()))
@@ -124,18 +112,11 @@ fn turns(v: &Value) -> Result<Vec<(&str, &str)>, Trap> {
     fn json_field<'v>(turn: &'v serde_json::Value, name: &str) -> Option<&'v str> {
         turn.get(name).and_then(|s| s.as_str())
     }
-    let bad = || {
-        Trap::new(
-            TrapKind::Type,
-            format!("a conversation must be a list of {{role, content}} records, got `{v}`"),
-        )
-    };
+    let bad =
+        || Trap::new(TrapKind::Type, format!("a conversation must be a list of {{role, content}} records, got `{v}`"));
     let pair = |r: Option<_>, c: Option<_>| r.zip(c).ok_or_else(bad);
     match v {
-        Value::List(items) => items
-            .iter()
-            .map(|t| pair(field(t, "role"), field(t, "content")))
-            .collect(),
+        Value::List(items) => items.iter().map(|t| pair(field(t, "role"), field(t, "content"))).collect(),
         Value::Json(j) => j
             .as_array()
             .ok_or_else(bad)?
@@ -148,20 +129,14 @@ fn turns(v: &Value) -> Result<Vec<(&str, &str)>, Trap> {
 
 fn last_of(args: &[Value], role: &str) -> Result<Value, Trap> {
     let turns = turns(arg(args, 0)?)?;
-    Ok(turns
-        .iter()
-        .rev()
-        .find(|(r, _)| *r == role)
-        .map_or(Value::Null, |(_, c)| Value::text(*c)))
+    Ok(turns.iter().rev().find(|(r, _)| *r == role).map_or(Value::Null, |(_, c)| Value::text(*c)))
 }
 
 pub(super) const LAST_USER: Intrinsic = Intrinsic {
     name: "last_user",
     sig: "(conversation: Conversation) -> Text?",
     doc: "The content of the last turn whose role is `user`, or `null` when there is none.",
-    examples: &[
-        r##"last_user([{role: "user", content: "hi"}, {role: "assistant", content: "hello"}]) == "hi""##,
-    ],
+    examples: &[r##"last_user([{role: "user", content: "hi"}, {role: "assistant", content: "hello"}]) == "hi""##],
     imp: |a, _| last_of(a, "user"),
 };
 
@@ -181,9 +156,7 @@ pub(super) const TURN_COUNT: Intrinsic = Intrinsic {
     sig: "(conversation: Conversation) -> Number",
     doc: "The number of turns (messages, whatever their role, system messages included) in \
           `conversation`.",
-    examples: &[
-        r##"turn_count([{role: "system", content: "be brief"}, {role: "user", content: "hi"}]) == 2"##,
-    ],
+    examples: &[r##"turn_count([{role: "system", content: "be brief"}, {role: "user", content: "hi"}]) == 2"##],
     imp: |a, _| Ok(number(turns(arg(a, 0)?)?.len())),
 };
 
@@ -214,32 +187,16 @@ mod tests {
             {"role": "assistant", "content": "b"},
             {"role": "user", "content": "c"}
         ]));
-        assert_eq!(
-            call(LAST_USER.imp, &[conv.clone()]).unwrap(),
-            Value::text("c")
-        );
-        assert_eq!(
-            call(TURN_COUNT.imp, &[conv.clone()]).unwrap(),
-            Value::Number(3.0)
-        );
-        assert_eq!(
-            call(RENDER.imp, &[conv]).unwrap(),
-            Value::text("user: a\nassistant: b\nuser: c")
-        );
+        assert_eq!(call(LAST_USER.imp, std::slice::from_ref(&conv)).unwrap(), Value::text("c"));
+        assert_eq!(call(TURN_COUNT.imp, std::slice::from_ref(&conv)).unwrap(), Value::Number(3.0));
+        assert_eq!(call(RENDER.imp, &[conv]).unwrap(), Value::text("user: a\nassistant: b\nuser: c"));
         let bad = Value::list(vec![Value::Number(1.0)]);
-        assert_eq!(
-            call(TURN_COUNT.imp, &[bad]).unwrap_err().kind,
-            TrapKind::Type
-        );
+        assert_eq!(call(TURN_COUNT.imp, &[bad]).unwrap_err().kind, TrapKind::Type);
     }
 
     #[test]
     fn unique_count_treats_zeroes_alike() {
-        let l = Value::list(vec![
-            Value::Number(0.0),
-            Value::Number(-0.0),
-            Value::Number(1.5),
-        ]);
+        let l = Value::list(vec![Value::Number(0.0), Value::Number(-0.0), Value::Number(1.5)]);
         assert_eq!(call(UNIQUE_COUNT.imp, &[l]).unwrap(), Value::Number(2.0));
         let l = Value::list(vec![Value::text("a"), Value::text("a"), Value::text("A")]);
         assert_eq!(call(UNIQUE_COUNT.imp, &[l]).unwrap(), Value::Number(2.0));

@@ -11,13 +11,10 @@ use crate::value::Value;
 pub(super) const HEADINGS: Intrinsic = Intrinsic {
     name: "headings",
     sig: "(text: Text) -> List[Text]",
-    doc:
-        "The texts of the ATX headings (`#` to `######` followed by a space) of `text`, in order, \
+    doc: "The texts of the ATX headings (`#` to `######` followed by a space) of `text`, in order, \
           without the `#` markers; lines inside fenced code blocks are not headings. Setext \
           headings (underlined with `===`) are not recognised.",
-    examples: &[
-        r##"headings("# Intro\ntext\n## Details ##\n```\n# comment\n```") == ["Intro", "Details"]"##,
-    ],
+    examples: &[r##"headings("# Intro\ntext\n## Details ##\n```\n# comment\n```") == ["Intro", "Details"]"##],
     imp: |a, ctx| {
         let t = text_arg(a, 0)?;
         let idx = ctx.text_index(t);
@@ -32,20 +29,13 @@ fn heading_count(args: &[Value], ctx: &mut EvalCtx) -> Result<Value, Trap> {
         Some(_) => {
             let l = count_arg(args, 1, "the heading level")?;
             if !(1..=6).contains(&l) {
-                return Err(invalid(format!(
-                    "the heading level must be 1 to 6, got {l}"
-                )));
+                return Err(invalid(format!("the heading level must be 1 to 6, got {l}")));
             }
             Some(l as u8)
         }
     };
     let idx = ctx.text_index(t);
-    Ok(number(
-        idx.headings()
-            .iter()
-            .filter(|h| level.is_none_or(|l| h.level == l))
-            .count(),
-    ))
+    Ok(number(idx.headings().iter().filter(|h| level.is_none_or(|l| h.level == l)).count()))
 }
 
 pub(super) const HEADING_COUNT: Intrinsic = Intrinsic {
@@ -53,19 +43,14 @@ pub(super) const HEADING_COUNT: Intrinsic = Intrinsic {
     sig: "(text: Text, level: Number? = null) -> Number",
     doc: "The number of ATX headings in `text` (see `headings`), or only those of `level` (1 for \
           `#`, up to 6) when it is given. A level outside 1 to 6 is an invalid argument.",
-    examples: &[
-        r##"heading_count("# A\n## B\n## C") == 3"##,
-        r##"heading_count("# A\n## B\n## C", level: 2) == 2"##,
-    ],
+    examples: &[r##"heading_count("# A\n## B\n## C") == 3"##, r##"heading_count("# A\n## B\n## C", level: 2) == 2"##],
     imp: heading_count,
 };
 
 fn list_count(args: &[Value], ctx: &mut EvalCtx, kind: ListKind) -> Result<Value, Trap> {
     let t = text_arg(args, 0)?;
     let idx = ctx.text_index(t);
-    Ok(number(
-        idx.list_items().iter().filter(|i| i.kind == kind).count(),
-    ))
+    Ok(number(idx.list_items().iter().filter(|i| i.kind == kind).count()))
 }
 
 pub(super) const BULLET_COUNT: Intrinsic = Intrinsic {
@@ -139,10 +124,7 @@ fn highlighted_count(args: &[Value], ctx: &mut EvalCtx) -> Result<Value, Trap> {
     let mut n = 0;
     for pattern in [r"\*[^\n*]*\*", r"\*\*[^\n*]*\*\*"] {
         let re = ctx.regex(pattern)?;
-        n += re
-            .find_iter(t)
-            .filter(|m| !m.as_str().trim_matches('*').trim().is_empty())
-            .count();
+        n += re.find_iter(t).filter(|m| !m.as_str().trim_matches('*').trim().is_empty()).count();
     }
     Ok(number(n))
 }
@@ -194,11 +176,7 @@ pub(super) const CODE_BLOCK_LANGS: Intrinsic = Intrinsic {
     imp: |a, ctx| {
         let t = text_arg(a, 0)?;
         let idx = ctx.text_index(t);
-        Ok(texts(
-            idx.code_fences()
-                .iter()
-                .map(|f| f.lang.map_or("", |l| l.get(t))),
-        ))
+        Ok(texts(idx.code_fences().iter().map(|f| f.lang.map_or("", |l| l.get(t)))))
     },
 };
 
@@ -215,22 +193,13 @@ mod tests {
     fn heading_levels_are_validated() {
         assert!(call(HEADING_COUNT.imp, &[t("# a"), Value::Number(7.0)]).is_err());
         assert!(call(HEADING_COUNT.imp, &[t("# a"), Value::Number(1.5)]).is_err());
-        assert_eq!(
-            call(HEADING_COUNT.imp, &[t("# a"), Value::Null]).unwrap(),
-            Value::Number(1.0)
-        );
+        assert_eq!(call(HEADING_COUNT.imp, &[t("# a"), Value::Null]).unwrap(), Value::Number(1.0));
     }
 
     #[test]
     fn sections_split_on_decorated_markers() {
-        let got = call(
-            SECTIONS.imp,
-            &[
-                t("pre\n**Section 1:** one\n\nSection 2\ntwo\nnot Section 3"),
-                t("Section"),
-            ],
-        )
-        .unwrap();
+        let got =
+            call(SECTIONS.imp, &[t("pre\n**Section 1:** one\n\nSection 2\ntwo\nnot Section 3"), t("Section")]).unwrap();
         assert_eq!(got, Value::list(vec![t("one"), t("two\nnot Section 3")]));
         assert!(call(SECTIONS.imp, &[t("x"), t(" ")]).is_err());
     }

@@ -4,9 +4,9 @@
 //! Pipeline position: `types` reads the signatures, `interp` (and later the Wasm host imports
 //! and the JIT) call the implementations; each submodule holds one family of functions.
 //!
-//! **Architecture Invariant:** the order of `ALL` is stable (engines may refer to an intrinsic
-//! by its index): new intrinsics are appended at the end of their family, never inserted in
-//! front of existing ones once a bundle format is published.
+//! **Architecture Invariant:** the IR names an intrinsic by its name and its overload rank
+//! (its position among the entries of that name), so a new overload of an existing name goes
+//! after the existing ones, never before; entries with new names may go anywhere.
 
 mod json;
 mod lists;
@@ -131,10 +131,7 @@ fn missing(i: usize) -> Trap {
 }
 
 fn wrong(i: usize, expected: &str, got: &Value) -> Trap {
-    Trap::new(
-        TrapKind::Type,
-        format!("argument {} must be {expected}, got `{got}`", i + 1),
-    )
+    Trap::new(TrapKind::Type, format!("argument {} must be {expected}, got `{got}`", i + 1))
 }
 
 pub(super) fn arg(args: &[Value], i: usize) -> Result<&Value, Trap> {
@@ -180,21 +177,12 @@ pub(super) fn list_arg(args: &[Value], i: usize) -> Result<&[Value], Trap> {
 
 /// A list of numbers.
 pub(super) fn numbers_arg(args: &[Value], i: usize) -> Result<Vec<f64>, Trap> {
-    list_arg(args, i)?
-        .iter()
-        .map(|v| {
-            v.as_number()
-                .ok_or_else(|| wrong(i, "a list of numbers", v))
-        })
-        .collect()
+    list_arg(args, i)?.iter().map(|v| v.as_number().ok_or_else(|| wrong(i, "a list of numbers", v))).collect()
 }
 
 /// A list of texts.
 pub(super) fn texts_arg(args: &[Value], i: usize) -> Result<Vec<&str>, Trap> {
-    list_arg(args, i)?
-        .iter()
-        .map(|v| v.as_text().ok_or_else(|| wrong(i, "a list of texts", v)))
-        .collect()
+    list_arg(args, i)?.iter().map(|v| v.as_text().ok_or_else(|| wrong(i, "a list of texts", v))).collect()
 }
 
 /// A `Json` argument. Values of other kinds (an engine that kept a structural value) are
@@ -220,10 +208,7 @@ pub(super) fn count_arg(args: &[Value], i: usize, what: &str) -> Result<usize, T
     } else {
         Err(Trap::new(
             TrapKind::InvalidArgument,
-            format!(
-                "{what} must be a non-negative integer, got {}",
-                Value::Number(n)
-            ),
+            format!("{what} must be a non-negative integer, got {}", Value::Number(n)),
         ))
     }
 }
@@ -263,21 +248,10 @@ mod tests {
         for i in ALL {
             assert!(!i.doc.trim().is_empty(), "{} has no doc", i.name);
             assert!(!i.examples.is_empty(), "{} has no example", i.name);
+            assert!(i.sig.starts_with('(') && i.sig.contains(") -> "), "{}: bad sig", i.name);
+            assert!(seen.insert((i.name, i.sig)), "{} {} is listed twice", i.name, i.sig);
             assert!(
-                i.sig.starts_with('(') && i.sig.contains(") -> "),
-                "{}: bad sig",
-                i.name
-            );
-            assert!(
-                seen.insert((i.name, i.sig)),
-                "{} {} is listed twice",
-                i.name,
-                i.sig
-            );
-            assert!(
-                i.name
-                    .chars()
-                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_'),
+                i.name.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_'),
                 "{} is not snake_case",
                 i.name
             );
@@ -324,12 +298,7 @@ mod tests {
             let params = &i.sig[1..i.sig.find(") -> ").unwrap()];
             for p in params.split(',').filter(|p| !p.trim().is_empty()) {
                 let name = p.split(':').next().unwrap().trim();
-                assert!(
-                    !KEYWORDS.contains(&name),
-                    "{}{}: `{name}` is a keyword",
-                    i.name,
-                    i.sig
-                );
+                assert!(!KEYWORDS.contains(&name), "{}{}: `{name}` is a keyword", i.name, i.sig);
             }
         }
     }
@@ -340,10 +309,7 @@ mod tests {
         let mut prev = "";
         for i in ALL {
             if i.name != prev {
-                assert!(
-                    finished.insert(prev),
-                    "overloads of `{prev}` are not adjacent"
-                );
+                assert!(finished.insert(prev), "overloads of `{prev}` are not adjacent");
                 prev = i.name;
             }
         }

@@ -10,25 +10,18 @@ use std::sync::LazyLock;
 
 /// Numbers in prose: `1,234.5` (well-formed thousands groups), `3.14`, `42`. Signs are
 /// decided by hand (the regex crate has no look-behind).
-static NUMBER_IN_TEXT: LazyLock<regex::Regex> = LazyLock::new(|| {
-    regex::Regex::new(r"\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?").expect("valid regex")
-});
+static NUMBER_IN_TEXT: LazyLock<regex::Regex> =
+    LazyLock::new(|| regex::Regex::new(r"\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?").expect("valid regex"));
 
 /// A whole text that is one number: optional sign, digits with optional well-formed
 /// thousands groups, optional fraction, optional exponent; or a bare fraction `.5`.
 static NUMBER_TEXT: LazyLock<regex::Regex> = LazyLock::new(|| {
-    regex::Regex::new(
-        r"\A[+\-−]?(?:(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d*)?|\.\d+)(?:[eE][+\-]?\d+)?\z",
-    )
-    .expect("valid regex")
+    regex::Regex::new(r"\A[+\-−]?(?:(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d*)?|\.\d+)(?:[eE][+\-]?\d+)?\z")
+        .expect("valid regex")
 });
 
 fn to_f64(digits: &str) -> f64 {
-    digits
-        .replace(',', "")
-        .replace('−', "-")
-        .parse()
-        .unwrap_or(f64::NAN)
+    digits.replace(',', "").replace('−', "-").parse().unwrap_or(f64::NAN)
 }
 
 fn numbers(args: &[Value], _: &mut EvalCtx) -> Result<Value, Trap> {
@@ -39,8 +32,7 @@ fn numbers(args: &[Value], _: &mut EvalCtx) -> Result<Value, Trap> {
         let before = &t[..m.start()];
         let mut rest = before.chars().rev();
         // A sign, unless it joins two words or numbers (`3-4`, `COVID-19`).
-        if matches!(rest.next(), Some('-' | '−')) && !rest.next().is_some_and(char::is_alphanumeric)
-        {
+        if matches!(rest.next(), Some('-' | '−')) && !rest.next().is_some_and(char::is_alphanumeric) {
             n = -n;
         }
         out.push(Value::Number(n));
@@ -77,21 +69,14 @@ pub(super) const PARSE_NUMBER: Intrinsic = Intrinsic {
     ],
     imp: |a, _| {
         let t = text_arg(a, 0)?.trim();
-        Ok(if NUMBER_TEXT.is_match(t) {
-            Value::Number(to_f64(t))
-        } else {
-            Value::Null
-        })
+        Ok(if NUMBER_TEXT.is_match(t) { Value::Number(to_f64(t)) } else { Value::Null })
     },
 };
 
 fn tolerance(args: &[Value], i: usize, what: &str) -> Result<f64, Trap> {
     let tol = num_arg(args, i)?;
     if tol.is_nan() || tol < 0.0 {
-        return Err(invalid(format!(
-            "{what} must be a non-negative number, got {}",
-            Value::Number(tol)
-        )));
+        return Err(invalid(format!("{what} must be a non-negative number, got {}", Value::Number(tol))));
     }
     Ok(tol)
 }
@@ -99,21 +84,12 @@ fn tolerance(args: &[Value], i: usize, what: &str) -> Result<f64, Trap> {
 pub(super) const APPROX_EQ: Intrinsic = Intrinsic {
     name: "approx_eq",
     sig: "(a: Number, b: Number, tol: Number = 1e-9) -> Bool",
-    doc:
-        "Whether `a` and `b` differ by at most the absolute tolerance `tol` (`|a - b| <= tol`). A \
+    doc: "Whether `a` and `b` differ by at most the absolute tolerance `tol` (`|a - b| <= tol`). A \
           negative tolerance is an invalid argument.",
-    examples: &[
-        r##"approx_eq(0.1 + 0.2, 0.3)"##,
-        r##"approx_eq(9.8, 10, tol: 0.5)"##,
-        r##"not approx_eq(1, 2)"##,
-    ],
+    examples: &[r##"approx_eq(0.1 + 0.2, 0.3)"##, r##"approx_eq(9.8, 10, tol: 0.5)"##, r##"not approx_eq(1, 2)"##],
     imp: |a, _| {
         let (x, y) = (num_arg(a, 0)?, num_arg(a, 1)?);
-        let tol = if a.len() > 2 {
-            tolerance(a, 2, "the tolerance")?
-        } else {
-            1e-9
-        };
+        let tol = if a.len() > 2 { tolerance(a, 2, "the tolerance")? } else { 1e-9 };
         Ok(Value::Bool((x - y).abs() <= tol || x == y))
     },
 };
@@ -124,16 +100,11 @@ pub(super) const REL_CLOSE: Intrinsic = Intrinsic {
     doc: "Whether `a` and `b` differ by at most `rel` times the larger of their magnitudes \
           (`|a - b| <= rel * max(|a|, |b|)`, Python's `math.isclose` without an absolute term): \
           `rel: 0.01` accepts a 1% difference. A negative `rel` is an invalid argument.",
-    examples: &[
-        r##"rel_close(101, 100, 0.01)"##,
-        r##"not rel_close(103, 100, 0.01)"##,
-    ],
+    examples: &[r##"rel_close(101, 100, 0.01)"##, r##"not rel_close(103, 100, 0.01)"##],
     imp: |a, _| {
         let (x, y) = (num_arg(a, 0)?, num_arg(a, 1)?);
         let rel = tolerance(a, 2, "the relative tolerance")?;
-        Ok(Value::Bool(
-            x == y || (x - y).abs() <= rel * x.abs().max(y.abs()),
-        ))
+        Ok(Value::Bool(x == y || (x - y).abs() <= rel * x.abs().max(y.abs())))
     },
 };
 
@@ -169,11 +140,7 @@ pub(super) const ROUND: Intrinsic = Intrinsic {
           halves away from zero (`round(2.5) == 3`, `round(-2.5) == -3`; unlike Python, no \
           banker's rounding). The rounding is done on `x * 10^digits`, so a binary fraction just \
           below a half rounds down. `digits` must be an integer from -15 to 15.",
-    examples: &[
-        r##"round(2.5) == 3"##,
-        r##"round(3.14159, digits: 2) == 3.14"##,
-        r##"round(1234, -2) == 1200"##,
-    ],
+    examples: &[r##"round(2.5) == 3"##, r##"round(3.14159, digits: 2) == 3.14"##, r##"round(1234, -2) == 1200"##],
     imp: round,
 };
 
@@ -205,16 +172,8 @@ pub(super) const MIN_LIST: Intrinsic = Intrinsic {
     name: "min",
     sig: "(xs: List[Number]) -> Number?",
     doc: "The smallest number of `xs`, or `null` when `xs` is empty.",
-    examples: &[
-        r##"min([4, 2, 8]) == 2"##,
-        r##"min(numbers("none")) == null"##,
-    ],
-    imp: |a, _| {
-        Ok(numbers_arg(a, 0)?
-            .into_iter()
-            .reduce(f64::min)
-            .map_or(Value::Null, Value::Number))
-    },
+    examples: &[r##"min([4, 2, 8]) == 2"##, r##"min(numbers("none")) == null"##],
+    imp: |a, _| Ok(numbers_arg(a, 0)?.into_iter().reduce(f64::min).map_or(Value::Null, Value::Number)),
 };
 
 pub(super) const MAX2: Intrinsic = Intrinsic {
@@ -230,12 +189,7 @@ pub(super) const MAX_LIST: Intrinsic = Intrinsic {
     sig: "(xs: List[Number]) -> Number?",
     doc: "The largest number of `xs`, or `null` when `xs` is empty.",
     examples: &[r##"max([4, 2, 8]) == 8"##],
-    imp: |a, _| {
-        Ok(numbers_arg(a, 0)?
-            .into_iter()
-            .reduce(f64::max)
-            .map_or(Value::Null, Value::Number))
-    },
+    imp: |a, _| Ok(numbers_arg(a, 0)?.into_iter().reduce(f64::max).map_or(Value::Null, Value::Number)),
 };
 
 pub(super) const CLIP: Intrinsic = Intrinsic {
@@ -243,11 +197,7 @@ pub(super) const CLIP: Intrinsic = Intrinsic {
     sig: "(x: Number, lo: Number, hi: Number) -> Number",
     doc: "`x` limited to the range `lo` to `hi`: `lo` when below, `hi` when above. `lo` greater \
           than `hi` is an invalid argument.",
-    examples: &[
-        r##"clip(1.7, 0, 1) == 1"##,
-        r##"clip(-0.2, 0, 1) == 0"##,
-        r##"clip(0.5, 0, 1) == 0.5"##,
-    ],
+    examples: &[r##"clip(1.7, 0, 1) == 1"##, r##"clip(-0.2, 0, 1) == 0"##, r##"clip(0.5, 0, 1) == 0.5"##],
     imp: |a, _| {
         let (x, lo, hi) = (num_arg(a, 0)?, num_arg(a, 1)?, num_arg(a, 2)?);
         if lo.is_nan() || hi.is_nan() || lo > hi {
@@ -274,17 +224,10 @@ pub(super) const MEAN: Intrinsic = Intrinsic {
     sig: "(xs: List[Number]) -> Number?",
     doc: "The arithmetic mean of `xs` (the sum added left to right, divided by the count), or \
           `null` when `xs` is empty.",
-    examples: &[
-        r##"mean([1, 2, 6]) == 3"##,
-        r##"mean(numbers("")) == null"##,
-    ],
+    examples: &[r##"mean([1, 2, 6]) == 3"##, r##"mean(numbers("")) == null"##],
     imp: |a, _| {
         let xs = numbers_arg(a, 0)?;
-        Ok(if xs.is_empty() {
-            Value::Null
-        } else {
-            Value::Number(xs.iter().sum::<f64>() / xs.len() as f64)
-        })
+        Ok(if xs.is_empty() { Value::Null } else { Value::Number(xs.iter().sum::<f64>() / xs.len() as f64) })
     },
 };
 
@@ -330,9 +273,6 @@ mod tests {
         assert!(call(CLIP.imp, &[n(1.0), n(2.0), n(0.0)]).is_err());
         assert!(call(ROUND.imp, &[n(1.0), n(0.5)]).is_err());
         assert_eq!(call(ROUND.imp, &[n(-2.5)]).unwrap(), n(-3.0));
-        assert_eq!(
-            call(REL_CLOSE.imp, &[n(0.0), n(0.0), n(0.0)]).unwrap(),
-            Value::Bool(true)
-        );
+        assert_eq!(call(REL_CLOSE.imp, &[n(0.0), n(0.0), n(0.0)]).unwrap(), Value::Bool(true));
     }
 }

@@ -13,10 +13,7 @@ pub(super) const MATCHES: Intrinsic = Intrinsic {
     doc: "Whether the regular expression `pattern` matches anywhere in `text` (Rust `regex` \
           syntax; use `(?i)` for case-insensitive and `(?m)` for `^`/`$` at line boundaries). \
           A pattern that does not compile is a `regex` trap.",
-    examples: &[
-        r##"matches("Order #123", "#\\d+")"##,
-        r#"matches("ABC", "(?i)^abc$")"#,
-    ],
+    examples: &[r##"matches("Order #123", "#\\d+")"##, r#"matches("ABC", "(?i)^abc$")"#],
     imp: |a, ctx| {
         let t = text_arg(a, 0)?;
         Ok(Value::Bool(ctx.regex(text_arg(a, 1)?)?.is_match(t)))
@@ -37,10 +34,7 @@ pub(super) const FULL_MATCH: Intrinsic = Intrinsic {
     sig: "(text: Text, pattern: Text) -> Bool",
     doc: "Whether the regular expression `pattern` matches the whole of `text`, from its first to \
           its last character (a final line break is not skipped).",
-    examples: &[
-        r##"full_match("2024-01-31", "\\d{4}-\\d{2}-\\d{2}")"##,
-        r##"not full_match("x 2024", "\\d+")"##,
-    ],
+    examples: &[r##"full_match("2024-01-31", "\\d{4}-\\d{2}-\\d{2}")"##, r##"not full_match("x 2024", "\\d+")"##],
     imp: full_match,
 };
 

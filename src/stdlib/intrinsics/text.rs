@@ -12,11 +12,7 @@ use std::sync::Arc;
 // ---------------------------------------------------------------- index-backed counts
 
 /// The ranges of one view of the text index, as texts.
-fn view(
-    args: &[Value],
-    ctx: &mut EvalCtx,
-    pick: fn(&crate::stdlib::TextIndex) -> &[ByteRange],
-) -> Result<Value, Trap> {
+fn view(args: &[Value], ctx: &mut EvalCtx, pick: fn(&crate::stdlib::TextIndex) -> &[ByteRange]) -> Result<Value, Trap> {
     let t = text_arg(args, 0)?;
     let idx = ctx.text_index(t);
     Ok(texts(pick(&idx).iter().map(|r| r.get(t))))
@@ -67,10 +63,7 @@ pub(super) const PARAGRAPH_COUNT: Intrinsic = Intrinsic {
     sig: "(text: Text) -> Number",
     doc: "The number of paragraphs in `text`: maximal runs of non-blank lines, separated by one \
           or more blank (whitespace-only) lines.",
-    examples: &[
-        r##"paragraph_count("one\ntwo\n\nthree") == 2"##,
-        r##"paragraph_count("  \n") == 0"##,
-    ],
+    examples: &[r##"paragraph_count("one\ntwo\n\nthree") == 2"##, r##"paragraph_count("  \n") == 0"##],
     imp: |a, c| view_count(a, c, |i| i.paragraphs()),
 };
 
@@ -80,10 +73,7 @@ pub(super) const LINE_COUNT: Intrinsic = Intrinsic {
     doc: "The number of lines in `text`, split on `\\n` (a `\\r` before it is dropped). A final \
           line break does not open an empty line, so `\"a\\n\"` has one line and `\"\"` none. \
           Blank lines count.",
-    examples: &[
-        r##"line_count("a\nb\n\nc\n") == 4"##,
-        r##"line_count("") == 0"##,
-    ],
+    examples: &[r##"line_count("a\nb\n\nc\n") == 4"##, r##"line_count("") == 0"##],
     imp: |a, c| view_count(a, c, |i| i.lines()),
 };
 
@@ -96,10 +86,7 @@ pub(super) const CHAR_COUNT: Intrinsic = Intrinsic {
     sig: "(text: Text) -> Number",
     doc: "The number of characters (Unicode scalar values, not bytes and not grapheme clusters) \
           in `text`, whitespace included. The same as `len` on a text.",
-    examples: &[
-        r##"char_count("héllo!") == 6"##,
-        r##"char_count("a b") == 3"##,
-    ],
+    examples: &[r##"char_count("héllo!") == 6"##, r##"char_count("a b") == 3"##],
     imp: char_len,
 };
 
@@ -124,9 +111,7 @@ pub(super) const SENTENCES: Intrinsic = Intrinsic {
     sig: "(text: Text) -> List[Text]",
     doc: "The sentences of `text` in order, as defined for `sentence_count`; each keeps its final \
           punctuation and any closing quote, without surrounding whitespace.",
-    examples: &[
-        r##"sentences("It works. Mr. Lee agrees! OK") == ["It works.", "Mr. Lee agrees!", "OK"]"##,
-    ],
+    examples: &[r##"sentences("It works. Mr. Lee agrees! OK") == ["It works.", "Mr. Lee agrees!", "OK"]"##],
     imp: |a, c| view(a, c, |i| i.sentences()),
 };
 
@@ -177,10 +162,7 @@ pub(super) const STRIP_CHARS: Intrinsic = Intrinsic {
     sig: "(text: Text, chars: Text) -> Text",
     doc: "`text` without any of the characters in `chars` at either end, like Python's \
           `str.strip(chars)`: `strip_chars(t, \"\\\"\")` removes surrounding double quotes.",
-    examples: &[
-        r##"strip_chars("**bold**", "*") == "bold""##,
-        r##"strip_chars("\"q\"", "\"") == "q""##,
-    ],
+    examples: &[r##"strip_chars("**bold**", "*") == "bold""##, r##"strip_chars("\"q\"", "\"") == "q""##],
     imp: |a, _| {
         let t = text_arg(a, 0)?;
         let chars = text_arg(a, 1)?;
@@ -193,10 +175,7 @@ pub(super) const STRIP_PREFIX: Intrinsic = Intrinsic {
     sig: "(text: Text, prefix: Text) -> Text",
     doc: "`text` without `prefix` at its start, removed once; `text` unchanged when it does not \
           start with `prefix` (Python's `str.removeprefix`).",
-    examples: &[
-        r##"strip_prefix("```json", "```") == "json""##,
-        r##"strip_prefix("abc", "x") == "abc""##,
-    ],
+    examples: &[r##"strip_prefix("```json", "```") == "json""##, r##"strip_prefix("abc", "x") == "abc""##],
     imp: |a, _| {
         let t = text_arg(a, 0)?;
         let p = text_arg(a, 1)?;
@@ -224,10 +203,7 @@ pub(super) const CONTAINS_TEXT: Intrinsic = Intrinsic {
     sig: "(text: Text, needle: Text) -> Bool",
     doc: "Whether `needle` occurs in `text` (case-sensitive substring; the empty text occurs \
           everywhere). See `contains_ci` and `keyword_count` for looser matches.",
-    examples: &[
-        r##""hello world".contains("lo w")"##,
-        r##"not contains("Hello", "hello")"##,
-    ],
+    examples: &[r##""hello world".contains("lo w")"##, r##"not contains("Hello", "hello")"##],
     imp: |a, _| Ok(Value::Bool(text_arg(a, 0)?.contains(&**text_arg(a, 1)?))),
 };
 
@@ -246,10 +222,7 @@ pub(super) const STARTS_WITH: Intrinsic = Intrinsic {
     name: "starts_with",
     sig: "(text: Text, prefix: Text) -> Bool",
     doc: "Whether `text` starts with `prefix` (case-sensitive, no trimming).",
-    examples: &[
-        r##"starts_with("Dear Sir", "Dear")"##,
-        r##"not " Dear".starts_with("Dear")"##,
-    ],
+    examples: &[r##"starts_with("Dear Sir", "Dear")"##, r##"not " Dear".starts_with("Dear")"##],
     imp: |a, _| Ok(Value::Bool(text_arg(a, 0)?.starts_with(&**text_arg(a, 1)?))),
 };
 
@@ -258,10 +231,7 @@ pub(super) const ENDS_WITH: Intrinsic = Intrinsic {
     sig: "(text: Text, suffix: Text) -> Bool",
     doc: "Whether `text` ends with `suffix` (case-sensitive, no trimming: trailing whitespace \
           counts, so combine with `trim` when it should not).",
-    examples: &[
-        r##"ends_with("Is there anything else?", "else?")"##,
-        r##"not ends_with("end \n", "end")"##,
-    ],
+    examples: &[r##"ends_with("Is there anything else?", "else?")"##, r##"not ends_with("end \n", "end")"##],
     imp: |a, _| Ok(Value::Bool(text_arg(a, 0)?.ends_with(&**text_arg(a, 1)?))),
 };
 
@@ -279,10 +249,7 @@ pub(super) const COUNT_OCCURRENCES: Intrinsic = Intrinsic {
     doc: "The number of non-overlapping occurrences of `needle` in `text`, scanning left to right \
           (case-sensitive substring, like Python's `str.count`). An empty `needle` is an invalid \
           argument.",
-    examples: &[
-        r##"count_occurrences("banana", "an") == 2"##,
-        r##"count_occurrences("aaaa", "aa") == 2"##,
-    ],
+    examples: &[r##"count_occurrences("banana", "an") == 2"##, r##"count_occurrences("aaaa", "aa") == 2"##],
     imp: |a, _| {
         let t = text_arg(a, 0)?;
         let n = nonempty(text_arg(a, 1)?, "the text to count")?;
@@ -325,8 +292,7 @@ fn keyword_count(args: &[Value], ctx: &mut EvalCtx) -> Result<Value, Trap> {
 pub(super) const KEYWORD_COUNT: Intrinsic = Intrinsic {
     name: "keyword_count",
     sig: "(text: Text, keyword: Text) -> Number",
-    doc:
-        "The number of whole-word, case-insensitive occurrences of `keyword` (a word or a phrase) \
+    doc: "The number of whole-word, case-insensitive occurrences of `keyword` (a word or a phrase) \
           in `text`. A phrase matches across any run of whitespace. Whole-word means the match is \
           not preceded or followed by a letter, a digit or `_`, so hyphens and apostrophes are \
           boundaries: `known` occurs once in `well-known`, and `cat` not at all in `cats`.",
@@ -342,10 +308,7 @@ pub(super) const IS_LOWERCASE: Intrinsic = Intrinsic {
     sig: "(text: Text) -> Bool",
     doc: "Whether `text` equals its lowercase form (so a text without letters is lowercase), as \
           IFEval's `change_case:english_lowercase` compares `value == value.lower()`.",
-    examples: &[
-        r##"is_lowercase("all lower, 123!")"##,
-        r##"not is_lowercase("Not")"##,
-    ],
+    examples: &[r##"is_lowercase("all lower, 123!")"##, r##"not is_lowercase("Not")"##],
     imp: |a, _| {
         let t = text_arg(a, 0)?;
         Ok(Value::Bool(t.to_lowercase() == **t))
@@ -356,10 +319,7 @@ pub(super) const IS_UPPERCASE: Intrinsic = Intrinsic {
     name: "is_uppercase",
     sig: "(text: Text) -> Bool",
     doc: "Whether `text` equals its uppercase form (so a text without letters is uppercase).",
-    examples: &[
-        r##"is_uppercase("ALL CAPS 42!")"##,
-        r##"not is_uppercase("ALL CAPs")"##,
-    ],
+    examples: &[r##"is_uppercase("ALL CAPS 42!")"##, r##"not is_uppercase("ALL CAPs")"##],
     imp: |a, _| {
         let t = text_arg(a, 0)?;
         Ok(Value::Bool(t.to_uppercase() == **t))
@@ -392,10 +352,7 @@ pub(super) const SPLIT: Intrinsic = Intrinsic {
     doc: "`text` split on `sep`, keeping empty pieces (Python's `str.split(sep)`); without `sep`, \
           split on runs of whitespace with no empty pieces (Python's `str.split()`). An empty \
           `sep` is an invalid argument.",
-    examples: &[
-        r##"split("a,b,,c", ",") == ["a", "b", "", "c"]"##,
-        r##"split("  two   words ") == ["two", "words"]"##,
-    ],
+    examples: &[r##"split("a,b,,c", ",") == ["a", "b", "", "c"]"##, r##"split("  two   words ") == ["two", "words"]"##],
     imp: |a, _| {
         let t = text_arg(a, 0)?;
         match opt_text_arg(a, 1)? {
@@ -409,10 +366,7 @@ pub(super) const JOIN: Intrinsic = Intrinsic {
     name: "join",
     sig: "(parts: List[Text], sep: Text = \"\") -> Text",
     doc: "The texts of `parts` joined with `sep` between them.",
-    examples: &[
-        r##"join(["a", "b", "c"], ", ") == "a, b, c""##,
-        r##"["x", "y"].join() == "xy""##,
-    ],
+    examples: &[r##"join(["a", "b", "c"], ", ") == "a, b, c""##, r##"["x", "y"].join() == "xy""##],
     imp: |a, _| {
         let parts = texts_arg(a, 0)?;
         let sep = match a.get(1) {
@@ -456,10 +410,7 @@ pub(super) const LETTER_COUNT: Intrinsic = Intrinsic {
     doc: "How many times the single character `letter` occurs in `text`, ignoring case (both are \
           lowercased, as IFEval's `keywords:letter_frequency` does). `letter` must be exactly one \
           character.",
-    examples: &[
-        r##"letter_count("Banana bread", "B") == 2"##,
-        r##"letter_count("Banana", "a") == 3"##,
-    ],
+    examples: &[r##"letter_count("Banana bread", "B") == 2"##, r##"letter_count("Banana", "a") == 3"##],
     imp: |a, _| {
         let t = text_arg(a, 0)?;
         let l = text_arg(a, 1)?;
@@ -483,9 +434,7 @@ fn normalize_ws(t: &str) -> String {
 }
 
 fn strip_punct(t: &str) -> String {
-    t.chars()
-        .filter(|c| !ASCII_PUNCTUATION.contains(*c))
-        .collect()
+    t.chars().filter(|c| !ASCII_PUNCTUATION.contains(*c)).collect()
 }
 
 /// SQuAD's `normalize_answer`: lowercase, remove punctuation, remove the articles `a`, `an`,
@@ -493,11 +442,7 @@ fn strip_punct(t: &str) -> String {
 fn normalize(t: &str) -> String {
     let lowered = strip_punct(&t.to_lowercase());
     normalize_ws(
-        &lowered
-            .split_whitespace()
-            .filter(|w| !matches!(*w, "a" | "an" | "the"))
-            .collect::<Vec<_>>()
-            .join(" "),
+        &lowered.split_whitespace().filter(|w| !matches!(*w, "a" | "an" | "the")).collect::<Vec<_>>().join(" "),
     )
 }
 
@@ -536,15 +481,8 @@ pub(super) const EXACT_MATCH: Intrinsic = Intrinsic {
     name: "exact_match",
     sig: "(a: Text, b: Text) -> Bool",
     doc: "Whether `a` and `b` are equal after `normalize` (SQuAD's exact-match metric).",
-    examples: &[
-        r##"exact_match("The Beatles.", "beatles")"##,
-        r##"not exact_match("Paris", "London")"##,
-    ],
-    imp: |a, _| {
-        Ok(Value::Bool(
-            normalize(text_arg(a, 0)?) == normalize(text_arg(a, 1)?),
-        ))
-    },
+    examples: &[r##"exact_match("The Beatles.", "beatles")"##, r##"not exact_match("Paris", "London")"##],
+    imp: |a, _| Ok(Value::Bool(normalize(text_arg(a, 0)?) == normalize(text_arg(a, 1)?))),
 };
 
 #[cfg(test)]
@@ -570,10 +508,7 @@ mod tests {
 
     #[test]
     fn normalisation_follows_squad() {
-        assert_eq!(
-            normalize("  The  quick, brown fox's tale!  "),
-            "quick brown foxs tale"
-        );
+        assert_eq!(normalize("  The  quick, brown fox's tale!  "), "quick brown foxs tale");
         assert_eq!(normalize("theater an"), "theater");
         assert_eq!(normalize("A"), "");
     }
@@ -582,10 +517,7 @@ mod tests {
     fn letter_count_needs_one_character() {
         assert!(call(LETTER_COUNT.imp, &[t("abc"), t("ab")]).is_err());
         assert!(call(LETTER_COUNT.imp, &[t("abc"), t("")]).is_err());
-        assert_eq!(
-            call(LETTER_COUNT.imp, &[t("ÉtÉ été"), t("é")]).unwrap(),
-            Value::Number(4.0)
-        );
+        assert_eq!(call(LETTER_COUNT.imp, &[t("ÉtÉ été"), t("é")]).unwrap(), Value::Number(4.0));
     }
 
     #[test]
@@ -600,8 +532,8 @@ mod tests {
         let text: Arc<str> = Arc::from("One two. Three four.");
         let mut ctx = EvalCtx::new();
         let v = Value::Text(text.clone());
-        (WORD_COUNT.imp)(&[v.clone()], &mut ctx).unwrap();
-        (SENTENCE_COUNT.imp)(&[v.clone()], &mut ctx).unwrap();
+        (WORD_COUNT.imp)(std::slice::from_ref(&v), &mut ctx).unwrap();
+        (SENTENCE_COUNT.imp)(std::slice::from_ref(&v), &mut ctx).unwrap();
         (CAPITAL_WORD_COUNT.imp)(&[v], &mut ctx).unwrap();
         assert_eq!(ctx.lex_count, 1);
     }
