@@ -40,6 +40,9 @@ pub struct SourceFile {
     /// Display name: a path as the user gave it, or `<stdlib/std/text.rubric>`.
     pub name: String,
     pub text: Arc<str>,
+    /// The module the file defines (`main` for the root rubric, `std.text`...): the name the
+    /// IR's site table uses, so that the IR does not depend on where the file lies.
+    pub module: Option<String>,
 }
 
 /// All files loaded for one compilation.
@@ -54,7 +57,7 @@ impl SourceMap {
     }
 
     pub fn add(&mut self, name: impl Into<String>, text: impl Into<Arc<str>>) -> FileId {
-        self.files.push(SourceFile { name: name.into(), text: text.into() });
+        self.files.push(SourceFile { name: name.into(), text: text.into(), module: None });
         FileId((self.files.len() - 1) as u32)
     }
 
@@ -66,8 +69,17 @@ impl SourceMap {
         &self.files
     }
 
+    pub fn set_module(&mut self, id: FileId, module: &str) {
+        self.files[id.0 as usize].module = Some(module.to_string());
+    }
+
+    /// The file named `name`: a module name (as in IR sites) or a display name.
     pub fn find(&self, name: &str) -> Option<FileId> {
-        self.files.iter().position(|f| f.name == name).map(|i| FileId(i as u32))
+        self.files
+            .iter()
+            .position(|f| f.module.as_deref() == Some(name))
+            .or_else(|| self.files.iter().position(|f| f.name == name))
+            .map(|i| FileId(i as u32))
     }
 
     /// The text a span covers (empty when out of range).

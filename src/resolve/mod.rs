@@ -95,6 +95,7 @@ impl Loader<'_> {
             }
         }
         self.stack.pop();
+        self.loaded.sources.set_module(file, module_name);
         self.loaded.modules.push(Module { name: module_name.to_string(), file, ast: parsed.file, imports });
         self.loaded.modules.len() - 1
     }

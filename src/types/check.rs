@@ -277,7 +277,8 @@ impl<'a> Checker<'a> {
         let file = if span.file.0 == u32::MAX {
             String::new()
         } else {
-            self.sources.get(span.file).name.clone()
+            let f = self.sources.get(span.file);
+            f.module.clone().unwrap_or_else(|| f.name.clone())
         };
         self.p.sites.push(ir::Site { file, start: span.start, end: span.end });
         (self.p.sites.len() - 1) as u32
