@@ -100,16 +100,7 @@ fn unop() -> impl Strategy<Value = UnOp> {
 }
 
 fn binop() -> impl Strategy<Value = BinOp> {
-    select(vec![
-        BinOp::Add,
-        BinOp::Sub,
-        BinOp::Mul,
-        BinOp::Div,
-        BinOp::Rem,
-        BinOp::And,
-        BinOp::Or,
-        BinOp::Coalesce,
-    ])
+    select(vec![BinOp::Add, BinOp::Sub, BinOp::Mul, BinOp::Div, BinOp::Rem, BinOp::And, BinOp::Or, BinOp::Coalesce])
 }
 
 fn cmpop() -> impl Strategy<Value = CmpOp> {
@@ -118,8 +109,7 @@ fn cmpop() -> impl Strategy<Value = CmpOp> {
 
 fn args(inner: BoxedStrategy<Expr>) -> BoxedStrategy<Vec<Arg>> {
     vec(
-        (proptest::option::weighted(0.3, ident()), inner)
-            .prop_map(|(name, value)| Arg { name: name.map(nm), value }),
+        (proptest::option::weighted(0.3, ident()), inner).prop_map(|(name, value)| Arg { name: name.map(nm), value }),
         0..3,
     )
     .boxed()
@@ -142,8 +132,7 @@ fn expr() -> BoxedStrategy<Expr> {
                 .prop_map(|fs| ex(ExprKind::Record(fs.into_iter().map(|(n, v)| (nm(n), v)).collect()))),
             (inner.clone(), field_name()).prop_map(|(b, n)| ex(ExprKind::Field(bx(b), nm(n)))),
             (inner.clone(), inner.clone()).prop_map(|(b, i)| ex(ExprKind::Index(bx(b), bx(i)))),
-            (inner.clone(), args(inner.clone()))
-                .prop_map(|(c, args)| ex(ExprKind::Call { callee: bx(c), args })),
+            (inner.clone(), args(inner.clone())).prop_map(|(c, args)| ex(ExprKind::Call { callee: bx(c), args })),
             (inner.clone(), field_name(), args(inner.clone())).prop_map(|(r, m, args)| ex(ExprKind::Method {
                 receiver: bx(r),
                 method: nm(m),
@@ -154,8 +143,7 @@ fn expr() -> BoxedStrategy<Expr> {
             (binop(), inner.clone(), inner.clone()).prop_map(|(op, l, r)| ex(ExprKind::Binary(op, bx(l), bx(r)))),
             (inner.clone(), vec((cmpop(), inner.clone()), 1..3))
                 .prop_map(|(first, rest)| ex(ExprKind::Compare(bx(first), rest))),
-            (inner.clone(), inner.clone(), inner.clone())
-                .prop_map(|(c, t, e)| ex(ExprKind::If(bx(c), bx(t), bx(e)))),
+            (inner.clone(), inner.clone(), inner.clone()).prop_map(|(c, t, e)| ex(ExprKind::If(bx(c), bx(t), bx(e)))),
             (ident(), inner.clone()).prop_map(|(p, b)| ex(ExprKind::Lambda(nm(p), bx(b)))),
         ]
     })
@@ -260,14 +248,15 @@ fn template() -> BoxedStrategy<Criterion> {
 }
 
 fn group() -> BoxedStrategy<Group> {
-    let leaf = (ident(), proptest::option::of(expr()), proptest::option::of(ident()), vec(criterion(), 0..2))
-        .prop_map(|(name, weight, judge, cs)| Group {
+    let leaf = (ident(), proptest::option::of(expr()), proptest::option::of(ident()), vec(criterion(), 0..2)).prop_map(
+        |(name, weight, judge, cs)| Group {
             name: nm(name),
             weight,
             default_judge: judge.map(nm),
             members: cs.into_iter().map(GroupMember::Criterion).collect(),
             span: sp(),
-        });
+        },
+    );
     leaf.prop_recursive(2, 6, 3, |inner| {
         (
             ident(),
@@ -292,31 +281,47 @@ fn criterion_key() -> BoxedStrategy<CriterionKey> {
         .boxed()
 }
 
-fn verdict() -> BoxedStrategy<VerdictLit> {
-    let kind = prop_oneof![
+fn verdict_kind() -> BoxedStrategy<VerdictLitKind> {
+    prop_oneof![
         Just(VerdictLitKind::Met),
         Just(VerdictLitKind::Unmet),
         proptest::option::of(text()).prop_map(VerdictLitKind::Unscored),
         signed_number().prop_map(VerdictLitKind::Number),
         text().prop_map(VerdictLitKind::Label),
         any::<bool>().prop_map(VerdictLitKind::Bool),
+    ]
+    .boxed()
+}
+
+/// A verdict literal as `expect` takes it (and as one judge sample): no samples, no evidence.
+fn verdict() -> BoxedStrategy<VerdictLit> {
+    verdict_kind().prop_map(|kind| VerdictLit { kind, evidence: None, span: sp() }).boxed()
+}
+
+/// A recorded judge verdict: one literal or `[a, b, c]` samples, optionally `quoting "..."`.
+fn judged_verdict() -> BoxedStrategy<VerdictLit> {
+    let kind = prop_oneof![
+        3 => verdict_kind(),
+        1 => vec(verdict(), 1..4).prop_map(VerdictLitKind::Samples),
     ];
-    kind.prop_map(|kind| VerdictLit { kind, span: sp() }).boxed()
+    (kind, proptest::option::weighted(0.3, text()))
+        .prop_map(|(kind, evidence)| VerdictLit { kind, evidence: evidence.map(lit), span: sp() })
+        .boxed()
 }
 
 fn example_stmt() -> BoxedStrategy<ExampleStmt> {
     let kind = prop_oneof![
         (ident(), expr()).prop_map(|(input, value)| ExampleStmtKind::Bind { input: nm(input), value }),
-        (ident(), text()).prop_map(|(input, s)| ExampleStmtKind::Bind { input: nm(input), value: ex(ExprKind::Str(s)) }),
-        (ident(), vec((criterion_key(), verdict()), 1..4))
+        (ident(), text())
+            .prop_map(|(input, s)| ExampleStmtKind::Bind { input: nm(input), value: ex(ExprKind::Str(s)) }),
+        (ident(), vec((criterion_key(), judged_verdict()), 1..4))
             .prop_map(|(judge, verdicts)| ExampleStmtKind::Judge { judge: nm(judge), verdicts }),
         Just(ExampleStmtKind::ExpectScore { value: None, within: None }),
         (signed_number(), proptest::option::of(number()))
             .prop_map(|(v, within)| ExampleStmtKind::ExpectScore { value: Some(v), within }),
         proptest::option::of(text()).prop_map(|c| ExampleStmtKind::ExpectFailure(c.map(lit))),
-        (ident(), signed_number(), proptest::option::of(number())).prop_map(|(g, value, within)| {
-            ExampleStmtKind::ExpectGroup { group: nm(g), value, within }
-        }),
+        (ident(), signed_number(), proptest::option::of(number()))
+            .prop_map(|(g, value, within)| ExampleStmtKind::ExpectGroup { group: nm(g), value, within }),
         (criterion_key(), verdict()).prop_map(|(key, verdict)| ExampleStmtKind::ExpectCriterion { key, verdict }),
     ];
     kind.prop_map(|kind| ExampleStmt { kind, span: sp() }).boxed()
@@ -406,7 +411,6 @@ fn file() -> BoxedStrategy<File> {
 /// Print, parse, compare with spans erased; also check that printing is a fixed point.
 fn check_round_trip(f: &File) -> Result<(), TestCaseError> {
     let text = print_file(f);
-    if std::env::var("PEEK").is_ok() { eprintln!("=====\n{text}"); }
     let out = parse_file(FileId(0), &text);
     let messages: Vec<&str> = out.diagnostics.iter().map(|d| d.message.as_str()).collect();
     prop_assert!(out.diagnostics.is_empty(), "diagnostics {messages:?} for\n{text}");
@@ -494,13 +498,14 @@ proptest! {
 
 /// Tokens for the soup and mutation properties: the grammar's keywords and punctuation, and
 /// pieces that open strings, comments and blocks without closing them.
+#[rustfmt::skip]
 const SOUP: &[&str] = &[
     "rubric", "module", "import", "input", "judge", "gate", "criterion", "criteria", "tier", "group", "let",
     "fn", "score", "example", "if", "then", "else", "and", "or", "not", "in", "by", "check", "extract", "from",
     "each", "null", "true", "points", "weight", "ordinal", "nominal", "expect", "says", "met", "unscored",
-    "within", "x", "y", "f", "{", "}", "(", ")", "[", "]", ",", ":", "=", "=>", "==", "<=", "<", "-", "+", "*",
-    "/", "%", "??", ".", "@", "1", "0.5", "1e400", "1.2.3", "\"", "\"s\"", "\"\"\"", "\\", "\\u{", "//", "/*",
-    "*/", "\n", "é", "\u{0}",
+    "within", "quoting", "x", "y", "f", "{", "}", "(", ")", "[", "]", ",", ":", "=", "=>", "==", "<=", "<", "-",
+    "+", "*", "/", "%", "??", ".", "@", "1", "0.5", "1e400", "1.2.3", "\"", "\"s\"", "\"\"\"", "\\", "\\u{",
+    "//", "/*", "*/", "\n", "\r\n", "é", "\u{0}",
 ];
 
 // ---------------------------------------------------------------------- sample file
@@ -583,7 +588,7 @@ example "clear referral" {
     Do not wait.
     """
   prompt [{ role: "user", content: "My chest hurts" }]
-  judge grader says er = met, dose = unmet, rubric_items[0] = unscored("timeout"), clarity = 3, tone = "warm"
+  judge grader says er = met quoting "Call 911", dose = [unmet, met, unmet], rubric_items[0] = unscored("timeout"), clarity = 3, tone = "warm"
   expect score 1 within 0.01
   expect failure null
   expect group code = 0.5
@@ -636,6 +641,21 @@ fn sample_block_strings_keep_their_text() {
     assert_eq!(template, Some("Judge the response below.\n  Quote your evidence."));
 }
 
+#[test]
+fn printer_keywords_match_the_grammar() {
+    let grammar = include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/grammar/rubric.pest"));
+    let start = grammar.find("keyword = @{").expect("rule `keyword`");
+    let end = start + grammar[start..].find('}').expect("end of rule `keyword`");
+    let mut in_grammar: Vec<&str> = grammar[start..end].split('"').skip(1).step_by(2).collect();
+    let mut in_printer = KEYWORDS.to_vec();
+    in_grammar.sort_unstable();
+    in_printer.sort_unstable();
+    assert_eq!(in_printer, in_grammar);
+    for kw in KEYWORDS {
+        assert!(!parse_file(FileId(0), &format!("let {kw} = 1")).diagnostics.is_empty(), "`{kw}` is a name");
+    }
+}
+
 /// Parse `score = <src>` and print the expression back.
 fn reprint(src: &str) -> String {
     let f = parse_clean(&format!("score = {src}"));
@@ -673,4 +693,60 @@ fn printer_parenthesises_only_where_needed() {
     for (src, want) in cases {
         assert_eq!(reprint(src), want, "printing `{src}`");
     }
+}
+
+// Regression tests for parser bugs found by the properties above.
+
+#[test]
+fn unterminated_block_comment_is_an_error() {
+    let out = parse_file(FileId(0), "score = a /* oops\ncriterion b \"x\" by j\n");
+    assert!(!out.diagnostics.is_empty(), "the criterion after the comment vanished without a diagnostic");
+}
+
+#[test]
+fn crlf_block_strings_read_like_lf_ones() {
+    let lf = "judge j {\n  template \"\"\"\n    a\n    b\n    \"\"\"\n}\n";
+    let crlf = lf.replace('\n', "\r\n");
+    let template = |src: &str| match &parse_clean(src).items[0] {
+        Item::Judge(j) => match &j.settings[0].kind {
+            rubric::syntax::ast::JudgeSettingKind::Template(t) => t.value.clone(),
+            other => panic!("not a template: {other:?}"),
+        },
+        _ => unreachable!(),
+    };
+    assert_eq!(template(&crlf), template(lf));
+}
+
+#[test]
+fn out_of_range_numbers_are_errors() {
+    for src in [
+        "score = 1e400",
+        "example \"e\" {\n  expect x[4294967296] = met\n}",
+        "example \"e\" {\n  expect x[1.5] = met\n}",
+    ] {
+        assert!(!parse_file(FileId(0), src).diagnostics.is_empty(), "no diagnostic for {src:?}");
+    }
+}
+
+#[test]
+fn deep_nesting_is_a_diagnostic_not_a_crash() {
+    // Run on a small (2 MiB) thread, as test and rayon worker threads are.
+    let handle = std::thread::Builder::new()
+        .stack_size(2 * 1024 * 1024)
+        .spawn(|| {
+            let parens = format!("score = {}1{}", "(".repeat(400), ")".repeat(400));
+            let chain = format!("score = 1{}", "+1".repeat(20_000));
+            let ifs = format!("score = {}0", "if true then 1 else ".repeat(100));
+            let mut codes = Vec::new();
+            for src in [parens, chain, ifs] {
+                let out = parse_file(FileId(0), &src);
+                codes.push(out.diagnostics.iter().map(|d| d.code).collect::<Vec<_>>());
+            }
+            codes
+        })
+        .unwrap();
+    let codes = handle.join().expect("the parser must not overflow its stack");
+    assert_eq!(codes[0].len(), 1, "one diagnostic for 400 nested parentheses: {:?}", codes[0]);
+    assert_eq!(codes[1], vec!["rubric::parse::too_deep"]);
+    assert!(codes[2].is_empty(), "100 nested ifs are fine: {:?}", codes[2]);
 }

@@ -204,6 +204,13 @@ pub fn main_with(cli: Cli) -> ExitCode {
                 emit(&parsed.diagnostics, &sources, ErrorFormat::Human, false);
                 return ExitCode::from(1);
             }
+            if has_comments(&text) {
+                eprintln!(
+                    "error: `{}` has comments, which `rubric fmt` does not keep yet; nothing was changed",
+                    file.display()
+                );
+                return ExitCode::from(2);
+            }
             let out = crate::syntax::printer::print_file(&parsed.file);
             if check {
                 return if out == text { ExitCode::SUCCESS } else { ExitCode::from(1) };
@@ -249,6 +256,28 @@ pub fn emit(diags: &[Diagnostic], sources: &SourceMap, format: ErrorFormat, hide
             eprintln!("{errors} error{}, {warnings} warning{}", plural(errors), plural(warnings));
         }
     }
+}
+
+/// Whether the source has a `//` or `/*` comment outside string literals.
+fn has_comments(src: &str) -> bool {
+    let b = src.as_bytes();
+    let mut i = 0;
+    while i < b.len() {
+        if src[i..].starts_with("\"\"\"") {
+            i = src[i + 3..].find("\"\"\"").map_or(b.len(), |j| i + 3 + j + 3);
+        } else if b[i] == b'"' {
+            i += 1;
+            while i < b.len() && b[i] != b'"' && b[i] != b'\n' {
+                i += if b[i] == b'\\' { 2 } else { 1 };
+            }
+            i += 1;
+        } else if src[i..].starts_with("//") || src[i..].starts_with("/*") {
+            return true;
+        } else {
+            i += 1;
+        }
+    }
+    false
 }
 
 fn plural(n: usize) -> &'static str {

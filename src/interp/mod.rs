@@ -111,7 +111,7 @@ impl<'a> Interp<'a> {
                     self.step_name = format!("gate {}", g.name);
                     let mut locals = Vec::new();
                     let cond = self.eval(&g.cond, &mut locals);
-                    self.note(None, || format!("{}", cond.as_ref().map_or_else(|t| trap_reason(t), |v| v.to_string())));
+                    self.note(None, || cond.as_ref().map_or_else(trap_reason, |v| v.to_string()));
                     match cond {
                         Ok(Value::Bool(true)) => {
                             result.gates.push(GateResult { name: g.name.clone(), passed: Some(true), action, value: None, reason: g.reason.clone() })
@@ -244,9 +244,10 @@ impl<'a> Interp<'a> {
                 Step::Gate(_) => {}
             }
         }
+        let policies = group_policies(self.p);
         for (i, s) in self.p.sets.iter().enumerate() {
             if s.kind == SetKind::Group {
-                let v = match self.aggregate(AggOp::Tree, i as u32, Policy::Propagate, &[]) {
+                let v = match self.aggregate(AggOp::Tree, i as u32, policies[i], &[]) {
                     Ok(Value::Number(n)) => Some(n),
                     _ => None,
                 };
@@ -564,6 +565,10 @@ impl<'a> Interp<'a> {
     }
 
     fn eval(&mut self, e: &Expr, locals: &mut Vec<Value>) -> Result<Value, Trap> {
+        stacker::maybe_grow(128 * 1024, 4 * 1024 * 1024, || self.eval_inner(e, locals))
+    }
+
+    fn eval_inner(&mut self, e: &Expr, locals: &mut Vec<Value>) -> Result<Value, Trap> {
         Ok(match &e.kind {
             ExprKind::Const(c) => match c {
                 Const::Null => Value::Null,
@@ -800,6 +805,38 @@ impl<'a> Interp<'a> {
             (op, a, b) => return Err(Trap::new(TrapKind::Type, format!("bad operands for {op:?}: {a} and {b}"))),
         })
     }
+}
+
+/// The unscored policy each group is reported with: that of the `tree(...)` in the score
+/// that covers it (the nearest enclosing one), else `propagate`.
+fn group_policies(p: &Program) -> Vec<Policy> {
+    let mut declared: Vec<Option<Policy>> = vec![None; p.sets.len()];
+    ir::walk(&p.score, &mut |e| {
+        if let ExprKind::Aggregate { op: AggOp::Tree, set, policy, .. } = &e.kind {
+            declared[*set as usize].get_or_insert(*policy);
+        }
+    });
+    fn down(p: &Program, set: usize, inherited: Option<Policy>, declared: &[Option<Policy>], out: &mut Vec<Policy>) {
+        let here = declared[set].or(inherited);
+        out[set] = here.unwrap_or(Policy::Propagate);
+        for m in &p.sets[set].members {
+            if let Member::Set(s) = m {
+                down(p, *s as usize, here, declared, out);
+            }
+        }
+    }
+    let mut out = vec![Policy::Propagate; p.sets.len()];
+    let children: std::collections::HashSet<usize> = p
+        .sets
+        .iter()
+        .flat_map(|s| s.members.iter().filter_map(|m| if let Member::Set(x) = m { Some(*x as usize) } else { None }))
+        .collect();
+    for i in 0..p.sets.len() {
+        if !children.contains(&i) {
+            down(p, i, None, &declared, &mut out);
+        }
+    }
+    out
 }
 
 fn score_site(e: &Expr) -> Option<u32> {

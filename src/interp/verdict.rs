@@ -29,6 +29,10 @@ pub fn apply(
         return;
     };
     let samples: Vec<&Json> = match v.get("samples").and_then(Json::as_array) {
+        Some(s) if !s.is_empty() && s.len() != judge.samples as usize => {
+            r.reason = Some(format!("sample_count: judge `{}` takes {} samples, {} were recorded", judge.name, judge.samples, s.len()));
+            return;
+        }
         Some(s) if !s.is_empty() => s.iter().collect(),
         Some(_) => {
             r.reason = Some("invalid_verdict: `samples` is empty".into());
@@ -36,8 +40,14 @@ pub fn apply(
         }
         None => vec![v],
     };
+    // A sample the judge failed to give (`{"unscored": ...}`) leaves the vote; the others vote.
     let mut decided = Vec::new();
+    let mut failed_sample: Option<String> = None;
     for s in samples {
+        if let Some(reason) = s.get("unscored") {
+            failed_sample.get_or_insert(reason.as_str().map(str::to_string).unwrap_or_else(|| reason.to_string()));
+            continue;
+        }
         match sample(kind, s) {
             Ok(x) => decided.push(x),
             Err(reason) => {
@@ -45,6 +55,10 @@ pub fn apply(
                 return;
             }
         }
+    }
+    if decided.is_empty() {
+        r.reason = failed_sample.or_else(|| Some("invalid_verdict: no samples".into()));
+        return;
     }
     // Evidence rule: a met sample must quote the input, after whitespace normalisation.
     if let Some(text) = judge.evidence_from.map(|_| evidence_text.unwrap_or("")) {
@@ -101,7 +115,7 @@ pub fn apply(
                         None => counts.push((s.value, 1)),
                     }
                 }
-                counts.sort_by(|a, b| b.1.cmp(&a.1));
+                counts.sort_by_key(|c| std::cmp::Reverse(c.1));
                 if counts.len() > 1 && counts[0].1 == counts[1].1 {
                     r.reason = Some(format!("vote_tie: {n} samples split evenly"));
                     return;

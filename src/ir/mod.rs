@@ -125,11 +125,11 @@ pub struct LetDecl {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case", deny_unknown_fields)]
 pub enum Step {
-    Gate(GateDecl),
+    Gate(Box<GateDecl>),
     /// Evaluate static criterion `criteria[i]`.
     Criterion(u32),
     /// Expand a per-instance template over a list: one criterion per element.
-    Each(EachDecl),
+    Each(Box<EachDecl>),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -558,5 +558,45 @@ impl Program {
 
     pub fn set_index(&self, name: &str) -> Option<usize> {
         self.sets.iter().position(|s| s.name == name)
+    }
+}
+
+/// Visit every sub-expression.
+pub fn walk(e: &Expr, f: &mut dyn FnMut(&Expr)) {
+    stacker::maybe_grow(128 * 1024, 4 * 1024 * 1024, || walk_inner(e, f))
+}
+
+fn walk_inner(e: &Expr, f: &mut dyn FnMut(&Expr)) {
+    f(e);
+    match &e.kind {
+        ExprKind::List(xs) => xs.iter().for_each(|x| walk(x, f)),
+        ExprKind::Record(fs) => fs.iter().for_each(|(_, x)| walk(x, f)),
+        ExprKind::Field { base, .. } => walk(base, f),
+        ExprKind::Index { base, index, .. } => {
+            walk(base, f);
+            walk(index, f)
+        }
+        ExprKind::Unary { arg, .. } => walk(arg, f),
+        ExprKind::Binary { lhs, rhs, .. } => {
+            walk(lhs, f);
+            walk(rhs, f)
+        }
+        ExprKind::Compare { first, rest } => {
+            walk(first, f);
+            rest.iter().for_each(|(_, x)| walk(x, f))
+        }
+        ExprKind::If { cond, then, els } => {
+            walk(cond, f);
+            walk(then, f);
+            walk(els, f)
+        }
+        ExprKind::Intrinsic { args, .. } | ExprKind::Call { args, .. } | ExprKind::Aggregate { args, .. } => {
+            args.iter().for_each(|x| walk(x, f))
+        }
+        ExprKind::HigherOrder { list, body, .. } => {
+            walk(list, f);
+            walk(body, f)
+        }
+        _ => {}
     }
 }

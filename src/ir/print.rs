@@ -13,7 +13,7 @@ const WIDTH: usize = 100;
 
 /// Print a program in its text form.
 pub fn print_program(p: &Program) -> String {
-    let mut w = Writer { p, out: String::new() };
+    let mut w = Writer { p, out: String::new(), prev: None };
     w.program();
     w.out
 }
@@ -223,6 +223,8 @@ fn fields(fs: &[(String, Type)]) -> String {
 struct Writer<'a> {
     p: &'a Program,
     out: String,
+    /// The section of the last entry written and whether it spanned several lines.
+    prev: Option<(&'static str, bool)>,
 }
 
 impl Writer<'_> {
@@ -290,67 +292,80 @@ impl Writer<'_> {
 
     // ------------------------------------------------------------------ program
 
+    /// Write one entry of a section. Entries are separated by a blank line when the section
+    /// changes or when either neighbour spans several lines; one-line entries of a section
+    /// stay together.
+    fn entry(&mut self, section: &'static str, write: impl FnOnce(&mut Self)) {
+        let start = self.out.len();
+        write(self);
+        let text = self.out.split_off(start);
+        let multiline = text.trim_end_matches('\n').contains('\n');
+        if let Some((prev_section, prev_multiline)) = self.prev {
+            if prev_section != section || prev_multiline || multiline {
+                self.out.push('\n');
+            }
+        }
+        self.out.push_str(&text);
+        self.prev = Some((section, multiline));
+    }
+
     fn program(&mut self) {
         let p = self.p;
-        self.line(0, &format!("ir_version {}", p.ir_version));
-        self.line(
-            0,
-            &format!(
-                "rubric {} @ {} title {}",
-                p.rubric.name,
-                quote(&p.rubric.version),
-                opt(&p.rubric.title, |t| quote(t))
-            ),
-        );
+        self.entry("header", |w| {
+            w.line(0, &format!("ir_version {}", p.ir_version));
+            w.line(
+                0,
+                &format!(
+                    "rubric {} @ {} title {}",
+                    p.rubric.name,
+                    quote(&p.rubric.version),
+                    opt(&p.rubric.title, |t| quote(t))
+                ),
+            );
+        });
         for (i, input) in p.inputs.iter().enumerate() {
-            self.out.push('\n');
-            self.line(0, &format!("input #{i} {}: {}", input.name, input.ty));
-            self.opt_expr_line(2, "default", &input.default);
+            self.entry("input", |w| {
+                w.opt_expr_line(0, &format!("input #{i} {}: {} default", input.name, input.ty), &input.default)
+            });
         }
         for (i, j) in p.judges.iter().enumerate() {
-            self.out.push('\n');
-            self.judge(i, j);
+            self.entry("judge", |w| w.judge(i, j));
         }
         for (i, f) in p.functions.iter().enumerate() {
-            self.out.push('\n');
-            let params: Vec<String> = f.params.iter().map(|(n, t)| format!("{n}: {t}")).collect();
-            self.line(0, &format!("fn #{i} {}({}) -> {} locals {}", f.name, params.join(", "), f.ret, f.locals));
-            self.expr_line(2, "body", &f.body);
+            self.entry("fn", |w| {
+                let params: Vec<String> = f.params.iter().map(|(n, t)| format!("{n}: {t}")).collect();
+                w.line(0, &format!("fn #{i} {}({}) -> {} locals {}", f.name, params.join(", "), f.ret, f.locals));
+                w.expr_line(2, "body", &f.body);
+            });
         }
         for (i, l) in p.lets.iter().enumerate() {
-            self.out.push('\n');
-            self.line(0, &format!("let #{i} {}: {}", l.name, l.ty));
-            self.expr_line(2, "value", &l.value);
+            self.entry("let", |w| w.expr_line(0, &format!("let #{i} {}: {} =", l.name, l.ty), &l.value));
         }
         for (i, s) in p.steps.iter().enumerate() {
-            self.out.push('\n');
-            self.step(i, s);
+            self.entry("step", |w| w.step(i, s));
         }
         for (i, c) in p.criteria.iter().enumerate() {
-            self.out.push('\n');
-            self.line(0, &format!("criterion #{i} {}", c.id));
-            self.criterion_body(2, c);
+            self.entry("criterion", |w| {
+                w.line(0, &format!("criterion #{i} {}", c.id));
+                w.criterion_body(2, c);
+            });
         }
         for (i, s) in p.sets.iter().enumerate() {
-            self.out.push('\n');
-            let members: Vec<String> = s.members.iter().map(|m| self.member(m)).collect();
-            self.line(
-                0,
-                &format!("set #{i} {} kind {} weight {}", s.name, set_kind(s.kind), opt(&s.weight, |w| num(*w))),
-            );
-            self.line(2, &format!("members [{}]", members.join(", ")));
+            self.entry("set", |w| {
+                let members: Vec<String> = s.members.iter().map(|m| w.member(m)).collect();
+                w.line(
+                    0,
+                    &format!("set #{i} {} kind {} weight {}", s.name, set_kind(s.kind), opt(&s.weight, |x| num(*x))),
+                );
+                w.line(2, &format!("members [{}]", members.join(", ")));
+            });
         }
-        self.out.push('\n');
-        self.expr_line(0, "score", &p.score);
+        self.entry("score", |w| w.expr_line(0, "score", &p.score));
         for (i, e) in p.examples.iter().enumerate() {
-            self.out.push('\n');
-            self.example(i, e);
-        }
-        if !p.sites.is_empty() {
-            self.out.push('\n');
+            self.entry("example", |w| w.example(i, e));
         }
         for (i, s) in p.sites.iter().enumerate() {
-            self.line(0, &format!("site @s{i} {} {}..{}", quote(&s.file), s.start, s.end));
+            self.entry("site", |w| w.line(0, &format!("site @s{i} {} {}..{}", quote(&s.file), s.start, s.end)));
         }
     }
 
@@ -402,10 +417,7 @@ impl Writer<'_> {
                 self.line(0, &format!("step #{i} criterion#{c} {}", self.criterion_name(*c)));
             }
             Step::Each(e) => {
-                self.line(
-                    0,
-                    &format!("step #{i} each {} local {} locals {}", self.set_ref(e.set), e.local, e.locals),
-                );
+                self.line(0, &format!("step #{i} each {} local {} locals {}", self.set_ref(e.set), e.local, e.locals));
                 self.expr_line(2, "list", &e.list);
                 self.line(2, &format!("template {}", e.template.id));
                 self.criterion_body(4, &e.template);
@@ -485,6 +497,10 @@ impl Writer<'_> {
     // ------------------------------------------------------------------ expressions
 
     fn expr(&self, e: &Expr) -> Sx {
+        stacker::maybe_grow(128 * 1024, 4 * 1024 * 1024, || self.expr_sx(e))
+    }
+
+    fn expr_sx(&self, e: &Expr) -> Sx {
         let ty = &e.ty;
         let tagged = |h: &str| format!("{h}:{ty}");
         let (head, args): (Vec<String>, Vec<Sx>) = match &e.kind {
@@ -596,7 +612,10 @@ mod tests {
             pass: None,
             verifier: Verifier::Check {
                 expr: e(
-                    ExprKind::Compare { first: Box::new(wc.clone()), rest: vec![(CmpOp::Le, Expr::constant(Const::Number(400.0)))] },
+                    ExprKind::Compare {
+                        first: Box::new(wc.clone()),
+                        rest: vec![(CmpOp::Le, Expr::constant(Const::Number(400.0)))],
+                    },
                     Type::Bool,
                 ),
             },
@@ -611,23 +630,37 @@ mod tests {
             functions: vec![],
             lets: vec![],
             steps: vec![
-                Step::Gate(GateDecl {
+                Step::Gate(Box::new(GateDecl {
                     name: "nonempty".into(),
                     cond: e(
-                        ExprKind::Compare { first: Box::new(wc), rest: vec![(CmpOp::Ge, Expr::constant(Const::Number(1.0)))] },
+                        ExprKind::Compare {
+                            first: Box::new(wc),
+                            rest: vec![(CmpOp::Ge, Expr::constant(Const::Number(1.0)))],
+                        },
                         Type::Bool,
                     ),
                     action: GateAction::Score,
                     value: Expr::constant(Const::Number(0.0)),
                     reason: Some("format".into()),
                     site: 0,
-                }),
+                })),
                 Step::Criterion(0),
             ],
             criteria: vec![crit],
-            sets: vec![SetDecl { name: "all".into(), kind: SetKind::All, weight: None, members: vec![Member::Criterion(0)] }],
+            sets: vec![SetDecl {
+                name: "all".into(),
+                kind: SetKind::All,
+                weight: None,
+                members: vec![Member::Criterion(0)],
+            }],
             score: e(
-                ExprKind::Aggregate { op: AggOp::PointsRatio, set: 0, policy: Policy::Propagate, args: vec![], site: 3 },
+                ExprKind::Aggregate {
+                    op: AggOp::PointsRatio,
+                    set: 0,
+                    policy: Policy::Propagate,
+                    args: vec![],
+                    site: 3,
+                },
                 Type::Number,
             ),
             examples: vec![],
@@ -641,8 +674,7 @@ mod tests {
         let expected = r#"ir_version 1
 rubric demo @ "1.0.0" title -
 
-input #0 response: Text
-  default -
+input #0 response: Text default -
 
 step #0 gate nonempty action score reason "format" @s0
   cond (compare:Bool (intrinsic:Number word_count#0 @s1 (input:Text #0 response)) >= 1)
@@ -679,7 +711,7 @@ site @s0 "demo.rubric" 0..10
             ExprKind::Binary { op: BinOp::Concat, lhs: Box::new(long.clone()), rhs: Box::new(long), site: 0 },
             Type::Text,
         );
-        let sx = Writer { p: &sample(), out: String::new() }.expr(&cat);
+        let sx = Writer { p: &sample(), out: String::new(), prev: None }.expr(&cat);
         let mut out = String::new();
         sx.render(&mut out, 0, 0);
         assert_eq!(out, format!("(concat:Text @s0\n  \"{x}\"\n  \"{x}\")", x = "x".repeat(60)));

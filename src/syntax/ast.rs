@@ -187,6 +187,7 @@ pub struct Verifier {
 }
 
 #[derive(Debug, Clone, PartialEq)]
+#[allow(clippy::large_enum_variant)]
 pub enum VerifierKind {
     /// `by judge`
     Judge(Name),
@@ -230,6 +231,7 @@ pub struct Group {
 }
 
 #[derive(Debug, Clone, PartialEq)]
+#[allow(clippy::large_enum_variant)]
 pub enum GroupMember {
     Group(Group),
     Criterion(Criterion),

@@ -20,7 +20,7 @@ pub fn parse_file(file: FileId, src: &str) -> ParseOutput {
     let mut diagnostics = Vec::new();
     let mut items = Vec::new();
     let mut header = None;
-    let mut pos = skip_trivia(src, 0);
+    let mut pos = skip_trivia(src, 0, file, &mut diagnostics);
     let starts_header = src[pos..].starts_with("rubric") || src[pos..].starts_with("module");
     if starts_header && at_word_boundary(src, pos + 6) {
         match RubricParser::parse(Rule::header_entry, &src[pos..]) {
@@ -28,7 +28,9 @@ pub fn parse_file(file: FileId, src: &str) -> ParseOutput {
                 let entry = pairs.next().expect("header_entry");
                 let h = entry.into_inner().find(|p| p.as_rule() == Rule::header).expect("header");
                 let end = pos + h.as_span().end();
-                header = Some(Lower { file, base: pos }.header(h));
+                let lower = Lower::new(file, pos);
+                header = Some(lower.header(h));
+                diagnostics.extend(lower.diags.into_inner());
                 pos = end;
             }
             Err(e) => {
@@ -38,16 +40,23 @@ pub fn parse_file(file: FileId, src: &str) -> ParseOutput {
         }
     }
     loop {
-        pos = skip_trivia(src, pos);
+        pos = skip_trivia(src, pos, file, &mut diagnostics);
         if pos >= src.len() {
             break;
         }
-        match RubricParser::parse(Rule::item_entry, &src[pos..]) {
+        let parsed = stacker::maybe_grow(RED_ZONE, 64 * 1024 * 1024, || RubricParser::parse(Rule::item_entry, &src[pos..]));
+        match parsed {
             Ok(mut pairs) => {
                 let entry = pairs.next().expect("item_entry");
                 let item = entry.into_inner().find(|p| p.as_rule() == Rule::item).expect("item");
                 let end = pos + item.as_span().end();
-                items.push(Lower { file, base: pos }.item(item));
+                let lower = Lower::new(file, pos);
+                let lowered = stacker::maybe_grow(RED_ZONE, NEW_SEGMENT, || lower.item(item));
+                // An item cut short by the depth limit is reported and left out (no cascades).
+                if !lower.too_deep.get() {
+                    items.push(lowered);
+                }
+                diagnostics.extend(lower.diags.into_inner());
                 if end <= pos {
                     break;
                 }
@@ -71,7 +80,7 @@ pub fn parse_type_sig(src: &str) -> Result<(Vec<Param>, TypeExpr), String> {
     if item.as_span().end() != wrapped.len() {
         return Err(format!("trailing text in signature `{src}`"));
     }
-    match (Lower { file: FileId(u32::MAX), base: 0 }).item(item) {
+    match Lower::new(FileId(u32::MAX), 0).item(item) {
         Item::Fn(f) => Ok((f.params, f.ret)),
         _ => Err("not a signature".into()),
     }
@@ -86,8 +95,8 @@ fn at_word_boundary(src: &str, i: usize) -> bool {
     src[i.min(src.len())..].chars().next().is_none_or(|c| !(c.is_ascii_alphanumeric() || c == '_'))
 }
 
-/// Skip whitespace and comments.
-fn skip_trivia(src: &str, mut pos: usize) -> usize {
+/// Skip whitespace and comments; an unterminated block comment is reported.
+fn skip_trivia(src: &str, mut pos: usize, file: FileId, diagnostics: &mut Vec<Diagnostic>) -> usize {
     let b = src.as_bytes();
     loop {
         while pos < b.len() && (b[pos] as char).is_ascii_whitespace() {
@@ -96,7 +105,17 @@ fn skip_trivia(src: &str, mut pos: usize) -> usize {
         if src[pos..].starts_with("//") {
             pos = src[pos..].find('\n').map_or(src.len(), |i| pos + i);
         } else if src[pos..].starts_with("/*") {
-            pos = src[pos + 2..].find("*/").map_or(src.len(), |i| pos + 2 + i + 2);
+            match src[pos + 2..].find("*/") {
+                Some(i) => pos = pos + 2 + i + 2,
+                None => {
+                    diagnostics.push(
+                        Diagnostic::error("rubric::parse::unterminated_comment", "this block comment is never closed")
+                            .with_label(Span::new(file, pos, pos + 2), "opened here")
+                            .with_help("close it with `*/`; everything after `/*` was ignored"),
+                    );
+                    return src.len();
+                }
+            }
         } else {
             return pos;
         }
@@ -252,7 +271,33 @@ fn help_for(src: &str, at: usize) -> String {
 struct Lower {
     file: FileId,
     base: usize,
+    /// Problems found while converting (numbers out of range, bad escapes).
+    diags: std::cell::RefCell<Vec<Diagnostic>>,
+    /// Bound on the depth of the tree being built (nesting plus operator chains), so that
+    /// no later recursive pass (checking, printing, dropping) can exhaust the stack.
+    depth: std::cell::Cell<usize>,
+    too_deep: std::cell::Cell<bool>,
 }
+
+/// The deepest expression tree the parser builds.
+pub const MAX_EXPR_DEPTH: usize = 1500;
+
+/// A part of the depth budget, given back on drop.
+struct Charge<'a> {
+    lower: &'a Lower,
+    n: usize,
+    exceeded: bool,
+}
+
+impl Drop for Charge<'_> {
+    fn drop(&mut self) {
+        self.lower.depth.set(self.lower.depth.get() - self.n);
+    }
+}
+
+/// Room the recursive conversion may use before it moves to a fresh stack segment.
+const RED_ZONE: usize = 128 * 1024;
+const NEW_SEGMENT: usize = 4 * 1024 * 1024;
 
 /// Children that carry meaning: hard keyword tokens are dropped.
 fn kids(p: Pair<'_, Rule>) -> impl Iterator<Item = Pair<'_, Rule>> {
@@ -307,6 +352,20 @@ fn is_hard_keyword(r: Rule) -> bool {
 }
 
 impl Lower {
+    fn new(file: FileId, base: usize) -> Lower {
+        Lower {
+            file,
+            base,
+            diags: std::cell::RefCell::new(Vec::new()),
+            depth: std::cell::Cell::new(0),
+            too_deep: std::cell::Cell::new(false),
+        }
+    }
+
+    fn error(&self, d: Diagnostic) {
+        self.diags.borrow_mut().push(d);
+    }
+
     /// The pair's span without the trailing whitespace pest's implicit skipping may include.
     fn span(&self, p: &Pair<'_, Rule>) -> Span {
         let s = p.as_span();
@@ -319,7 +378,15 @@ impl Lower {
     }
 
     fn number(&self, p: Pair<'_, Rule>) -> f64 {
-        p.as_str().parse::<f64>().unwrap_or(f64::NAN)
+        let x = p.as_str().parse::<f64>().unwrap_or(f64::NAN);
+        if !x.is_finite() {
+            self.error(
+                Diagnostic::error("rubric::parse::number_out_of_range", format!("`{}` is too large for a number", p.as_str()))
+                    .with_label(self.span(&p), "out of range")
+                    .with_help("numbers are 64-bit floating point, at most about 1.8e308"),
+            );
+        }
+        x
     }
 
     fn string(&self, p: Pair<'_, Rule>) -> StrLit {
@@ -327,7 +394,18 @@ impl Lower {
         let inner = p.into_inner().next().expect("string kind");
         let value = match inner.as_rule() {
             Rule::triple_string => dedent(inner.into_inner().next().map_or("", |p| p.as_str())),
-            _ => unescape(inner.into_inner().next().map_or("", |p| p.as_str())),
+            _ => {
+                let raw = inner.into_inner().next().map_or("", |p| p.as_str());
+                let (value, bad) = unescape_checked(raw);
+                if let Some(bad) = bad {
+                    self.error(
+                        Diagnostic::error("rubric::parse::bad_escape", format!("`\\u{{{bad}}}` is not a Unicode scalar value"))
+                            .with_label(span, "in this string")
+                            .with_help("use a code point up to 10FFFF that is not a surrogate (D800-DFFF)"),
+                    );
+                }
+                value
+            }
         };
         StrLit { value, span }
     }
@@ -724,7 +802,17 @@ impl Lower {
         let span = self.span(&p);
         let mut k = kids(p);
         let name = self.name(k.next().unwrap());
-        let index = k.next().map(|n| self.number(n) as u32);
+        let index = k.next().map(|n| {
+            let x = self.number(n.clone());
+            if x.fract() != 0.0 || !(0.0..=u32::MAX as f64).contains(&x) {
+                self.error(
+                    Diagnostic::error("rubric::parse::bad_index", format!("`{}` is not a criterion index", n.as_str()))
+                        .with_label(self.span(&n), "here")
+                        .with_help("per-instance criteria are numbered 0, 1, 2, ..."),
+                );
+            }
+            x as u32
+        });
         CriterionKey { name, index, span }
     }
 
@@ -770,6 +858,40 @@ impl Lower {
     }
 
     fn expr(&self, p: Pair<'_, Rule>) -> Expr {
+        let charge = self.charge_n(1, &p);
+        if charge.exceeded {
+            return Expr { kind: ExprKind::Null, span: self.span(&p) };
+        }
+        stacker::maybe_grow(RED_ZONE, NEW_SEGMENT, || self.expr_inner(p))
+    }
+
+    /// Charge an operator chain: each operand can add one level to the tree.
+    fn charge(&self, p: &Pair<'_, Rule>) -> Charge<'_> {
+        let n = p.clone().into_inner().count();
+        self.charge_n(n, p)
+    }
+
+    /// Take `n` levels of the depth budget until the returned guard drops; past the limit,
+    /// report once and mark the guard `exceeded` (the caller then builds `null`).
+    fn charge_n(&self, n: usize, p: &Pair<'_, Rule>) -> Charge<'_> {
+        let d = self.depth.get();
+        if d + n > MAX_EXPR_DEPTH {
+            if !self.too_deep.replace(true) {
+                self.error(
+                    Diagnostic::error("rubric::parse::too_deep", "this expression is nested too deeply")
+                        .with_label(self.span(p), "too deep")
+                        .with_help(format!(
+                            "expressions may nest at most {MAX_EXPR_DEPTH} levels (each operand of an operator chain counts); split it with `let`"
+                        )),
+                );
+            }
+            return Charge { lower: self, n: 0, exceeded: true };
+        }
+        self.depth.set(d + n);
+        Charge { lower: self, n, exceeded: false }
+    }
+
+    fn expr_inner(&self, p: Pair<'_, Rule>) -> Expr {
         let span = self.span(&p);
         match p.as_rule() {
             Rule::expr | Rule::primary | Rule::paren => self.expr(kids(p).next().unwrap()),
@@ -787,6 +909,10 @@ impl Lower {
                 Expr { kind: ExprKind::Lambda(n, Box::new(body)), span }
             }
             Rule::coalesce | Rule::or_expr | Rule::and_expr => {
+                let _charge = self.charge(&p);
+                if _charge.exceeded {
+                    return Expr { kind: ExprKind::Null, span };
+                }
                 let op = match p.as_rule() {
                     Rule::coalesce => BinOp::Coalesce,
                     Rule::or_expr => BinOp::Or,
@@ -802,6 +928,10 @@ impl Lower {
                 acc
             }
             Rule::not_expr => {
+                let _charge = self.charge(&p);
+                if _charge.exceeded {
+                    return Expr { kind: ExprKind::Null, span };
+                }
                 let parts: Vec<_> = kids(p).collect();
                 let (nots, rest) = parts.split_at(parts.len() - 1);
                 let mut e = self.expr(rest[0].clone());
@@ -812,6 +942,10 @@ impl Lower {
                 e
             }
             Rule::unary_expr => {
+                let _charge = self.charge(&p);
+                if _charge.exceeded {
+                    return Expr { kind: ExprKind::Null, span };
+                }
                 let parts: Vec<_> = kids(p).collect();
                 let (negs, rest) = parts.split_at(parts.len() - 1);
                 let mut e = self.expr(rest[0].clone());
@@ -822,6 +956,10 @@ impl Lower {
                 e
             }
             Rule::cmp_expr => {
+                let _charge = self.charge(&p);
+                if _charge.exceeded {
+                    return Expr { kind: ExprKind::Null, span };
+                }
                 let mut k = kids(p);
                 let first = self.expr(k.next().unwrap());
                 let mut rest = Vec::new();
@@ -843,6 +981,10 @@ impl Lower {
                 }
             }
             Rule::add_expr | Rule::mul_expr => {
+                let _charge = self.charge(&p);
+                if _charge.exceeded {
+                    return Expr { kind: ExprKind::Null, span };
+                }
                 let mut k = kids(p);
                 let mut acc = self.expr(k.next().unwrap());
                 while let Some(op) = k.next() {
@@ -860,6 +1002,10 @@ impl Lower {
                 acc
             }
             Rule::postfix_expr => {
+                let _charge = self.charge(&p);
+                if _charge.exceeded {
+                    return Expr { kind: ExprKind::Null, span };
+                }
                 let mut k = kids(p);
                 let mut acc = self.expr(k.next().unwrap());
                 for post in k {
@@ -931,8 +1077,9 @@ impl Lower {
     }
 }
 
-/// Decode the escapes the grammar admits (`\" \\ \n \t \r \0 \u{...}`).
-pub fn unescape(s: &str) -> String {
+/// Decode the escapes the grammar admits (`\" \\ \n \t \r \0 \u{...}`); also returns the first `\u{...}` that is not a scalar value.
+pub fn unescape_checked(s: &str) -> (String, Option<String>) {
+    let mut bad = None;
     let mut out = String::with_capacity(s.len());
     let mut chars = s.chars();
     while let Some(c) = chars.next() {
@@ -947,18 +1094,24 @@ pub fn unescape(s: &str) -> String {
             Some('0') => out.push('\0'),
             Some('u') => {
                 let hex: String = chars.by_ref().skip(1).take_while(|c| *c != '}').collect();
-                out.push(u32::from_str_radix(&hex, 16).ok().and_then(char::from_u32).unwrap_or('\u{FFFD}'));
+                match u32::from_str_radix(&hex, 16).ok().and_then(char::from_u32) {
+                    Some(c) => out.push(c),
+                    None => {
+                        bad.get_or_insert(hex);
+                        out.push('\u{FFFD}')
+                    }
+                }
             }
             Some(other) => out.push(other),
             None => {}
         }
     }
-    out
+    (out, bad)
 }
 
 /// Triple-quoted blocks: drop one leading newline and the common indentation of the lines.
 pub fn dedent(s: &str) -> String {
-    let s = s.strip_prefix('\n').unwrap_or(s);
+    let s = s.strip_prefix("\r\n").or_else(|| s.strip_prefix('\n')).unwrap_or(s);
     let indent = s
         .lines()
         .filter(|l| !l.trim().is_empty())

@@ -9,36 +9,11 @@ use crate::source::Span;
 const INDENT: &str = "  ";
 
 /// Words that can never be identifiers (rule `keyword` in `grammar/rubric.pest`).
+#[rustfmt::skip]
 pub const KEYWORDS: &[&str] = &[
-    "rubric",
-    "module",
-    "import",
-    "input",
-    "judge",
-    "gate",
-    "criterion",
-    "criteria",
-    "tier",
-    "group",
-    "let",
-    "fn",
-    "score",
-    "example",
-    "if",
-    "then",
-    "else",
-    "true",
-    "false",
-    "and",
-    "or",
-    "not",
-    "in",
-    "by",
-    "check",
-    "extract",
-    "from",
-    "each",
-    "null",
+    "rubric", "module", "import", "input", "judge", "gate", "criterion", "criteria", "tier", "group", "let", "fn",
+    "score", "example", "if", "then", "else", "true", "false", "and", "or", "not", "in", "by", "check", "extract",
+    "from", "each", "null",
 ];
 
 /// Print a whole file in canonical form.
@@ -190,9 +165,7 @@ fn prec(e: &Expr) -> Prec {
         ExprKind::Unary(UnOp::Neg, _) => Prec::Neg,
         // not produced by the parser (literals have no sign), printed as `-n`
         ExprKind::Number(n) if n.is_sign_negative() => Prec::Neg,
-        ExprKind::Field(..) | ExprKind::Index(..) | ExprKind::Call { .. } | ExprKind::Method { .. } => {
-            Prec::Postfix
-        }
+        ExprKind::Field(..) | ExprKind::Index(..) | ExprKind::Call { .. } | ExprKind::Method { .. } => Prec::Postfix,
         _ => Prec::Atom,
     }
 }
@@ -796,6 +769,10 @@ impl Printer {
 
     /// Print `e` where the grammar expects an expression of strength at least `min`.
     fn expr(&mut self, e: &Expr, min: Prec) {
+        stacker::maybe_grow(128 * 1024, 4 * 1024 * 1024, || self.expr_prec(e, min))
+    }
+
+    fn expr_prec(&mut self, e: &Expr, min: Prec) {
         if prec(e) < min {
             self.w("(");
             self.expr_bare(e);
@@ -1187,6 +1164,10 @@ pub fn erase_type(t: &mut TypeExpr) {
 
 /// Reset the spans of an expression.
 pub fn erase_expr(e: &mut Expr) {
+    stacker::maybe_grow(128 * 1024, 4 * 1024 * 1024, || erase_expr_inner(e))
+}
+
+fn erase_expr_inner(e: &mut Expr) {
     e.span = Span::default();
     match &mut e.kind {
         ExprKind::Number(_) | ExprKind::Str(_) | ExprKind::Bool(_) | ExprKind::Null => {}

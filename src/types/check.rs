@@ -263,6 +263,17 @@ fn join(a: &Type, b: &Type) -> Option<Type> {
     match (a, b) {
         (Type::Null, t) | (t, Type::Null) => Some(Type::optional(t.clone())),
         (Type::Optional(x), y) | (y, Type::Optional(x)) => join(x, y).map(Type::optional),
+        (Type::List(x), Type::List(y)) => join(x, y).map(|t| Type::List(Box::new(t))),
+        (Type::Record(x), Type::Record(y)) if x.len() == y.len() => {
+            let mut fields = Vec::with_capacity(x.len());
+            for ((nx, tx), (ny, ty)) in x.iter().zip(y) {
+                if nx != ny {
+                    return None;
+                }
+                fields.push((nx.clone(), join(tx, ty)?));
+            }
+            Some(Type::Record(fields))
+        }
         _ => None,
     }
 }
@@ -713,14 +724,14 @@ impl<'a> Checker<'a> {
         let value = self.expr(value_ast, &mut scope, Some(&Type::Number));
         self.expect_type(&value.ty, &Type::Number, value_ast.span, "a gate's score");
         let site = self.site(g.span);
-        self.p.steps.push(ir::Step::Gate(ir::GateDecl {
+        self.p.steps.push(ir::Step::Gate(Box::new(ir::GateDecl {
             name: g.name.text.clone(),
             cond,
             action,
             value,
             reason: g.reason.as_ref().map(|r| r.value.clone()),
             site,
-        }));
+        })));
         // Gates are named for reports; the name must not clash with others.
         if let Some((_, prev)) = self.globals.get(&g.name.text).copied() {
             self.diags.push(
@@ -771,13 +782,13 @@ impl<'a> Checker<'a> {
                 scope.pop();
                 if let Some(decl) = decl {
                     self.each_sets.insert(set, step);
-                    self.p.steps.push(ir::Step::Each(ir::EachDecl {
+                    self.p.steps.push(ir::Step::Each(Box::new(ir::EachDecl {
                         set,
                         list: list_e,
                         local,
                         locals: scope.max_local,
                         template: decl,
-                    }));
+                    })));
                     self.p.sets[set as usize].members.push(ir::Member::Each(step as u32));
                 }
             }
@@ -1020,7 +1031,13 @@ impl<'a> Checker<'a> {
                         let Some(cid) = self.example_criterion(key, Some(j)) else { continue };
                         let mut v = verdict_json(&lit.kind);
                         if let Some(e) = &lit.evidence {
-                            v = serde_json::json!({ "verdict": v, "evidence": e.value });
+                            // The quote belongs to every sample of a sample list.
+                            v = match &lit.kind {
+                                ast::VerdictLitKind::Samples(xs) => serde_json::json!({
+                                    "samples": xs.iter().map(|x| serde_json::json!({ "verdict": verdict_json(&x.kind), "evidence": e.value })).collect::<Vec<_>>()
+                                }),
+                                _ => serde_json::json!({ "verdict": v, "evidence": e.value }),
+                            };
                         }
                         verdicts.push((cid, v));
                     }
@@ -1165,6 +1182,10 @@ impl<'a> Checker<'a> {
     }
 
     fn expr(&mut self, e: &ast::Expr, scope: &mut Scope, expected: Option<&Type>) -> Expr {
+        stacker::maybe_grow(128 * 1024, 4 * 1024 * 1024, || self.expr_inner(e, scope, expected))
+    }
+
+    fn expr_inner(&mut self, e: &ast::Expr, scope: &mut Scope, expected: Option<&Type>) -> Expr {
         use ast::ExprKind as A;
         match &e.kind {
             A::Number(n) => Expr::constant(Const::Number(*n)),
@@ -1212,6 +1233,14 @@ impl<'a> Checker<'a> {
                     let wf = want.as_ref().and_then(|w| w.iter().find(|(m, _)| *m == n.text).map(|(_, t)| t.clone()));
                     let x = self.expr(v, scope, wf.as_ref());
                     out.push((n.text.clone(), x));
+                }
+                // Optional fields the expected record type has and the literal leaves out are null.
+                if let Some(w) = &want {
+                    for (n, t) in w {
+                        if t.is_optional() && !out.iter().any(|(m, _)| m == n) {
+                            out.push((n.clone(), Expr { kind: ExprKind::Const(Const::Null), ty: t.clone() }));
+                        }
+                    }
                 }
                 out.sort_by(|a, b| a.0.cmp(&b.0));
                 let ty = Type::Record(out.iter().map(|(n, x)| (n.clone(), x.ty.clone())).collect());

@@ -3,7 +3,7 @@
 //! never bite, and unused criteria. Runs on the IR after type checking.
 
 use crate::diag::Diagnostic;
-use crate::ir::{AggOp, BinOp, CmpOp, Const, Expr, ExprKind, GateAction, Member, Program, SetKind, Step, UnOp, Verifier};
+use crate::ir::{walk, AggOp, BinOp, CmpOp, Const, Expr, ExprKind, GateAction, Member, Program, SetKind, Step, UnOp, Verifier};
 use crate::source::{SourceMap, Span};
 
 /// A closed interval of reals (infinite ends allowed).
@@ -70,7 +70,17 @@ pub fn analyse(p: &Program, sources: &SourceMap) -> Vec<Diagnostic> {
     f.weights();
     f.gates();
     f.unused();
-    let range = f.range(&p.score);
+    let mut range = f.range(&p.score);
+    // Caps lower the top; a fired `score` gate replaces the score with its own value.
+    for step in &p.steps {
+        if let Step::Gate(g) = step {
+            let v = f.range(&g.value);
+            match g.action {
+                GateAction::Score => range = range.union(v),
+                GateAction::Cap => range = Range { lo: range.lo.min(v.lo), hi: range.hi },
+            }
+        }
+    }
     if let Some(span) = f.score_span() {
         f.out.push(
             Diagnostic::note("rubric::facts::score_range", format!("the score lies in {range}"))
@@ -124,6 +134,10 @@ impl Facts<'_> {
     }
 
     fn range(&mut self, e: &Expr) -> Range {
+        stacker::maybe_grow(128 * 1024, 4 * 1024 * 1024, || self.range_inner(e))
+    }
+
+    fn range_inner(&mut self, e: &Expr) -> Range {
         match &e.kind {
             ExprKind::Const(Const::Number(n)) => Range::point(*n),
             ExprKind::Unary { op: UnOp::Neg, arg } => {
@@ -253,7 +267,7 @@ impl Facts<'_> {
             let Some(span) = self.span(c.site) else { continue };
             if let Some(w) = &c.weight {
                 match w.as_number() {
-                    Some(x) if !(x > 0.0) || !x.is_finite() => self.out.push(
+                    Some(x) if x.is_nan() || x <= 0.0 || !x.is_finite() => self.out.push(
                         Diagnostic::error("rubric::facts::weight", format!("criterion `{}` has weight {x}; weights must be positive", c.id))
                             .with_label(span, "this criterion")
                             .with_help("use negative `points` for penalties; weights only scale"),
@@ -273,7 +287,7 @@ impl Facts<'_> {
         }
         for s in &self.p.sets {
             if let Some(w) = s.weight {
-                if !(w > 0.0) || !w.is_finite() {
+                if w.is_nan() || w <= 0.0 || !w.is_finite() {
                     self.out.push(Diagnostic::error(
                         "rubric::facts::weight",
                         format!("group `{}` has weight {w}; weights must be positive", s.name),
@@ -420,42 +434,6 @@ impl Facts<'_> {
                 }
             }
         }
-    }
-}
-
-/// Visit every sub-expression.
-pub fn walk(e: &Expr, f: &mut dyn FnMut(&Expr)) {
-    f(e);
-    match &e.kind {
-        ExprKind::List(xs) => xs.iter().for_each(|x| walk(x, f)),
-        ExprKind::Record(fs) => fs.iter().for_each(|(_, x)| walk(x, f)),
-        ExprKind::Field { base, .. } => walk(base, f),
-        ExprKind::Index { base, index, .. } => {
-            walk(base, f);
-            walk(index, f)
-        }
-        ExprKind::Unary { arg, .. } => walk(arg, f),
-        ExprKind::Binary { lhs, rhs, .. } => {
-            walk(lhs, f);
-            walk(rhs, f)
-        }
-        ExprKind::Compare { first, rest } => {
-            walk(first, f);
-            rest.iter().for_each(|(_, x)| walk(x, f))
-        }
-        ExprKind::If { cond, then, els } => {
-            walk(cond, f);
-            walk(then, f);
-            walk(els, f)
-        }
-        ExprKind::Intrinsic { args, .. } | ExprKind::Call { args, .. } | ExprKind::Aggregate { args, .. } => {
-            args.iter().for_each(|x| walk(x, f))
-        }
-        ExprKind::HigherOrder { list, body, .. } => {
-            walk(list, f);
-            walk(body, f)
-        }
-        _ => {}
     }
 }
 
