@@ -162,7 +162,13 @@ impl Diagnostics {
 /// "did you mean" help: the closest candidate within a small edit distance.
 pub fn did_you_mean<'a>(name: &str, candidates: impl IntoIterator<Item = &'a str>) -> Option<String> {
     let mut best: Option<(usize, &str)> = None;
+    if name.chars().count() < 3 {
+        return None;
+    }
     for c in candidates {
+        if c.chars().count() < 3 {
+            continue;
+        }
         let d = strsim::levenshtein(name, c);
         let limit = (name.chars().count().max(c.chars().count()) / 3).max(1);
         if d <= limit && best.is_none_or(|(bd, _)| d < bd) {

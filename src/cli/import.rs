@@ -43,7 +43,7 @@ pub fn run(format: Format, file: &Path, output: Option<&Path>) -> ExitCode {
                 }
             },
             None => {
-                print!("{src}");
+                out!("{src}");
                 ExitCode::SUCCESS
             }
         },

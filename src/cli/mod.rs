@@ -1,6 +1,22 @@
 //! The command line: `rubric check | run | test | explain | ir | fmt | import`. Thin: each
 //! command compiles with `types`, runs with `runtime`, and renders diagnostics.
 
+/// `println!` that ignores a closed stdout (`rubric ir | head` must not panic).
+macro_rules! outln {
+    ($($t:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stdout(), $($t)*);
+    }};
+}
+
+/// `print!` that ignores a closed stdout.
+macro_rules! out {
+    ($($t:tt)*) => {{
+        use std::io::Write as _;
+        let _ = write!(std::io::stdout(), $($t)*);
+    }};
+}
+
 mod import;
 pub mod suite;
 
@@ -182,9 +198,9 @@ pub fn main_with(cli: Cli) -> ExitCode {
             let Some(c) = compile_or_report(&file, ErrorFormat::Human) else { return ExitCode::from(1) };
             let p = c.program.as_ref().expect("compiled");
             if json {
-                println!("{}", String::from_utf8_lossy(&p.canonical_bytes()));
+                outln!("{}", String::from_utf8_lossy(&p.canonical_bytes()));
             } else {
-                print!("{}", crate::ir::print_program(p));
+                out!("{}", crate::ir::print_program(p));
             }
             eprintln!("ir_hash: {}", p.hash());
             ExitCode::SUCCESS
@@ -215,7 +231,7 @@ pub fn main_with(cli: Cli) -> ExitCode {
             if check {
                 return if out == text { ExitCode::SUCCESS } else { ExitCode::from(1) };
             }
-            print!("{out}");
+            out!("{out}");
             ExitCode::SUCCESS
         }
         Command::Import { format, file, output } => import::run(format, &file, output.as_deref()),
@@ -326,12 +342,12 @@ fn explain(file: &Path, input: &Path, row: usize, verdicts: Option<&Path>) -> Ex
     let row_verdicts = vf.map(|v| v.for_row(row, json.get("id"))).unwrap_or_default();
     let mut trace = Vec::new();
     let result = crate::interp::evaluate(p, &inputs, &row_verdicts, Some(&mut trace));
-    println!("rubric {} @ {}  ({})", p.rubric.name, p.rubric.version, p.hash());
-    println!("row {row}");
+    outln!("rubric {} @ {}  ({})", p.rubric.name, p.rubric.version, p.hash());
+    outln!("row {row}");
     let mut last_step = String::new();
     for ev in &trace {
         if ev.step != last_step {
-            println!("{}", ev.step);
+            outln!("{}", ev.step);
             last_step = ev.step.clone();
         }
         match &ev.site {
@@ -342,9 +358,9 @@ fn explain(file: &Path, input: &Path, row: usize, verdicts: Option<&Path>) -> Ex
                     .map(|f| c.sources.slice(crate::source::Span { file: f, start: site.start, end: site.end }).to_string())
                     .unwrap_or_default();
                 let src: String = src.split_whitespace().collect::<Vec<_>>().join(" ");
-                println!("    {src} = {}", ev.value);
+                outln!("    {src} = {}", ev.value);
             }
-            None => println!("    {}", ev.value),
+            None => outln!("    {}", ev.value),
         }
     }
     for g in &result.gates {
@@ -353,10 +369,10 @@ fn explain(file: &Path, input: &Path, row: usize, verdicts: Option<&Path>) -> Ex
             Some(false) => format!("FIRED ({} {})", g.action, g.value.map_or("?".into(), |v| v.to_string())),
             None => "not reached".to_string(),
         };
-        println!("gate {}: {state}", g.name);
+        outln!("gate {}: {state}", g.name);
     }
     for cr in &result.criteria {
-        println!(
+        outln!(
             "criterion {}: {}{}",
             cr.id,
             cr.status.as_str(),
@@ -364,11 +380,11 @@ fn explain(file: &Path, input: &Path, row: usize, verdicts: Option<&Path>) -> Ex
         );
     }
     match result.score {
-        Some(s) => println!("score = {s}"),
-        None => println!("score = unscored ({})", result.unscored_reason.as_deref().unwrap_or("")),
+        Some(s) => outln!("score = {s}"),
+        None => outln!("score = unscored ({})", result.unscored_reason.as_deref().unwrap_or("")),
     }
     if let Some(f) = &result.failure_class {
-        println!("failure class: {f}");
+        outln!("failure class: {f}");
     }
     ExitCode::SUCCESS
 }

@@ -31,7 +31,7 @@ pub fn test_command(paths: &[PathBuf], engine: &dyn Engine, format: ErrorFormat)
     for p in paths {
         test_path(p, engine, format, &mut t);
     }
-    println!(
+    outln!(
         "{} passed, {} failed (examples: {} ok, {} failed; rows: {} ok, {} failed; {} did not compile)",
         t.examples_ok + t.rows_ok,
         t.examples_failed + t.rows_failed + t.compile_failed,
@@ -75,7 +75,7 @@ fn site_span(sources: &SourceMap, site: &Option<Site>) -> Option<Span> {
 /// Run a file's examples; returns the compiled program for directory tests.
 fn test_file(path: &Path, engine: &dyn Engine, format: ErrorFormat, t: &mut Tally) -> Option<crate::types::Compiled> {
     let Some(c) = compile_or_report(path, format) else {
-        println!("FAIL {}: does not compile", path.display());
+        outln!("FAIL {}: does not compile", path.display());
         t.compile_failed += 1;
         return None;
     };
@@ -83,10 +83,10 @@ fn test_file(path: &Path, engine: &dyn Engine, format: ErrorFormat, t: &mut Tall
     for o in run_examples(engine, p) {
         if o.passed() {
             t.examples_ok += 1;
-            println!("ok   {} example {:?}", path.display(), o.name);
+            outln!("ok   {} example {:?}", path.display(), o.name);
         } else {
             t.examples_failed += 1;
-            println!("FAIL {} example {:?}", path.display(), o.name);
+            outln!("FAIL {} example {:?}", path.display(), o.name);
             for f in &o.failures {
                 let mut d = Diagnostic::error("rubric::example::failed", f.message.clone());
                 if let Some(span) = site_span(&c.sources, &f.site).or_else(|| site_span(&c.sources, &o.site)) {
@@ -112,7 +112,7 @@ fn test_dir(dir: &Path, main: &Path, engine: &dyn Engine, format: ErrorFormat, t
         match VerdictFile::load(&verdicts) {
             Ok(v) => Some(v),
             Err(e) => {
-                println!("FAIL {}: {e}", dir.display());
+                outln!("FAIL {}: {e}", dir.display());
                 t.rows_failed += 1;
                 return;
             }
@@ -124,7 +124,7 @@ fn test_dir(dir: &Path, main: &Path, engine: &dyn Engine, format: ErrorFormat, t
     let text = match std::fs::read_to_string(&inputs) {
         Ok(x) => x,
         Err(e) => {
-            println!("FAIL {}: cannot read inputs: {e}", dir.display());
+            outln!("FAIL {}: cannot read inputs: {e}", dir.display());
             t.rows_failed += 1;
             return;
         }
@@ -133,20 +133,20 @@ fn test_dir(dir: &Path, main: &Path, engine: &dyn Engine, format: ErrorFormat, t
         Ok(x) => match x.lines().filter(|l| !l.trim().is_empty()).map(serde_json::from_str).collect::<Result<Vec<Json>, _>>() {
             Ok(v) => v,
             Err(e) => {
-                println!("FAIL {}: expected.jsonl is not JSON lines: {e}", dir.display());
+                outln!("FAIL {}: expected.jsonl is not JSON lines: {e}", dir.display());
                 t.rows_failed += 1;
                 return;
             }
         },
         Err(_) => {
-            println!("FAIL {}: has inputs.jsonl but no expected.jsonl", dir.display());
+            outln!("FAIL {}: has inputs.jsonl but no expected.jsonl", dir.display());
             t.rows_failed += 1;
             return;
         }
     };
     let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
     if lines.len() != expected.len() {
-        println!("FAIL {}: {} input rows but {} expected rows", dir.display(), lines.len(), expected.len());
+        outln!("FAIL {}: {} input rows but {} expected rows", dir.display(), lines.len(), expected.len());
         t.rows_failed += 1;
         return;
     }
@@ -161,13 +161,14 @@ fn test_dir(dir: &Path, main: &Path, engine: &dyn Engine, format: ErrorFormat, t
             Ok(()) => ok += 1,
             Err(why) => {
                 t.rows_failed += 1;
-                println!("FAIL {} row {i}: {why}", dir.display());
+                outln!("FAIL {} row {i}: {why}", dir.display());
             }
         }
     }
     t.rows_ok += ok;
     let mean = if scores.is_empty() { String::new() } else { format!(", mean score {:.6}", scores.iter().sum::<f64>() / scores.len() as f64) };
-    println!("ok   {}: {ok}/{} rows match expected.jsonl{mean}", dir.display(), lines.len());
+    let status = if ok == lines.len() { "ok  " } else { "FAIL" };
+    outln!("{status} {}: {ok}/{} rows match expected.jsonl{mean}", dir.display(), lines.len());
 }
 
 /// Every key of `want` must be in `got` with an equal value (objects compared recursively,

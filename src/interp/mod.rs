@@ -141,7 +141,8 @@ impl<'a> Interp<'a> {
                             }
                             match g.action {
                                 GateAction::Score => {
-                                    result.score = v;
+                                    // Caps declared before bound whatever sets the score.
+                                    result.score = v.map(|x| caps.iter().fold(x, |acc, c| acc.min(*c)));
                                     stopped = Some(g.name.clone());
                                 }
                                 GateAction::Cap => match v {
@@ -320,7 +321,7 @@ impl<'a> Interp<'a> {
 
     fn skipped(&mut self, d: &CriterionDecl, id: &str, gate: &str, locals: &mut Vec<Value>) -> CriterionResult {
         let mut r = self.base_result(d, id, locals);
-        r.reason = Some(format!("gated: `{gate}` fired before this criterion"));
+        r.reason = Some(format!("gated: gate `{gate}` stopped evaluation before this criterion"));
         r
     }
 

@@ -60,28 +60,39 @@ pub fn apply(
         r.reason = failed_sample.or_else(|| Some("invalid_verdict: no samples".into()));
         return;
     }
-    // Evidence rule: a met sample must quote the input, after whitespace normalisation.
+    // Evidence rule: a met sample must quote the input (after whitespace normalisation). A
+    // sample that breaks it leaves the vote, like a sample the judge failed to give.
     if let Some(text) = judge.evidence_from.map(|_| evidence_text.unwrap_or("")) {
         let hay = normalize_ws(text);
-        for s in &decided {
+        let mut kept = Vec::with_capacity(decided.len());
+        let mut broken: Option<(String, Option<String>)> = None;
+        for s in decided {
             match &s.evidence {
                 Some(q) if !hay.contains(&normalize_ws(q)) => {
-                    r.evidence = Some(q.clone());
-                    r.reason = Some("evidence_not_found: the quoted evidence does not occur in the response".into());
-                    return;
+                    broken.get_or_insert((
+                        "evidence_not_found: the quoted evidence does not occur in the response".into(),
+                        Some(q.clone()),
+                    ));
                 }
                 None if s.value > 0.0 => {
-                    r.reason = Some("evidence_missing: the judge must quote evidence for a met verdict".into());
-                    return;
+                    broken.get_or_insert(("evidence_missing: the judge must quote evidence for a met verdict".into(), None));
                 }
-                _ => {}
+                _ => kept.push(s),
             }
         }
+        if kept.is_empty() {
+            let (reason, quote) = broken.unwrap_or_else(|| ("invalid_verdict: no samples".into(), None));
+            r.reason = Some(reason);
+            r.evidence = quote;
+            return;
+        }
+        decided = kept;
     }
     r.evidence = decided.iter().find_map(|s| s.evidence.clone());
     let threshold = |s: &Sample| -> bool {
         match kind {
-            CriterionKind::Binary => s.value >= 1.0,
+            // A single binary verdict is 0 or 1; a `mean` vote over samples is met from 0.5 up.
+            CriterionKind::Binary => s.value >= pass.unwrap_or(0.5),
             CriterionKind::Ordinal { .. } => match (pass, s.level) {
                 (Some(p), Some(l)) => l >= p,
                 _ => s.value >= 0.5,
@@ -96,7 +107,10 @@ pub fn apply(
         match judge.vote {
             Vote::Mean => {
                 let mean = decided.iter().map(|s| s.value).sum::<f64>() / n as f64;
-                Sample { value: mean, level: None, label: None, evidence: None }
+                // For ordinal criteria the mean level is what `pass` is compared with.
+                let levels: Vec<f64> = decided.iter().filter_map(|s| s.level).collect();
+                let level = (levels.len() == n).then(|| levels.iter().sum::<f64>() / n as f64);
+                Sample { value: mean, level, label: None, evidence: None }
             }
             Vote::Unanimous => {
                 if decided.iter().all(&threshold) {

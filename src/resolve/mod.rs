@@ -1,6 +1,7 @@
 //! Stage 2, module loading: parse the root file and, transitively, every module it imports
 //! (`import std.text` from the embedded standard library, `import lib.common` from
-//! `lib/common.rubric` beside the importing file). Produces the parsed modules in dependency
+//! `lib/common.rubric` under the root rubric's directory, whichever file imports it, so a
+//! module has one name everywhere). Produces the parsed modules in dependency
 //! order (imports before importers) and their diagnostics. Name binding itself happens in
 //! `types`, which owns every scope.
 
@@ -51,7 +52,7 @@ pub fn load_path(path: &Path) -> Loaded {
     match std::fs::read_to_string(path) {
         Ok(text) => {
             let dir = path.parent().map(Path::to_path_buf).unwrap_or_default();
-            Loader { loaded: &mut loaded, by_name: HashMap::new(), stack: vec![] }.load_root(&name, &text, Some(dir));
+            Loader { loaded: &mut loaded, by_name: HashMap::new(), stack: vec![], root_dir: Some(dir) }.load_root(&name, &text);
         }
         Err(e) => loaded.diagnostics.push(
             Diagnostic::error("rubric::io::read", format!("cannot read `{name}`: {e}"))
@@ -64,7 +65,7 @@ pub fn load_path(path: &Path) -> Loaded {
 /// Load a rubric from text; relative imports resolve against `dir` when given.
 pub fn load_source(name: &str, text: &str, dir: Option<PathBuf>) -> Loaded {
     let mut loaded = Loaded::default();
-    Loader { loaded: &mut loaded, by_name: HashMap::new(), stack: vec![] }.load_root(name, text, dir);
+    Loader { loaded: &mut loaded, by_name: HashMap::new(), stack: vec![], root_dir: dir }.load_root(name, text);
     loaded
 }
 
@@ -73,15 +74,17 @@ struct Loader<'a> {
     by_name: HashMap<String, Option<usize>>,
     /// Modules being loaded (cycle detection).
     stack: Vec<String>,
+    /// Relative imports (`a.b` → `a/b.rubric`) resolve against the root rubric's directory.
+    root_dir: Option<PathBuf>,
 }
 
 impl Loader<'_> {
-    fn load_root(&mut self, name: &str, text: &str, dir: Option<PathBuf>) {
-        self.load_module("main", name, text, dir);
+    fn load_root(&mut self, name: &str, text: &str) {
+        self.load_module("main", name, text);
     }
 
     /// Parse one module and its imports; returns its index in `modules`.
-    fn load_module(&mut self, module_name: &str, display: &str, text: &str, dir: Option<PathBuf>) -> usize {
+    fn load_module(&mut self, module_name: &str, display: &str, text: &str) -> usize {
         let file = self.loaded.sources.add(display, text);
         let parsed = parse_file(file, text);
         self.loaded.diagnostics.extend(parsed.diagnostics);
@@ -89,7 +92,7 @@ impl Loader<'_> {
         let mut imports = Vec::new();
         for (pos, item) in parsed.file.items.iter().enumerate() {
             if let ast::Item::Import(imp) = item {
-                if let Some(idx) = self.import(&imp.path.text, imp.path.span, dir.as_deref()) {
+                if let Some(idx) = self.import(&imp.path.text, imp.path.span) {
                     imports.push((idx, pos));
                 }
             }
@@ -100,7 +103,7 @@ impl Loader<'_> {
         self.loaded.modules.len() - 1
     }
 
-    fn import(&mut self, path: &str, span: Span, dir: Option<&Path>) -> Option<usize> {
+    fn import(&mut self, path: &str, span: Span) -> Option<usize> {
         if self.stack.iter().any(|s| s == path) {
             let chain = format!("{} -> {path}", self.stack.join(" -> "));
             self.loaded.diagnostics.push(
@@ -114,24 +117,22 @@ impl Loader<'_> {
             return *done;
         }
         let found = if let Some((_, text)) = STDLIB.iter().find(|(n, _)| *n == path) {
-            Some((format!("<stdlib/{}.rubric>", path.replace('.', "/")), text.to_string(), None))
+            Some((format!("<stdlib/{}.rubric>", path.replace('.', "/")), text.to_string()))
         } else if path.starts_with("std.") {
             None
         } else {
             let rel: PathBuf = format!("{}.rubric", path.replace('.', "/")).into();
-            let full = dir.map(|d| d.join(&rel)).unwrap_or(rel);
-            std::fs::read_to_string(&full)
-                .ok()
-                .map(|t| (full.display().to_string(), t, full.parent().map(Path::to_path_buf)))
+            let full = self.root_dir.as_ref().map(|d| d.join(&rel)).unwrap_or(rel);
+            std::fs::read_to_string(&full).ok().map(|t| (full.display().to_string(), t))
         };
-        let Some((display, text, subdir)) = found else {
+        let Some((display, text)) = found else {
             let stdlib: Vec<&str> = STDLIB.iter().map(|(n, _)| *n).collect();
             let mut d = Diagnostic::error("rubric::resolve::unknown_module", format!("cannot find module `{path}`"))
                 .with_label(span, "imported here");
             d = match crate::diag::did_you_mean(path, stdlib.iter().copied()) {
                 Some(h) => d.with_help(h),
                 None => d.with_help(format!(
-                    "modules are `std.*` ({}) or `a.b` for the file `a/b.rubric` beside the importing file",
+                    "modules are `std.*` ({}) or `a.b` for the file `a/b.rubric` under the rubric's directory",
                     stdlib.join(", ")
                 )),
             };
@@ -139,7 +140,7 @@ impl Loader<'_> {
             self.by_name.insert(path.to_string(), None);
             return None;
         };
-        let idx = self.load_module(path, &display, &text, subdir);
+        let idx = self.load_module(path, &display, &text);
         let module = &self.loaded.modules[idx];
         match &module.ast.header {
             Some(h) if h.kind == ast::HeaderKind::Module && h.name.text == path => {}

@@ -20,6 +20,9 @@ pub struct File {
     pub header: Option<Header>,
     pub items: Vec<Item>,
     pub span: Span,
+    /// Names declared by items that failed to parse (`judge grader {` with a syntax error):
+    /// later stages do not report them as unknown, which would only repeat the syntax error.
+    pub broken: Vec<String>,
 }
 
 #[derive(Debug, Clone, PartialEq)]

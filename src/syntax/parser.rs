@@ -20,6 +20,7 @@ pub fn parse_file(file: FileId, src: &str) -> ParseOutput {
     let mut diagnostics = Vec::new();
     let mut items = Vec::new();
     let mut header = None;
+    let mut broken = Vec::new();
     let mut pos = skip_trivia(src, 0, file, &mut diagnostics);
     let starts_header = src[pos..].starts_with("rubric") || src[pos..].starts_with("module");
     if starts_header && at_word_boundary(src, pos + 6) {
@@ -64,12 +65,13 @@ pub fn parse_file(file: FileId, src: &str) -> ParseOutput {
             }
             Err(e) => {
                 diagnostics.push(pest_error(file, src, pos, e));
+                broken.extend(declared_name(&src[pos..]));
                 pos = recover(src, pos);
             }
         }
     }
     let span = Span::new(file, 0, src.len());
-    ParseOutput { file: File { header, items, span }, diagnostics }
+    ParseOutput { file: File { header, items, span, broken }, diagnostics }
 }
 
 /// Parse a type written in rubric syntax, used for intrinsic signatures: `"(a: Text, b: Number = 1) -> Bool"`.
@@ -90,6 +92,16 @@ const ITEM_KEYWORDS: &[&str] = &[
     "rubric", "module", "import", "input", "judge", "gate", "criterion", "criteria", "tier", "group", "let", "fn",
     "score", "example",
 ];
+
+/// The name a declaration introduces (`judge grader {...` → `grader`), read from its text.
+fn declared_name(item: &str) -> Option<String> {
+    let mut words = item.split(|c: char| !(c.is_alphanumeric() || c == '_')).filter(|w| !w.is_empty());
+    let kw = words.next()?;
+    if !["judge", "criterion", "criteria", "tier", "group", "input", "let", "fn"].contains(&kw) {
+        return None;
+    }
+    words.next().map(str::to_string)
+}
 
 fn at_word_boundary(src: &str, i: usize) -> bool {
     src[i.min(src.len())..].chars().next().is_none_or(|c| !(c.is_ascii_alphanumeric() || c == '_'))
@@ -219,7 +231,7 @@ fn pest_error(file: FileId, src: &str, base: usize, e: pest::error::Error<Rule>)
     let end = (at + token_len(src, at)).min(src.len());
     Diagnostic::error("rubric::parse::syntax", message)
         .with_label(Span::new(file, at, end), "here")
-        .with_help(help_for(src, at))
+        .with_help(help_for(src, base))
 }
 
 fn join_or(items: &[&str]) -> String {
@@ -254,15 +266,22 @@ fn found_at(src: &str, at: usize) -> String {
     }
 }
 
-fn help_for(src: &str, at: usize) -> String {
-    let line_start = src[..at.min(src.len())].rfind('\n').map_or(0, |i| i + 1);
-    let line = src[line_start..].lines().next().unwrap_or("").trim_start();
+/// Help naming the shape of the declaration that starts at `item_start`.
+fn help_for(src: &str, item_start: usize) -> String {
+    let line = src[item_start.min(src.len())..].trim_start();
     let first = line.split(|c: char| !c.is_alphanumeric() && c != '_').next().unwrap_or("");
     match first {
         "criterion" => "a criterion reads `criterion ID \"text\" [points N] [weight W] [axis A] (by JUDGE | check EXPR | value EXPR)`".into(),
         "gate" => "a gate reads `gate NAME: CONDITION else score|cap VALUE reason \"class\"`".into(),
         "judge" => "a judge reads `judge NAME { model \"...\" sees INPUT, ... }`".into(),
         "input" => "an input reads `input NAME: Type`".into(),
+        "example" => "an example holds `INPUT VALUE`, `judge J says ID = met, ...` and `expect ...` lines".into(),
+        "group" => "a group reads `group NAME weight W { criterion ... group ... }`".into(),
+        "tier" => "a tier reads `tier NAME [by JUDGE] { criterion ... }`".into(),
+        "criteria" => "a block reads `criteria NAME [by JUDGE] { criterion ... }` or `criteria NAME each X in LIST { criterion ... }`".into(),
+        "score" => "the score reads `score = EXPR`".into(),
+        "fn" => "a function reads `fn NAME(PARAM: Type, ...) -> Type = EXPR`".into(),
+        "let" => "a value reads `let NAME = EXPR`".into(),
         _ => "see docs/language.md for the syntax of each declaration".into(),
     }
 }

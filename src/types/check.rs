@@ -105,6 +105,10 @@ pub(super) struct Checker<'a> {
     /// Each steps: (set index, step index, judge used by its template if any).
     each_sets: HashMap<u32, usize>,
     score_seen: Option<Span>,
+    /// Ids of every criterion of the root file, to tell "declared later" from "unknown".
+    all_criterion_ids: std::collections::HashSet<String>,
+    /// Names whose declarations failed to parse (already reported).
+    broken: std::collections::HashSet<String>,
 }
 
 pub(super) fn check_modules(sources: &SourceMap, modules: &[Module]) -> (Program, Vec<Diagnostic>) {
@@ -145,6 +149,8 @@ pub(super) fn check_modules(sources: &SourceMap, modules: &[Module]) -> (Program
         criterion_step: vec![],
         each_sets: HashMap::new(),
         score_seen: None,
+        all_criterion_ids: criterion_ids(&root.ast),
+        broken: root.ast.broken.iter().cloned().collect(),
     };
     c.globals.insert("all".into(), (Global::Set(0), Span::default()));
     match &root.ast.header {
@@ -311,8 +317,11 @@ impl<'a> Checker<'a> {
         match lower_type(t, false) {
             Ok(t) => t,
             Err((span, msg)) => {
-                self.err("rubric::type::unknown_type", span, msg, "unknown type").help =
-                    Some("types are Text, Number, Bool, Json, Conversation, Message, List[T], {field: T} and T?".into());
+                let written = self.sources.slice(span).to_string();
+                let h = did_you_mean(&written, super::sig::TYPE_NAMES.iter().copied());
+                self.err("rubric::type::unknown_type", span, msg, "unknown type").help = Some(
+                    h.unwrap_or_else(|| "types are Text, Number, Bool, Json, Conversation, Message, List[T], {field: T} and T?".into()),
+                );
                 Type::Any
             }
         }
@@ -667,10 +676,10 @@ impl<'a> Checker<'a> {
                         self.err(
                             "rubric::judge::unknown_slot",
                             span,
-                            format!("the template of judge `{}` has a slot `{{{{{slot}}}}}` that is no input", j.name.text),
+                            format!("the template of judge `{}` has a slot `{{{{{slot}}}}}` that is not an input", j.name.text),
                             "template",
                         )
-                        .help = Some("slots are `{{INPUT}}` for inputs the judge sees, and `{{criterion}}`, `{{levels}}`, `{{labels}}`".into());
+                        .help = Some("slots are `{{INPUT}}` for inputs the judge sees, and `{{criterion}}`, `{{criteria}}`, `{{levels}}`, `{{labels}}`".into());
                     }
                 }
             }
@@ -689,6 +698,9 @@ impl<'a> Checker<'a> {
     }
 
     fn unknown_input(&mut self, n: &ast::Name) {
+        if self.broken.contains(&n.text) {
+            return;
+        }
         let candidates: Vec<String> = self.p.inputs.iter().map(|i| i.name.clone()).collect();
         let h = did_you_mean(&n.text, candidates.iter().map(String::as_str));
         self.err("rubric::resolve::unknown_input", n.span, format!("no input named `{}`", n.text), "not an input").help =
@@ -698,6 +710,7 @@ impl<'a> Checker<'a> {
     fn lookup_judge(&mut self, n: &ast::Name) -> Option<u32> {
         match self.globals.get(&n.text).map(|g| g.0) {
             Some(Global::Judge(j)) => Some(j),
+            None if self.broken.contains(&n.text) => None,
             other => {
                 let candidates: Vec<String> = self.p.judges.iter().map(|j| j.name.clone()).collect();
                 let h = did_you_mean(&n.text, candidates.iter().map(String::as_str));
@@ -797,6 +810,12 @@ impl<'a> Checker<'a> {
 
     fn group(&mut self, g: &ast::Group, parents: &[u32], default_judge: Option<&ast::Name>) -> Option<u32> {
         let weight = g.weight.as_ref().map(|w| self.constant_number(w, "a group weight"));
+        if let (Some(x), Some(w)) = (weight, &g.weight) {
+            if x.is_nan() || x <= 0.0 || !x.is_finite() {
+                self.err("rubric::facts::weight", w.span, format!("group `{}` has weight {x}; weights must be positive", g.name.text), "this weight")
+                    .help = Some("a node's score is the weighted mean of its children; weights scale, they cannot be 0 or negative".into());
+            }
+        }
         let set = self.new_set(&g.name, ir::SetKind::Group, weight);
         let mut chain = vec![set];
         chain.extend_from_slice(parents);
@@ -1052,9 +1071,12 @@ impl<'a> Checker<'a> {
                 }
                 ast::ExampleStmtKind::ExpectGroup { group, value, within } => {
                     match self.globals.get(&group.text).map(|g| g.0) {
-                        Some(Global::Set(_)) => {}
+                        Some(Global::Set(s)) if self.p.sets[s as usize].kind == ir::SetKind::Group => {}
                         _ => {
-                            self.err("rubric::resolve::unknown_set", group.span, format!("no group or set named `{}`", group.text), "here");
+                            let groups: Vec<String> = self.p.sets.iter().filter(|s| s.kind == ir::SetKind::Group).map(|s| s.name.clone()).collect();
+                            let h = did_you_mean(&group.text, groups.iter().map(String::as_str));
+                            self.err("rubric::resolve::unknown_set", group.span, format!("no group named `{}`", group.text), "not a group").help =
+                                Some(h.unwrap_or_else(|| "`expect group` names a `group NAME weight W { ... }`".into()));
                         }
                     }
                     let site = self.site(s.span);
@@ -1401,7 +1423,7 @@ impl<'a> Checker<'a> {
         let global = if place == Place::Function { None } else { self.globals.get(&n.text).copied() };
         match global {
             Some((Global::Input(i), _)) => {
-                if place == Place::Constant && self.current_fn.is_none() && self.in_constant_only(scope) {
+                if place == Place::Constant {
                     self.err("rubric::type::not_constant", n.span, format!("`{}` is an input; this value must be a constant", n.text), "input");
                     return self.bad();
                 }
@@ -1438,6 +1460,17 @@ impl<'a> Checker<'a> {
                 self.err("rubric::type::not_a_value", n.span, format!("`{}` is {}, not a value", n.text, g.describe()), "here");
                 self.bad()
             }
+            None if self.broken.contains(&n.text) => self.bad(),
+            None if place != Place::Function && self.all_criterion_ids.contains(&n.text) => {
+                self.err(
+                    "rubric::resolve::forward_criterion",
+                    n.span,
+                    format!("criterion `{}` is evaluated after this point", n.text),
+                    "not yet evaluated here",
+                )
+                .help = Some("a gate, check or `let` can read only criteria declared before it; move it below the criterion".into());
+                self.bad()
+            }
             None => {
                 let mut candidates: Vec<String> = scope.locals.iter().map(|l| l.0.clone()).collect();
                 if place != Place::Function {
@@ -1459,11 +1492,6 @@ impl<'a> Checker<'a> {
                 self.bad()
             }
         }
-    }
-
-    fn in_constant_only(&self, _scope: &Scope) -> bool {
-        // Input defaults and example bindings must be constants; `let` is a step place.
-        true
     }
 
     fn field(&mut self, b: Expr, name: &ast::Name, span: Span) -> Expr {
@@ -1654,11 +1682,13 @@ impl<'a> Checker<'a> {
         }
         if module.is_none() {
             // Functions of imported modules are visible unqualified when only one module has them.
-            let found: Vec<usize> = self.module_aliases[self.current_module]
+            let mut found: Vec<usize> = self.module_aliases[self.current_module]
                 .values()
                 .copied()
                 .filter(|m| self.module_fns[*m].contains_key(&name.text))
                 .collect();
+            found.sort_by(|a, b| self.module_names[*a].cmp(&self.module_names[*b]));
+            found.dedup();
             match found.as_slice() {
                 [m] => return self.call(Some(*m), name, args, span, scope),
                 [] => {}
@@ -1699,12 +1729,11 @@ impl<'a> Checker<'a> {
             let own: Vec<String> = self.module_fns[self.current_module].keys().cloned().collect();
             names.extend(own.iter().map(String::as_str));
             let h = did_you_mean(&name.text, names.iter().copied());
-            let msg = if self.globals.contains_key(&name.text) {
-                format!("`{}` is not a function", name.text)
-            } else {
-                format!("unknown function `{}`", name.text)
-            };
-            self.err("rubric::resolve::unknown_function", name.span, msg, "not found").help =
+            if let Some((g, _)) = self.globals.get(&name.text).copied() {
+                self.err("rubric::type::not_callable", name.span, format!("`{}` is {}, not a function", name.text, g.describe()), "not a function");
+                return self.bad();
+            }
+            self.err("rubric::resolve::unknown_function", name.span, format!("unknown function `{}`", name.text), "not found").help =
                 Some(h.unwrap_or_else(|| "see docs/stdlib.md for the standard library".into()));
             return self.bad();
         }
@@ -1728,6 +1757,21 @@ impl<'a> Checker<'a> {
             let Some(sig) = intrinsic_sig(*index) else { continue };
             match match_sig(sig, &arg_exprs) {
                 Ok((bound, ret)) => {
+                    // A constant regular expression is compiled now, not at the first row.
+                    if let Some(sig) = intrinsic_sig(*index) {
+                        for ((pname, _, _), arg) in sig.params.iter().zip(&bound) {
+                            if pname == "pattern" {
+                                if let Some(p) = arg.as_text() {
+                                    if let Err(e) = regex::Regex::new(p) {
+                                        let at = args.iter().find(|a| a.name.as_ref().is_none_or(|n| n.text == "pattern") && matches!(a.value.kind, ast::ExprKind::Str(_)) ).map_or(span, |a| a.value.span);
+                                        let msg = e.to_string();
+                                        let last = msg.lines().last().unwrap_or("").trim().to_string();
+                                        self.err("rubric::type::bad_regex", at, format!("`{p}` is not a valid regular expression"), "here").help = Some(last);
+                                    }
+                                }
+                            }
+                        }
+                    }
                     let site = self.site(span);
                     return Expr {
                         kind: ExprKind::Intrinsic { name: name.text.clone(), overload: k as u32, args: bound, site },
@@ -1913,8 +1957,18 @@ fn match_sig(
         if idx >= sig.params.len() {
             return Err((*span, format!("takes at most {} arguments", sig.params.len())));
         }
+        let e = &coerce(e.clone(), &sig.params[idx].1);
         if !unify(&sig.params[idx].1, &e.ty, &mut bindings) {
-            return Err((*span, format!("`{}` must be `{}`, found `{}`", sig.params[idx].0, subst(&sig.params[idx].1, &bindings), e.ty)));
+            let hint = match &e.ty {
+                Type::Optional(inner) if unify(&sig.params[idx].1, inner, &mut bindings.clone()) => {
+                    "; it may be null: give a fallback with `??`"
+                }
+                _ => "",
+            };
+            return Err((
+                *span,
+                format!("`{}` must be `{}`, found `{}`{hint}", sig.params[idx].0, subst(&sig.params[idx].1, &bindings), e.ty),
+            ));
         }
         slots[idx] = Some(e.clone());
     }
@@ -1975,6 +2029,33 @@ fn subst(t: &Type, b: &HashMap<String, Type>) -> Type {
         Type::Record(f) => Type::Record(f.iter().map(|(n, t)| (n.clone(), subst(t, b))).collect()),
         other => other.clone(),
     }
+}
+
+/// Every criterion id declared in a file, at any depth.
+fn criterion_ids(file: &ast::File) -> std::collections::HashSet<String> {
+    fn group(g: &ast::Group, out: &mut std::collections::HashSet<String>) {
+        for m in &g.members {
+            match m {
+                ast::GroupMember::Criterion(c) => out.extend(c.id.as_ref().map(|n| n.text.clone())),
+                ast::GroupMember::Group(sub) => group(sub, out),
+            }
+        }
+    }
+    let mut out = std::collections::HashSet::new();
+    for item in &file.items {
+        match item {
+            ast::Item::Criterion(c) => out.extend(c.id.as_ref().map(|n| n.text.clone())),
+            ast::Item::Tier(t) => out.extend(t.criteria.iter().filter_map(|c| c.id.as_ref().map(|n| n.text.clone()))),
+            ast::Item::Criteria(b) => {
+                if let ast::CriteriaBody::Static(cs) = &b.body {
+                    out.extend(cs.iter().filter_map(|c| c.id.as_ref().map(|n| n.text.clone())));
+                }
+            }
+            ast::Item::Group(g) => group(g, &mut out),
+            _ => {}
+        }
+    }
+    out
 }
 
 /// `{{name}}` slots of a judge template.

@@ -3,7 +3,7 @@
 //! never bite, and unused criteria. Runs on the IR after type checking.
 
 use crate::diag::Diagnostic;
-use crate::ir::{walk, AggOp, BinOp, CmpOp, Const, Expr, ExprKind, GateAction, Member, Program, SetKind, Step, UnOp, Verifier};
+use crate::ir::{walk, AggOp, BinOp, CmpOp, Const, Expr, ExprKind, GateAction, Member, Program, Step, UnOp, Verifier};
 use crate::source::{SourceMap, Span};
 
 /// A closed interval of reals (infinite ends allowed).
@@ -30,7 +30,9 @@ impl Range {
     }
 
     fn fmt_end(x: f64) -> String {
-        if x == f64::INFINITY {
+        if x == 0.0 {
+            "0".into()
+        } else if x == f64::INFINITY {
             "+inf".into()
         } else if x == f64::NEG_INFINITY {
             "-inf".into()
@@ -68,9 +70,10 @@ struct Facts<'a> {
 pub fn analyse(p: &Program, sources: &SourceMap) -> Vec<Diagnostic> {
     let mut f = Facts { p, sources, out: vec![] };
     f.weights();
-    f.gates();
+    let score_range = f.range(&p.score);
+    f.gates(score_range);
     f.unused();
-    let mut range = f.range(&p.score);
+    let mut range = score_range;
     // Caps lower the top; a fired `score` gate replaces the score with its own value.
     for step in &p.steps {
         if let Step::Gate(g) = step {
@@ -272,7 +275,6 @@ impl Facts<'_> {
                             .with_label(span, "this criterion")
                             .with_help("use negative `points` for penalties; weights only scale"),
                     ),
-                    None if !c.sets.iter().any(|s| self.p.sets[*s as usize].kind == SetKind::Each) => {}
                     _ => {}
                 }
             }
@@ -285,20 +287,9 @@ impl Facts<'_> {
                 }
             }
         }
-        for s in &self.p.sets {
-            if let Some(w) = s.weight {
-                if w.is_nan() || w <= 0.0 || !w.is_finite() {
-                    self.out.push(Diagnostic::error(
-                        "rubric::facts::weight",
-                        format!("group `{}` has weight {w}; weights must be positive", s.name),
-                    ));
-                }
-            }
-        }
     }
 
-    fn gates(&mut self) {
-        let score_range = self.range(&self.p.score.clone());
+    fn gates(&mut self, score_range: Range) {
         for step in &self.p.steps {
             let Step::Gate(g) = step else { continue };
             let Some(span) = self.span(g.site) else { continue };

@@ -58,13 +58,7 @@ pub fn lower_type(t: &TypeExpr, generic: bool) -> Result<Type, (crate::source::S
             "Conversation" => Type::conversation(),
             "Message" => Type::message(),
             "T" | "U" if generic => Type::Var(n.text.clone()),
-            other => {
-                let mut msg = format!("unknown type `{other}`");
-                if let Some(h) = crate::diag::did_you_mean(other, TYPE_NAMES.iter().copied()) {
-                    msg.push_str(&format!("; {h}"));
-                }
-                return Err((n.span, msg));
-            }
+            other => return Err((n.span, format!("unknown type `{other}`"))),
         },
         TypeExprKind::List(inner) => Type::List(Box::new(lower_type(inner, generic)?)),
         TypeExprKind::Optional(inner) => Type::optional(lower_type(inner, generic)?),
