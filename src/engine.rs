@@ -227,7 +227,11 @@ impl RowResult {
             let met = cs.iter().filter(|c| c.status == Status::Met).count();
             let unmet = cs.iter().filter(|c| c.status == Status::Unmet).count();
             let unscored = cs.len() - met - unmet;
-            let achieved: f64 = cs.iter().filter(|c| c.status == Status::Met).map(|c| c.points.unwrap_or(0.0) * c.value.unwrap_or(0.0)).sum();
+            let achieved: f64 = cs
+                .iter()
+                .filter(|c| c.status == Status::Met)
+                .map(|c| c.points.unwrap_or(0.0) * c.value.unwrap_or(0.0))
+                .sum();
             let possible: f64 = cs.iter().filter_map(|c| c.points).filter(|p| *p > 0.0).sum();
             let mut o = Map::new();
             o.insert("met".into(), json!(met));

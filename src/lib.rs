@@ -4,7 +4,9 @@
 //! facts) → `ir` (canonical, serialisable) → `interp` (reference engine) → `runtime` (rows in,
 //! results out). See `docs/ARCHITECTURE.md`.
 
+pub mod cli;
 pub mod diag;
+pub mod engine;
 pub mod interp;
 pub mod ir;
 pub mod resolve;
@@ -14,5 +16,3 @@ pub mod stdlib;
 pub mod syntax;
 pub mod types;
 pub mod value;
-pub mod cli;
-pub mod engine;

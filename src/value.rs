@@ -87,9 +87,9 @@ impl Value {
             JsonValue::Number(n) => Value::Number(n.as_f64().unwrap_or(f64::NAN)),
             JsonValue::String(s) => Value::Text(Arc::from(s.as_str())),
             JsonValue::Array(a) => Value::list(a.iter().map(Value::from_json).collect()),
-            JsonValue::Object(o) => Value::Record(Arc::new(
-                o.iter().map(|(k, v)| (Arc::from(k.as_str()), Value::from_json(v))).collect(),
-            )),
+            JsonValue::Object(o) => {
+                Value::Record(Arc::new(o.iter().map(|(k, v)| (Arc::from(k.as_str()), Value::from_json(v))).collect()))
+            }
         }
     }
 
@@ -101,9 +101,7 @@ impl Value {
             Value::Number(n) => number_to_json(*n),
             Value::Text(t) => JsonValue::String(t.to_string()),
             Value::List(l) => JsonValue::Array(l.iter().map(Value::to_json).collect()),
-            Value::Record(r) => {
-                JsonValue::Object(r.iter().map(|(k, v)| (k.to_string(), v.to_json())).collect())
-            }
+            Value::Record(r) => JsonValue::Object(r.iter().map(|(k, v)| (k.to_string(), v.to_json())).collect()),
             Value::Json(j) => (**j).clone(),
             Value::Unscored(reason) => serde_json::json!({ "unscored": reason.to_string() }),
         }

@@ -1,3 +1,10 @@
 //! The one integration test binary (few binaries keep link times low): every test module of
 //! `tests/` is a `mod` here.
+mod cli;
+mod conformance;
+mod conformance_data;
+mod ifeval;
 mod props;
+mod stdlib_docs;
+mod tidy;
+mod ui;

@@ -402,7 +402,7 @@ fn header() -> BoxedStrategy<Header> {
 
 fn file() -> BoxedStrategy<File> {
     (proptest::option::of(header()), vec(item(), 0..6))
-        .prop_map(|(header, items)| File { header, items, span: sp() })
+        .prop_map(|(header, items)| File { header, items, span: sp(), broken: vec![] })
         .boxed()
 }
 
@@ -455,7 +455,7 @@ proptest! {
 
     #[test]
     fn printed_expressions_parse_back_to_the_same_tree(e in expr()) {
-        let f = File { header: None, items: vec![Item::Score(ScoreDef { expr: e, span: sp() })], span: sp() };
+        let f = File { header: None, items: vec![Item::Score(ScoreDef { expr: e, span: sp() })], span: sp(), broken: vec![] };
         check_round_trip(&f)?;
     }
 

@@ -9,10 +9,13 @@ use rubric::types::compile_source;
 /// it did not hold.
 fn holds(expr: &str, import: Option<&str>) -> Result<(), String> {
     let import_line = import.map(|m| format!("import {m}\n")).unwrap_or_default();
-    let src = format!("rubric doc.example @ 0.0.0\n{import_line}criterion ex \"doc example\" check {expr}\nscore = fraction(all)\n");
+    let src = format!(
+        "rubric doc.example @ 0.0.0\n{import_line}criterion ex \"doc example\" check {expr}\nscore = fraction(all)\n"
+    );
     let c = compile_source("<doc example>", &src);
     let Some(p) = c.program else {
-        let msgs: Vec<String> = c.diagnostics.iter().filter(|d| d.is_error()).map(|d| format!("{}: {}", d.code, d.message)).collect();
+        let msgs: Vec<String> =
+            c.diagnostics.iter().filter(|d| d.is_error()).map(|d| format!("{}: {}", d.code, d.message)).collect();
         return Err(format!("does not compile: {}", msgs.join("; ")));
     };
     let r = Interpreter.evaluate(&p, &[], &NoVerdicts);

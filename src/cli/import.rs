@@ -137,7 +137,8 @@ impl Names {
 fn node(n: &Json, depth: usize, out: &mut String, names: &mut Names) -> Result<String, String> {
     let id = n.get("id").and_then(Json::as_str).ok_or("a node has no `id`")?;
     let name = names.fresh(id);
-    let weight = n.get("weight").and_then(Json::as_f64).ok_or_else(|| format!("node `{id}` has no numeric `weight`"))?;
+    let weight =
+        n.get("weight").and_then(Json::as_f64).ok_or_else(|| format!("node `{id}` has no numeric `weight`"))?;
     let text = n.get("requirements").and_then(Json::as_str).unwrap_or("");
     let indent = "  ".repeat(depth);
     let subs = n.get("sub_tasks").and_then(Json::as_array).cloned().unwrap_or_default();

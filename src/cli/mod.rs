@@ -169,7 +169,8 @@ pub fn main_with(cli: Cli) -> ExitCode {
             };
             let engine = engine.engine();
             let start = std::time::Instant::now();
-            let opts = RunOptions { input: &input, output: &output, verdicts: vf.as_ref(), resume, progress: !no_progress };
+            let opts =
+                RunOptions { input: &input, output: &output, verdicts: vf.as_ref(), resume, progress: !no_progress };
             match runtime::run_batch(engine.as_ref(), program, &opts) {
                 Ok(s) => {
                     let secs = start.elapsed().as_secs_f64();
@@ -180,7 +181,11 @@ pub fn main_with(cli: Cli) -> ExitCode {
                         s.scored,
                         s.unscored,
                         s.errors,
-                        if s.skipped_resume > 0 { format!(", {} already done", s.skipped_resume) } else { String::new() },
+                        if s.skipped_resume > 0 {
+                            format!(", {} already done", s.skipped_resume)
+                        } else {
+                            String::new()
+                        },
                         s.mean_score().map(|m| format!("; mean score {m:.6}")).unwrap_or_default()
                     );
                     eprintln!("results: {}", output.display());
@@ -192,7 +197,9 @@ pub fn main_with(cli: Cli) -> ExitCode {
                 }
             }
         }
-        Command::Test { paths, engine, error_format } => suite::test_command(&paths, engine.engine().as_ref(), error_format),
+        Command::Test { paths, engine, error_format } => {
+            suite::test_command(&paths, engine.engine().as_ref(), error_format)
+        }
         Command::Explain { file, input, row, verdicts, engine: _ } => explain(&file, &input, row, verdicts.as_deref()),
         Command::Ir { file, json } => {
             let Some(c) = compile_or_report(&file, ErrorFormat::Human) else { return ExitCode::from(1) };
@@ -220,7 +227,7 @@ pub fn main_with(cli: Cli) -> ExitCode {
                 emit(&parsed.diagnostics, &sources, ErrorFormat::Human, false);
                 return ExitCode::from(1);
             }
-            if has_comments(&text) {
+            if crate::syntax::scan_comments(&text).0 {
                 eprintln!(
                     "error: `{}` has comments, which `rubric fmt` does not keep yet; nothing was changed",
                     file.display()
@@ -241,7 +248,8 @@ pub fn main_with(cli: Cli) -> ExitCode {
 /// Compile a file, printing its diagnostics to stderr; `None` when it has errors.
 pub fn compile_or_report(file: &Path, format: ErrorFormat) -> Option<Compiled> {
     let c = compile_path(file);
-    let shown: Vec<Diagnostic> = c.diagnostics.iter().filter(|d| d.severity != crate::diag::Severity::Note).cloned().collect();
+    let shown: Vec<Diagnostic> =
+        c.diagnostics.iter().filter(|d| d.severity != crate::diag::Severity::Note).cloned().collect();
     emit(&shown, &c.sources, format, true);
     if c.has_errors() {
         None
@@ -272,28 +280,6 @@ pub fn emit(diags: &[Diagnostic], sources: &SourceMap, format: ErrorFormat, hide
             eprintln!("{errors} error{}, {warnings} warning{}", plural(errors), plural(warnings));
         }
     }
-}
-
-/// Whether the source has a `//` or `/*` comment outside string literals.
-fn has_comments(src: &str) -> bool {
-    let b = src.as_bytes();
-    let mut i = 0;
-    while i < b.len() {
-        if src[i..].starts_with("\"\"\"") {
-            i = src[i + 3..].find("\"\"\"").map_or(b.len(), |j| i + 3 + j + 3);
-        } else if b[i] == b'"' {
-            i += 1;
-            while i < b.len() && b[i] != b'"' && b[i] != b'\n' {
-                i += if b[i] == b'\\' { 2 } else { 1 };
-            }
-            i += 1;
-        } else if src[i..].starts_with("//") || src[i..].starts_with("/*") {
-            return true;
-        } else {
-            i += 1;
-        }
-    }
-    false
 }
 
 fn plural(n: usize) -> &'static str {
@@ -355,7 +341,9 @@ fn explain(file: &Path, input: &Path, row: usize, verdicts: Option<&Path>) -> Ex
                 let src = c
                     .sources
                     .find(&site.file)
-                    .map(|f| c.sources.slice(crate::source::Span { file: f, start: site.start, end: site.end }).to_string())
+                    .map(|f| {
+                        c.sources.slice(crate::source::Span { file: f, start: site.start, end: site.end }).to_string()
+                    })
                     .unwrap_or_default();
                 let src: String = src.split_whitespace().collect::<Vec<_>>().join(" ");
                 outln!("    {src} = {}", ev.value);

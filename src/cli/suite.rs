@@ -55,7 +55,11 @@ fn test_path(path: &Path, engine: &dyn Engine, format: ErrorFormat, t: &mut Tall
             test_dir(path, &main, engine, format, t);
         } else {
             let mut subs: Vec<PathBuf> = std::fs::read_dir(path)
-                .map(|rd| rd.filter_map(|e| e.ok().map(|e| e.path())).filter(|p| p.is_dir() || p.extension().is_some_and(|e| e == "rubric")).collect())
+                .map(|rd| {
+                    rd.filter_map(|e| e.ok().map(|e| e.path()))
+                        .filter(|p| p.is_dir() || p.extension().is_some_and(|e| e == "rubric"))
+                        .collect()
+                })
                 .unwrap_or_default();
             subs.sort();
             for s in subs {
@@ -130,14 +134,17 @@ fn test_dir(dir: &Path, main: &Path, engine: &dyn Engine, format: ErrorFormat, t
         }
     };
     let expected: Vec<Json> = match std::fs::read_to_string(&expected_path) {
-        Ok(x) => match x.lines().filter(|l| !l.trim().is_empty()).map(serde_json::from_str).collect::<Result<Vec<Json>, _>>() {
-            Ok(v) => v,
-            Err(e) => {
-                outln!("FAIL {}: expected.jsonl is not JSON lines: {e}", dir.display());
-                t.rows_failed += 1;
-                return;
+        Ok(x) => {
+            match x.lines().filter(|l| !l.trim().is_empty()).map(serde_json::from_str).collect::<Result<Vec<Json>, _>>()
+            {
+                Ok(v) => v,
+                Err(e) => {
+                    outln!("FAIL {}: expected.jsonl is not JSON lines: {e}", dir.display());
+                    t.rows_failed += 1;
+                    return;
+                }
             }
-        },
+        }
         Err(_) => {
             outln!("FAIL {}: has inputs.jsonl but no expected.jsonl", dir.display());
             t.rows_failed += 1;
@@ -166,7 +173,11 @@ fn test_dir(dir: &Path, main: &Path, engine: &dyn Engine, format: ErrorFormat, t
         }
     }
     t.rows_ok += ok;
-    let mean = if scores.is_empty() { String::new() } else { format!(", mean score {:.6}", scores.iter().sum::<f64>() / scores.len() as f64) };
+    let mean = if scores.is_empty() {
+        String::new()
+    } else {
+        format!(", mean score {:.6}", scores.iter().sum::<f64>() / scores.len() as f64)
+    };
     let status = if ok == lines.len() { "ok  " } else { "FAIL" };
     outln!("{status} {}: {ok}/{} rows match expected.jsonl{mean}", dir.display(), lines.len());
 }

@@ -7,8 +7,8 @@ mod verdict;
 
 use crate::engine::{CriterionResult, Engine, GateResult, RowResult, Status, TrapInfo, VerdictSource};
 use crate::ir::{
-    self, AggOp, BinOp, CmpOp, Const, CriterionDecl, CriterionKind, Expr, ExprKind, GateAction, HigherOrder, Member, Policy,
-    Program, SetKind, Step, UnOp, Verifier,
+    self, AggOp, BinOp, CmpOp, Const, CriterionDecl, CriterionKind, Expr, ExprKind, GateAction, HigherOrder, Member,
+    Policy, Program, SetKind, Step, UnOp, Verifier,
 };
 use crate::stdlib::{self, EvalCtx, Trap, TrapKind};
 use crate::value::Value;
@@ -38,7 +38,12 @@ pub struct TraceEvent {
 }
 
 /// Evaluate one row. With `trace`, every intrinsic and function call records its value.
-pub fn evaluate(p: &Program, inputs: &[Value], verdicts: &dyn VerdictSource, trace: Option<&mut Vec<TraceEvent>>) -> RowResult {
+pub fn evaluate(
+    p: &Program,
+    inputs: &[Value],
+    verdicts: &dyn VerdictSource,
+    trace: Option<&mut Vec<TraceEvent>>,
+) -> RowResult {
     let mut it = Interp {
         p,
         inputs,
@@ -105,7 +110,13 @@ impl<'a> Interp<'a> {
                         GateAction::Cap => "cap",
                     };
                     if stopped.is_some() {
-                        result.gates.push(GateResult { name: g.name.clone(), passed: None, action, value: None, reason: g.reason.clone() });
+                        result.gates.push(GateResult {
+                            name: g.name.clone(),
+                            passed: None,
+                            action,
+                            value: None,
+                            reason: g.reason.clone(),
+                        });
                         continue;
                     }
                     self.step_name = format!("gate {}", g.name);
@@ -113,9 +124,13 @@ impl<'a> Interp<'a> {
                     let cond = self.eval(&g.cond, &mut locals);
                     self.note(None, || cond.as_ref().map_or_else(trap_reason, |v| v.to_string()));
                     match cond {
-                        Ok(Value::Bool(true)) => {
-                            result.gates.push(GateResult { name: g.name.clone(), passed: Some(true), action, value: None, reason: g.reason.clone() })
-                        }
+                        Ok(Value::Bool(true)) => result.gates.push(GateResult {
+                            name: g.name.clone(),
+                            passed: Some(true),
+                            action,
+                            value: None,
+                            reason: g.reason.clone(),
+                        }),
                         Ok(Value::Bool(false)) => {
                             let value = self.eval(&g.value, &mut locals);
                             let class = g.reason.clone().unwrap_or_else(|| g.name.clone());
@@ -135,7 +150,13 @@ impl<'a> Interp<'a> {
                                     None
                                 }
                             };
-                            result.gates.push(GateResult { name: g.name.clone(), passed: Some(false), action, value: v, reason: g.reason.clone() });
+                            result.gates.push(GateResult {
+                                name: g.name.clone(),
+                                passed: Some(false),
+                                action,
+                                value: v,
+                                reason: g.reason.clone(),
+                            });
                             if result.failure_class.is_none() {
                                 result.failure_class = Some(class);
                             }
@@ -160,7 +181,13 @@ impl<'a> Interp<'a> {
                                 }
                                 Ok(v) => format!("condition produced {v}"),
                             };
-                            result.gates.push(GateResult { name: g.name.clone(), passed: None, action, value: None, reason: g.reason.clone() });
+                            result.gates.push(GateResult {
+                                name: g.name.clone(),
+                                passed: None,
+                                action,
+                                value: None,
+                                reason: g.reason.clone(),
+                            });
                             result.unscored_reason = Some(format!("gate `{}` could not be decided: {why}", g.name));
                             result.score = None;
                             stopped = Some(g.name.clone());
@@ -205,7 +232,9 @@ impl<'a> Interp<'a> {
                         }
                         Ok(Value::Null) => {}
                         Ok(other) => {
-                            result.unscored_reason.get_or_insert(format!("criteria `{name}`: expected a list, found {other}"));
+                            result
+                                .unscored_reason
+                                .get_or_insert(format!("criteria `{name}`: expected a list, found {other}"));
                         }
                         Err(t) => {
                             result.trap.get_or_insert(self.trap_info(&t, e.template.site));
@@ -353,7 +382,10 @@ impl<'a> Interp<'a> {
             },
             Verifier::Judge { judge } => {
                 let j = &self.p.judges[*judge as usize];
-                let evidence_text = j.evidence_from.and_then(|i| self.inputs.get(i as usize)).and_then(|v| v.as_text().map(str::to_string));
+                let evidence_text = j
+                    .evidence_from
+                    .and_then(|i| self.inputs.get(i as usize))
+                    .and_then(|v| v.as_text().map(str::to_string));
                 verdict::apply(&mut r, &d.kind, pass, j, self.verdicts.verdict(id), evidence_text.as_deref());
             }
             Verifier::Extract { judge, ty, local, check, .. } => {
@@ -383,7 +415,11 @@ impl<'a> Interp<'a> {
             tr.push(TraceEvent {
                 step: self.step_name.clone(),
                 site: None,
-                value: format!("=> {}{}", r.status.as_str(), r.reason.as_ref().map(|x| format!(" ({x})")).unwrap_or_default()),
+                value: format!(
+                    "=> {}{}",
+                    r.status.as_str(),
+                    r.reason.as_ref().map(|x| format!(" ({x})")).unwrap_or_default()
+                ),
             });
         }
         r
@@ -520,7 +556,11 @@ impl<'a> Interp<'a> {
                     Some(r) if r.status != Status::Unscored => (r.value, r.weight),
                     Some(r) => match policy {
                         Policy::Propagate => {
-                            return Ok(unscored(format!("criterion `{}` is unscored ({})", r.id, r.reason.as_deref().unwrap_or(""))))
+                            return Ok(unscored(format!(
+                                "criterion `{}` is unscored ({})",
+                                r.id,
+                                r.reason.as_deref().unwrap_or("")
+                            )))
                         }
                         Policy::Skip => continue,
                         Policy::Unmet => (Some(0.0), r.weight),
@@ -615,7 +655,10 @@ impl<'a> Interp<'a> {
                     (Value::Unscored(r), _) | (_, Value::Unscored(r)) => Value::Unscored(r),
                     (Value::List(l), Value::Number(n)) => {
                         if n.fract() != 0.0 || n < 0.0 || n as usize >= l.len() {
-                            return Err(Trap::new(TrapKind::OutOfRange, format!("index {n} is out of range for a list of {}", l.len())));
+                            return Err(Trap::new(
+                                TrapKind::OutOfRange,
+                                format!("index {n} is out of range for a list of {}", l.len()),
+                            ));
                         }
                         l[n as usize].clone()
                     }
@@ -740,7 +783,8 @@ impl<'a> Interp<'a> {
             return unscored("criterion not evaluated");
         };
         let mut m = std::collections::BTreeMap::new();
-        let reason = || unscored(format!("criterion `{}` is unscored ({})", r.id, r.reason.as_deref().unwrap_or("no reason")));
+        let reason =
+            || unscored(format!("criterion `{}` is unscored ({})", r.id, r.reason.as_deref().unwrap_or("no reason")));
         let scored = r.status != Status::Unscored;
         m.insert(Arc::from("met"), if scored { Value::Bool(r.status == Status::Met) } else { reason() });
         m.insert(Arc::from("value"), if scored { Value::Number(r.value.unwrap_or(0.0)) } else { reason() });
@@ -842,9 +886,10 @@ fn group_policies(p: &Program) -> Vec<Policy> {
 
 fn score_site(e: &Expr) -> Option<u32> {
     match &e.kind {
-        ExprKind::Binary { site, .. } | ExprKind::Aggregate { site, .. } | ExprKind::Intrinsic { site, .. } | ExprKind::Call { site, .. } => {
-            Some(*site)
-        }
+        ExprKind::Binary { site, .. }
+        | ExprKind::Aggregate { site, .. }
+        | ExprKind::Intrinsic { site, .. }
+        | ExprKind::Call { site, .. } => Some(*site),
         ExprKind::If { cond, .. } => score_site(cond),
         _ => None,
     }

@@ -30,7 +30,12 @@ pub fn apply(
     };
     let samples: Vec<&Json> = match v.get("samples").and_then(Json::as_array) {
         Some(s) if !s.is_empty() && s.len() != judge.samples as usize => {
-            r.reason = Some(format!("sample_count: judge `{}` takes {} samples, {} were recorded", judge.name, judge.samples, s.len()));
+            r.reason = Some(format!(
+                "sample_count: judge `{}` takes {} samples, {} were recorded",
+                judge.name,
+                judge.samples,
+                s.len()
+            ));
             return;
         }
         Some(s) if !s.is_empty() => s.iter().collect(),
@@ -60,22 +65,26 @@ pub fn apply(
         r.reason = failed_sample.or_else(|| Some("invalid_verdict: no samples".into()));
         return;
     }
-    // Evidence rule: a met sample must quote the input (after whitespace normalisation). A
-    // sample that breaks it leaves the vote, like a sample the judge failed to give.
+    // Evidence rule: a met sample must quote the input (after whitespace normalisation); the
+    // quote supports the verdict, so an unmet sample's quote is not checked. A met sample that
+    // breaks the rule leaves the vote, like a sample the judge failed to give.
     if let Some(text) = judge.evidence_from.map(|_| evidence_text.unwrap_or("")) {
         let hay = normalize_ws(text);
         let mut kept = Vec::with_capacity(decided.len());
         let mut broken: Option<(String, Option<String>)> = None;
         for s in decided {
             match &s.evidence {
-                Some(q) if !hay.contains(&normalize_ws(q)) => {
+                Some(q) if s.value > 0.0 && !hay.contains(&normalize_ws(q)) => {
                     broken.get_or_insert((
                         "evidence_not_found: the quoted evidence does not occur in the response".into(),
                         Some(q.clone()),
                     ));
                 }
                 None if s.value > 0.0 => {
-                    broken.get_or_insert(("evidence_missing: the judge must quote evidence for a met verdict".into(), None));
+                    broken.get_or_insert((
+                        "evidence_missing: the judge must quote evidence for a met verdict".into(),
+                        None,
+                    ));
                 }
                 _ => kept.push(s),
             }
@@ -88,7 +97,8 @@ pub fn apply(
         }
         decided = kept;
     }
-    r.evidence = decided.iter().find_map(|s| s.evidence.clone());
+    // The evidence shown is a quote that supports a met result.
+    let met_evidence = decided.iter().filter(|s| s.value > 0.0).find_map(|s| s.evidence.clone());
     let threshold = |s: &Sample| -> bool {
         match kind {
             // A single binary verdict is 0 or 1; a `mean` vote over samples is met from 0.5 up.
@@ -140,6 +150,9 @@ pub fn apply(
         }
     };
     r.status = if threshold(&chosen) { Status::Met } else { Status::Unmet };
+    if r.status == Status::Met {
+        r.evidence = chosen.evidence.clone().or(met_evidence);
+    }
     r.value = Some(chosen.value);
     r.level = chosen.level;
     r.label = chosen.label;
@@ -151,9 +164,12 @@ fn sample(kind: &CriterionKind, v: &Json) -> Result<Sample, String> {
     }
     let evidence = v.get("evidence").and_then(Json::as_str).map(str::to_string);
     let core = match v {
-        Json::Object(o) => o.get("verdict").or_else(|| o.get("level")).or_else(|| o.get("label")).or_else(|| o.get("value")).ok_or(
-            "invalid_verdict: an object verdict needs `verdict`, `level`, `label`, `value` or `unscored`".to_string(),
-        )?,
+        Json::Object(o) => {
+            o.get("verdict").or_else(|| o.get("level")).or_else(|| o.get("label")).or_else(|| o.get("value")).ok_or(
+                "invalid_verdict: an object verdict needs `verdict`, `level`, `label`, `value` or `unscored`"
+                    .to_string(),
+            )?
+        }
         other => other,
     };
     let mut s = match kind {
@@ -167,7 +183,8 @@ fn sample(kind: &CriterionKind, v: &Json) -> Result<Sample, String> {
             other => return Err(format!("invalid_verdict: a binary verdict is met or unmet, found {other}")),
         },
         CriterionKind::Ordinal { levels } => {
-            let l = core.as_f64().ok_or(format!("invalid_verdict: an ordinal verdict is a level number, found {core}"))?;
+            let l =
+                core.as_f64().ok_or(format!("invalid_verdict: an ordinal verdict is a level number, found {core}"))?;
             if !levels.iter().any(|(x, _)| *x == l) {
                 let all: Vec<String> = levels.iter().map(|(x, _)| x.to_string()).collect();
                 return Err(format!("invalid_level: {l} is not one of {}", all.join(", ")));

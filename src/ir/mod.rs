@@ -495,17 +495,60 @@ pub enum ExprKind {
     List(Vec<Expr>),
     /// Fields sorted by name.
     Record(Vec<(String, Expr)>),
-    Field { base: Box<Expr>, name: String, site: SiteId },
-    Index { base: Box<Expr>, index: Box<Expr>, site: SiteId },
-    Unary { op: UnOp, arg: Box<Expr> },
-    Binary { op: BinOp, lhs: Box<Expr>, rhs: Box<Expr>, site: SiteId },
+    Field {
+        base: Box<Expr>,
+        name: String,
+        site: SiteId,
+    },
+    Index {
+        base: Box<Expr>,
+        index: Box<Expr>,
+        site: SiteId,
+    },
+    Unary {
+        op: UnOp,
+        arg: Box<Expr>,
+    },
+    Binary {
+        op: BinOp,
+        lhs: Box<Expr>,
+        rhs: Box<Expr>,
+        site: SiteId,
+    },
     /// A chain `a < b <= c`: every operand evaluated once, left to right.
-    Compare { first: Box<Expr>, rest: Vec<(CmpOp, Expr)> },
-    If { cond: Box<Expr>, then: Box<Expr>, els: Box<Expr> },
-    Intrinsic { name: String, overload: u32, args: Vec<Expr>, site: SiteId },
-    Call { func: u32, args: Vec<Expr>, site: SiteId },
-    Aggregate { op: AggOp, set: u32, policy: Policy, args: Vec<Expr>, site: SiteId },
-    HigherOrder { op: HigherOrder, list: Box<Expr>, local: u32, body: Box<Expr> },
+    Compare {
+        first: Box<Expr>,
+        rest: Vec<(CmpOp, Expr)>,
+    },
+    If {
+        cond: Box<Expr>,
+        then: Box<Expr>,
+        els: Box<Expr>,
+    },
+    Intrinsic {
+        name: String,
+        overload: u32,
+        args: Vec<Expr>,
+        site: SiteId,
+    },
+    Call {
+        func: u32,
+        args: Vec<Expr>,
+        site: SiteId,
+    },
+    Aggregate {
+        op: AggOp,
+        set: u32,
+        policy: Policy,
+        args: Vec<Expr>,
+        site: SiteId,
+    },
+    HigherOrder {
+        op: HigherOrder,
+        list: Box<Expr>,
+        local: u32,
+        body: Box<Expr>,
+    },
 }
 
 impl Expr {

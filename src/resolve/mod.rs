@@ -15,6 +15,7 @@ use std::path::{Path, PathBuf};
 pub const STDLIB: &[(&str, &str)] = &[
     ("std.text", include_str!("../../stdlib/std/text.rubric")),
     ("std.format", include_str!("../../stdlib/std/format.rubric")),
+    ("std.ifeval", include_str!("../../stdlib/std/ifeval.rubric")),
 ];
 
 /// The version of the embedded standard library (part of every bundle's manifest).
@@ -52,7 +53,8 @@ pub fn load_path(path: &Path) -> Loaded {
     match std::fs::read_to_string(path) {
         Ok(text) => {
             let dir = path.parent().map(Path::to_path_buf).unwrap_or_default();
-            Loader { loaded: &mut loaded, by_name: HashMap::new(), stack: vec![], root_dir: Some(dir) }.load_root(&name, &text);
+            Loader { loaded: &mut loaded, by_name: HashMap::new(), stack: vec![], root_dir: Some(dir) }
+                .load_root(&name, &text);
         }
         Err(e) => loaded.diagnostics.push(
             Diagnostic::error("rubric::io::read", format!("cannot read `{name}`: {e}"))
@@ -153,8 +155,11 @@ impl Loader<'_> {
                 .with_help(format!("start the file with `module {path}`")),
             ),
             None => self.loaded.diagnostics.push(
-                Diagnostic::error("rubric::resolve::module_header", format!("`{display}` has no `module {path}` header"))
-                    .with_label(span, "imported here"),
+                Diagnostic::error(
+                    "rubric::resolve::module_header",
+                    format!("`{display}` has no `module {path}` header"),
+                )
+                .with_label(span, "imported here"),
             ),
         }
         self.by_name.insert(path.to_string(), Some(idx));

@@ -28,7 +28,10 @@ pub fn bind_row(p: &Program, row: &Json) -> Result<Vec<Value>, BindError> {
                 None => {
                     return Err(BindError {
                         code: "rubric::row::missing_input",
-                        message: format!("the row has no field `{}` (input `{}: {}`)", input.name, input.name, input.ty),
+                        message: format!(
+                            "the row has no field `{}` (input `{}: {}`)",
+                            input.name, input.name, input.ty
+                        ),
                     })
                 }
             },

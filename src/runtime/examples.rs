@@ -45,7 +45,10 @@ fn run_example(engine: &dyn Engine, p: &Program, ex: &crate::ir::Example) -> Exa
             Some(e) => match eval_constant(p, e) {
                 Ok(v) => v,
                 Err(t) => {
-                    failures.push(Failure { site: site_of(ex.site), message: format!("input `{}` failed to evaluate: {t}", input.name) });
+                    failures.push(Failure {
+                        site: site_of(ex.site),
+                        message: format!("input `{}` failed to evaluate: {t}", input.name),
+                    });
                     Value::Null
                 }
             },
@@ -61,9 +64,8 @@ fn run_example(engine: &dyn Engine, p: &Program, ex: &crate::ir::Example) -> Exa
         match e {
             Expect::Score { value, within, site } => match (value, result.score) {
                 (Some(want), Some(got)) if close(got, *want, *within) => {}
-                (Some(want), Some(got)) => {
-                    failures.push(Failure { site: site_of(*site), message: format!("expected score {want}, got {got}") })
-                }
+                (Some(want), Some(got)) => failures
+                    .push(Failure { site: site_of(*site), message: format!("expected score {want}, got {got}") }),
                 (Some(want), None) => failures.push(Failure {
                     site: site_of(*site),
                     message: format!(
@@ -71,9 +73,10 @@ fn run_example(engine: &dyn Engine, p: &Program, ex: &crate::ir::Example) -> Exa
                         result.unscored_reason.as_deref().unwrap_or("no reason")
                     ),
                 }),
-                (None, Some(got)) => {
-                    failures.push(Failure { site: site_of(*site), message: format!("expected the score to be unscored, got {got}") })
-                }
+                (None, Some(got)) => failures.push(Failure {
+                    site: site_of(*site),
+                    message: format!("expected the score to be unscored, got {got}"),
+                }),
                 (None, None) => {}
             },
             Expect::Failure { class, site } => {
@@ -92,13 +95,17 @@ fn run_example(engine: &dyn Engine, p: &Program, ex: &crate::ir::Example) -> Exa
                 Some((_, Some(got))) if close(*got, *value, *within) => {}
                 Some((_, got)) => failures.push(Failure {
                     site: site_of(*site),
-                    message: format!("expected group `{name}` = {value}, got {}", got.map_or("unscored".into(), |g| g.to_string())),
+                    message: format!(
+                        "expected group `{name}` = {value}, got {}",
+                        got.map_or("unscored".into(), |g| g.to_string())
+                    ),
                 }),
                 None => failures.push(Failure { site: site_of(*site), message: format!("`{name}` is not a group") }),
             },
             Expect::Criterion { id, verdict, site } => {
                 let Some(c) = result.criterion(id) else {
-                    failures.push(Failure { site: site_of(*site), message: format!("criterion `{id}` was not produced") });
+                    failures
+                        .push(Failure { site: site_of(*site), message: format!("criterion `{id}` was not produced") });
                     continue;
                 };
                 let got = match c.status {
@@ -122,7 +129,10 @@ fn run_example(engine: &dyn Engine, p: &Program, ex: &crate::ir::Example) -> Exa
                     _ => false,
                 };
                 if !ok {
-                    failures.push(Failure { site: site_of(*site), message: format!("expected `{id}` = {verdict}, got {got}") });
+                    failures.push(Failure {
+                        site: site_of(*site),
+                        message: format!("expected `{id}` = {verdict}, got {got}"),
+                    });
                 }
             }
         }

@@ -81,9 +81,16 @@ pub fn score_line(
     let row = match parsed {
         Ok(r @ Json::Object(_)) => r,
         Ok(other) => {
-            return error_record(out, ident, "rubric::row::not_an_object", format!("a row must be a JSON object, found {}", kind_of(&other)))
+            return error_record(
+                out,
+                ident,
+                "rubric::row::not_an_object",
+                format!("a row must be a JSON object, found {}", kind_of(&other)),
+            )
         }
-        Err(e) => return error_record(out, ident, "rubric::row::malformed_json", format!("line is not valid JSON: {e}")),
+        Err(e) => {
+            return error_record(out, ident, "rubric::row::malformed_json", format!("line is not valid JSON: {e}"))
+        }
     };
     let id = row_id(&row);
     if let Some(id) = &id {
@@ -198,7 +205,10 @@ pub fn run_batch(engine: &dyn Engine, program: &Program, opts: &RunOptions<'_>) 
     let mut chunk: Vec<(usize, String)> = Vec::with_capacity(CHUNK);
     let mut index = 0usize;
     bar.inc(skip as u64);
-    let flush = |chunk: &mut Vec<(usize, String)>, summary: &mut Summary, out: &mut BufWriter<File>| -> Result<(), RunError> {
+    let flush = |chunk: &mut Vec<(usize, String)>,
+                 summary: &mut Summary,
+                 out: &mut BufWriter<File>|
+     -> Result<(), RunError> {
         let results: Vec<Json> =
             chunk.par_iter().map(|(i, line)| score_line(engine, program, &ident, *i, line, opts.verdicts)).collect();
         for r in &results {
@@ -259,14 +269,21 @@ fn progress_bar(enabled: bool, total: Option<u64>) -> indicatif::ProgressBar {
         None => indicatif::ProgressBar::new_spinner(),
     };
     bar.set_style(
-        indicatif::ProgressStyle::with_template("{spinner} [{elapsed_precise}] {wide_bar} {pos}/{len} rows ({per_sec}, eta {eta})")
-            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+        indicatif::ProgressStyle::with_template(
+            "{spinner} [{elapsed_precise}] {wide_bar} {pos}/{len} rows ({per_sec}, eta {eta})",
+        )
+        .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
     );
     bar
 }
 
 /// Evaluate one row value directly (tests, `explain`).
-pub fn evaluate_row(engine: &dyn Engine, program: &Program, row: &Json, verdicts: &dyn crate::engine::VerdictSource) -> Result<RowResult, BindError> {
+pub fn evaluate_row(
+    engine: &dyn Engine,
+    program: &Program,
+    row: &Json,
+    verdicts: &dyn crate::engine::VerdictSource,
+) -> Result<RowResult, BindError> {
     let inputs: Vec<Value> = bind_row(program, row)?;
     Ok(engine.evaluate(program, &inputs, verdicts))
 }

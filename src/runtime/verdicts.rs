@@ -33,7 +33,8 @@ impl VerdictFile {
             if line.trim().is_empty() {
                 continue;
             }
-            let v: Json = serde_json::from_str(&line).map_err(|e| format!("`{}` line {}: {e}", path.display(), n + 1))?;
+            let v: Json =
+                serde_json::from_str(&line).map_err(|e| format!("`{}` line {}: {e}", path.display(), n + 1))?;
             vf.add(&v).map_err(|e| format!("`{}` line {}: {e}", path.display(), n + 1))?;
         }
         Ok(vf)
@@ -47,7 +48,8 @@ impl VerdictFile {
                 entries.push((c.clone(), x.clone()));
             }
         } else {
-            let c = v.get("criterion").and_then(Json::as_str).ok_or("a verdict line needs `criterion` or `verdicts`")?;
+            let c =
+                v.get("criterion").and_then(Json::as_str).ok_or("a verdict line needs `criterion` or `verdicts`")?;
             let mut rest: Map<String, Json> = v.as_object().cloned().unwrap_or_default();
             rest.remove("row");
             rest.remove("criterion");

@@ -4,8 +4,8 @@
 //!
 //! Pipeline position: consulted by `types` (signatures) and called by `interp` (implementations).
 
-pub mod text_index;
 mod intrinsics;
+pub mod text_index;
 
 use crate::value::Value;
 use std::collections::HashMap;

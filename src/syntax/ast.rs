@@ -437,8 +437,15 @@ pub enum ExprKind {
     Var(Name),
     Field(Box<Expr>, Name),
     Index(Box<Expr>, Box<Expr>),
-    Call { callee: Box<Expr>, args: Vec<Arg> },
-    Method { receiver: Box<Expr>, method: Name, args: Vec<Arg> },
+    Call {
+        callee: Box<Expr>,
+        args: Vec<Arg>,
+    },
+    Method {
+        receiver: Box<Expr>,
+        method: Name,
+        args: Vec<Arg>,
+    },
     Unary(UnOp, Box<Expr>),
     Binary(BinOp, Box<Expr>, Box<Expr>),
     /// `a < b <= c`: a chain of comparisons, each operand evaluated once.

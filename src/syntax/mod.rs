@@ -6,7 +6,7 @@ pub mod ast;
 mod parser;
 pub mod printer;
 
-pub use parser::{parse_file, parse_type_sig, ParseOutput};
+pub use parser::{parse_file, parse_type_sig, scan_comments, ParseOutput, BROKEN_HEADER};
 
 #[derive(pest_derive::Parser)]
 #[grammar = "../grammar/rubric.pest"]

@@ -16,12 +16,25 @@ pub struct ParseOutput {
 
 /// Parse a whole file, reporting every syntax error (one per broken item) and returning the
 /// items that parsed.
-pub fn parse_file(file: FileId, src: &str) -> ParseOutput {
+pub fn parse_file(file: FileId, full_src: &str) -> ParseOutput {
     let mut diagnostics = Vec::new();
+    // A block comment that is never closed swallows the rest of the file: report it once and
+    // parse only what comes before it.
+    let src = match scan_comments(full_src).1 {
+        Some(at) => {
+            diagnostics.push(
+                Diagnostic::error("rubric::parse::unterminated_comment", "this block comment is never closed")
+                    .with_label(Span::new(file, at, at + 2), "opened here")
+                    .with_help("close it with `*/`; everything after `/*` was ignored"),
+            );
+            &full_src[..at]
+        }
+        None => full_src,
+    };
     let mut items = Vec::new();
     let mut header = None;
-    let mut broken = Vec::new();
-    let mut pos = skip_trivia(src, 0, file, &mut diagnostics);
+    let mut broken: Vec<String> = Vec::new();
+    let mut pos = skip_trivia(src, 0);
     let starts_header = src[pos..].starts_with("rubric") || src[pos..].starts_with("module");
     if starts_header && at_word_boundary(src, pos + 6) {
         match RubricParser::parse(Rule::header_entry, &src[pos..]) {
@@ -36,16 +49,18 @@ pub fn parse_file(file: FileId, src: &str) -> ParseOutput {
             }
             Err(e) => {
                 diagnostics.push(pest_error(file, src, pos, e));
+                broken.push(BROKEN_HEADER.to_string());
                 pos = recover(src, pos);
             }
         }
     }
     loop {
-        pos = skip_trivia(src, pos, file, &mut diagnostics);
+        pos = skip_trivia(src, pos);
         if pos >= src.len() {
             break;
         }
-        let parsed = stacker::maybe_grow(RED_ZONE, 64 * 1024 * 1024, || RubricParser::parse(Rule::item_entry, &src[pos..]));
+        let parsed =
+            stacker::maybe_grow(RED_ZONE, 64 * 1024 * 1024, || RubricParser::parse(Rule::item_entry, &src[pos..]));
         match parsed {
             Ok(mut pairs) => {
                 let entry = pairs.next().expect("item_entry");
@@ -70,7 +85,7 @@ pub fn parse_file(file: FileId, src: &str) -> ParseOutput {
             }
         }
     }
-    let span = Span::new(file, 0, src.len());
+    let span = Span::new(file, 0, full_src.len());
     ParseOutput { file: File { header, items, span, broken }, diagnostics }
 }
 
@@ -88,10 +103,58 @@ pub fn parse_type_sig(src: &str) -> Result<(Vec<Param>, TypeExpr), String> {
     }
 }
 
+/// Marker in `File::broken` for a header that failed to parse.
+pub const BROKEN_HEADER: &str = "<header>";
+
 const ITEM_KEYWORDS: &[&str] = &[
-    "rubric", "module", "import", "input", "judge", "gate", "criterion", "criteria", "tier", "group", "let", "fn",
-    "score", "example",
+    "rubric",
+    "module",
+    "import",
+    "input",
+    "judge",
+    "gate",
+    "criterion",
+    "criteria",
+    "tier",
+    "group",
+    "let",
+    "fn",
+    "score",
+    "example",
 ];
+
+/// Comments outside string literals: whether there is any, and the byte offset of the first
+/// `/*` that is never closed. Works on bytes (every delimiter is ASCII), so any input is safe.
+pub fn scan_comments(src: &str) -> (bool, Option<usize>) {
+    let b = src.as_bytes();
+    let find =
+        |from: usize, pat: &[u8]| b[from.min(b.len())..].windows(pat.len()).position(|w| w == pat).map(|k| from + k);
+    let mut any = false;
+    let mut i = 0;
+    while i < b.len() {
+        if b[i..].starts_with(b"\"\"\"") {
+            i = find(i + 3, b"\"\"\"").map_or(b.len(), |j| j + 3);
+        } else if b[i] == b'"' {
+            i += 1;
+            while i < b.len() && b[i] != b'"' && b[i] != b'\n' {
+                i += if b[i] == b'\\' { 2 } else { 1 };
+            }
+            i += 1;
+        } else if b[i..].starts_with(b"//") {
+            any = true;
+            i = find(i, b"\n").unwrap_or(b.len());
+        } else if b[i..].starts_with(b"/*") {
+            any = true;
+            match find(i + 2, b"*/") {
+                Some(j) => i = j + 2,
+                None => return (true, Some(i)),
+            }
+        } else {
+            i += 1;
+        }
+    }
+    (any, None)
+}
 
 /// The name a declaration introduces (`judge grader {...` → `grader`), read from its text.
 fn declared_name(item: &str) -> Option<String> {
@@ -107,8 +170,8 @@ fn at_word_boundary(src: &str, i: usize) -> bool {
     src[i.min(src.len())..].chars().next().is_none_or(|c| !(c.is_ascii_alphanumeric() || c == '_'))
 }
 
-/// Skip whitespace and comments; an unterminated block comment is reported.
-fn skip_trivia(src: &str, mut pos: usize, file: FileId, diagnostics: &mut Vec<Diagnostic>) -> usize {
+/// Skip whitespace and comments.
+fn skip_trivia(src: &str, mut pos: usize) -> usize {
     let b = src.as_bytes();
     loop {
         while pos < b.len() && (b[pos] as char).is_ascii_whitespace() {
@@ -117,17 +180,8 @@ fn skip_trivia(src: &str, mut pos: usize, file: FileId, diagnostics: &mut Vec<Di
         if src[pos..].starts_with("//") {
             pos = src[pos..].find('\n').map_or(src.len(), |i| pos + i);
         } else if src[pos..].starts_with("/*") {
-            match src[pos + 2..].find("*/") {
-                Some(i) => pos = pos + 2 + i + 2,
-                None => {
-                    diagnostics.push(
-                        Diagnostic::error("rubric::parse::unterminated_comment", "this block comment is never closed")
-                            .with_label(Span::new(file, pos, pos + 2), "opened here")
-                            .with_help("close it with `*/`; everything after `/*` was ignored"),
-                    );
-                    return src.len();
-                }
-            }
+            // `parse_file` cut the source at an unclosed comment, so every `/*` here closes.
+            pos = src[pos + 2..].find("*/").map_or(src.len(), |i| pos + 2 + i + 2);
         } else {
             return pos;
         }
@@ -142,10 +196,7 @@ fn recover(src: &str, pos: usize) -> usize {
         let Some(nl) = src[i..].find('\n') else { return src.len() };
         i += nl + 1;
         let line = &src[i..];
-        if ITEM_KEYWORDS
-            .iter()
-            .any(|k| line.starts_with(k) && at_word_boundary(src, i + k.len()))
-        {
+        if ITEM_KEYWORDS.iter().any(|k| line.starts_with(k) && at_word_boundary(src, i + k.len())) {
             return i;
         }
     }
@@ -202,6 +253,11 @@ fn describe(rule: &Rule) -> Option<&'static str> {
         Rule::k_from => "`from`",
         Rule::k_each => "`each`",
         Rule::kw_says => "`says`",
+        Rule::k_rubric | Rule::k_module | Rule::k_import | Rule::k_input | Rule::k_judge | Rule::k_gate
+        | Rule::k_criterion | Rule::k_criteria | Rule::k_tier | Rule::k_group | Rule::k_let | Rule::k_fn
+        | Rule::k_score | Rule::k_example => {
+            "a declaration (`input`, `judge`, `gate`, `criterion`, `criteria`, `tier`, `group`, `let`, `fn`, `score`, `example`, `import`)"
+        }
         Rule::kw_reason => "`reason`",
         _ => return None,
     })
@@ -400,9 +456,12 @@ impl Lower {
         let x = p.as_str().parse::<f64>().unwrap_or(f64::NAN);
         if !x.is_finite() {
             self.error(
-                Diagnostic::error("rubric::parse::number_out_of_range", format!("`{}` is too large for a number", p.as_str()))
-                    .with_label(self.span(&p), "out of range")
-                    .with_help("numbers are 64-bit floating point, at most about 1.8e308"),
+                Diagnostic::error(
+                    "rubric::parse::number_out_of_range",
+                    format!("`{}` is too large for a number", p.as_str()),
+                )
+                .with_label(self.span(&p), "out of range")
+                .with_help("numbers are 64-bit floating point, at most about 1.8e308"),
             );
         }
         x
@@ -418,9 +477,12 @@ impl Lower {
                 let (value, bad) = unescape_checked(raw);
                 if let Some(bad) = bad {
                     self.error(
-                        Diagnostic::error("rubric::parse::bad_escape", format!("`\\u{{{bad}}}` is not a Unicode scalar value"))
-                            .with_label(span, "in this string")
-                            .with_help("use a code point up to 10FFFF that is not a surrogate (D800-DFFF)"),
+                        Diagnostic::error(
+                            "rubric::parse::bad_escape",
+                            format!("`\\u{{{bad}}}` is not a Unicode scalar value"),
+                        )
+                        .with_label(span, "in this string")
+                        .with_help("use a code point up to 10FFFF that is not a surrogate (D800-DFFF)"),
                     );
                 }
                 value
@@ -867,10 +929,7 @@ impl Lower {
             r => unreachable!("type {r:?}"),
         };
         if optional {
-            TypeExpr {
-                kind: TypeExprKind::Optional(Box::new(TypeExpr { kind, span: inner_span })),
-                span,
-            }
+            TypeExpr { kind: TypeExprKind::Optional(Box::new(TypeExpr { kind, span: inner_span })), span }
         } else {
             TypeExpr { kind, span }
         }
@@ -1044,7 +1103,11 @@ impl Lower {
                             let name = self.name(pk.next().unwrap());
                             match pk.next() {
                                 Some(args) => Expr {
-                                    kind: ExprKind::Method { receiver: Box::new(acc), method: name, args: self.args(args) },
+                                    kind: ExprKind::Method {
+                                        receiver: Box::new(acc),
+                                        method: name,
+                                        args: self.args(args),
+                                    },
                                     span: s,
                                 },
                                 None => Expr { kind: ExprKind::Field(Box::new(acc), name), span: s },

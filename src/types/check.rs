@@ -111,6 +111,19 @@ pub(super) struct Checker<'a> {
     broken: std::collections::HashSet<String>,
 }
 
+/// Diagnostics that only repeat an earlier syntax error when a declaration failed to parse:
+/// a name it declared (or one inside it) is unknown to everything after it.
+const CASCADE_CODES: &[&str] = &[
+    "rubric::resolve::unknown_name",
+    "rubric::resolve::unknown_judge",
+    "rubric::resolve::unknown_criterion",
+    "rubric::resolve::unknown_set",
+    "rubric::resolve::unknown_function",
+    "rubric::resolve::unknown_input",
+    "rubric::example::no_expectation",
+    "rubric::facts::unused_criterion",
+];
+
 pub(super) fn check_modules(sources: &SourceMap, modules: &[Module]) -> (Program, Vec<Diagnostic>) {
     let root = modules.last().expect("root module");
     let (name, version, title) = match &root.ast.header {
@@ -159,6 +172,7 @@ pub(super) fn check_modules(sources: &SourceMap, modules: &[Module]) -> (Program
                 .with_label(h.name.span, "declared as a module here")
                 .with_help("run a file that starts with `rubric NAME @ VERSION`; modules are imported by rubrics"),
         ),
+        None if root.ast.broken.iter().any(|b| b == crate::syntax::BROKEN_HEADER) => {}
         None if !root.ast.items.is_empty() || root.ast.span.end > 0 => c.diags.push(
             Diagnostic::error("rubric::resolve::missing_header", "a rubric must start with `rubric NAME @ VERSION`")
                 .with_label(Span::new(root.file, 0, 0), "expected here")
@@ -215,6 +229,9 @@ pub(super) fn check_modules(sources: &SourceMap, modules: &[Module]) -> (Program
     c.check_recursion();
     c.current_module = modules.len() - 1;
     c.check_root(&root.ast);
+    if !root.ast.broken.is_empty() {
+        c.diags.retain(|d| !CASCADE_CODES.contains(&d.code));
+    }
     (c.p, c.diags)
 }
 
@@ -319,9 +336,9 @@ impl<'a> Checker<'a> {
             Err((span, msg)) => {
                 let written = self.sources.slice(span).to_string();
                 let h = did_you_mean(&written, super::sig::TYPE_NAMES.iter().copied());
-                self.err("rubric::type::unknown_type", span, msg, "unknown type").help = Some(
-                    h.unwrap_or_else(|| "types are Text, Number, Bool, Json, Conversation, Message, List[T], {field: T} and T?".into()),
-                );
+                self.err("rubric::type::unknown_type", span, msg, "unknown type").help = Some(h.unwrap_or_else(|| {
+                    "types are Text, Number, Bool, Json, Conversation, Message, List[T], {field: T} and T?".into()
+                }));
                 Type::Any
             }
         }
@@ -336,7 +353,12 @@ impl<'a> Checker<'a> {
         for p in &f.params {
             let ty = self.ty(&p.ty);
             if params.iter().any(|(n, _, _): &(String, Type, Option<Expr>)| *n == p.name.text) {
-                self.err("rubric::resolve::duplicate", p.name.span, format!("parameter `{}` is declared twice", p.name.text), "again here");
+                self.err(
+                    "rubric::resolve::duplicate",
+                    p.name.span,
+                    format!("parameter `{}` is declared twice", p.name.text),
+                    "again here",
+                );
             }
             let default = p.default.as_ref().map(|d| {
                 let e = self.expr(d, &mut scope, Some(&ty));
@@ -347,7 +369,12 @@ impl<'a> Checker<'a> {
         }
         let ret = self.ty(&f.ret);
         if self.module_fns[module].contains_key(&f.name.text) {
-            self.err("rubric::resolve::duplicate", f.name.span, format!("function `{}` is defined twice", f.name.text), "again here");
+            self.err(
+                "rubric::resolve::duplicate",
+                f.name.span,
+                format!("function `{}` is defined twice", f.name.text),
+                "again here",
+            );
         }
         self.module_fns[module].insert(f.name.text.clone(), idx);
         if module + 1 == self.module_fns.len() {
@@ -440,6 +467,12 @@ impl<'a> Checker<'a> {
                 ast::Item::Group(g) => {
                     self.group(g, &[], None);
                 }
+                _ => {}
+            }
+        }
+        // The score reads every criterion, wherever it is declared: check it last.
+        for item in &file.items {
+            match item {
                 ast::Item::Score(s) => {
                     if let Some(prev) = self.score_seen {
                         self.diags.push(
@@ -560,13 +593,23 @@ impl<'a> Checker<'a> {
                 K::Model(m) => d.model = Some(m.value.clone()),
                 K::Temperature(t) => {
                     if !(0.0..=2.0).contains(t) {
-                        self.err("rubric::judge::invalid_setting", s.span, format!("temperature {t} is outside [0, 2]"), "here");
+                        self.err(
+                            "rubric::judge::invalid_setting",
+                            s.span,
+                            format!("temperature {t} is outside [0, 2]"),
+                            "here",
+                        );
                     }
                     d.temperature = Some(*t)
                 }
                 K::TopP(t) => {
                     if !(0.0..=1.0).contains(t) {
-                        self.err("rubric::judge::invalid_setting", s.span, format!("top_p {t} is outside [0, 1]"), "here");
+                        self.err(
+                            "rubric::judge::invalid_setting",
+                            s.span,
+                            format!("top_p {t} is outside [0, 1]"),
+                            "here",
+                        );
                     }
                     d.top_p = Some(*t)
                 }
@@ -581,8 +624,13 @@ impl<'a> Checker<'a> {
                         "unanimous" => ir::Vote::Unanimous,
                         other => {
                             let h = did_you_mean(other, ["majority", "mean", "unanimous"]);
-                            self.err("rubric::judge::invalid_setting", v.span, format!("unknown vote `{other}`"), "here").help =
-                                Some(h.unwrap_or_else(|| "votes are `majority`, `mean` and `unanimous`".into()));
+                            self.err(
+                                "rubric::judge::invalid_setting",
+                                v.span,
+                                format!("unknown vote `{other}`"),
+                                "here",
+                            )
+                            .help = Some(h.unwrap_or_else(|| "votes are `majority`, `mean` and `unanimous`".into()));
                             ir::Vote::Majority
                         }
                     }
@@ -592,8 +640,13 @@ impl<'a> Checker<'a> {
                         "label" => ir::Scoring::Label,
                         "logprob" => ir::Scoring::Logprob,
                         other => {
-                            self.err("rubric::judge::invalid_setting", v.span, format!("unknown scoring `{other}`"), "here").help =
-                                Some("scoring is `label` or `logprob`".into());
+                            self.err(
+                                "rubric::judge::invalid_setting",
+                                v.span,
+                                format!("unknown scoring `{other}`"),
+                                "here",
+                            )
+                            .help = Some("scoring is `label` or `logprob`".into());
                             ir::Scoring::Label
                         }
                     }
@@ -613,8 +666,15 @@ impl<'a> Checker<'a> {
                 K::Returns { kind, fields } => {
                     if !["verdict", "level", "label", "value", "extract"].contains(&kind.text.as_str()) {
                         let h = did_you_mean(&kind.text, ["verdict", "level", "label", "value", "extract"]);
-                        self.err("rubric::judge::invalid_setting", kind.span, format!("unknown reply kind `{}`", kind.text), "here")
-                            .help = Some(h.unwrap_or_else(|| "a judge returns `verdict`, `level`, `label`, `value` or `extract`".into()));
+                        self.err(
+                            "rubric::judge::invalid_setting",
+                            kind.span,
+                            format!("unknown reply kind `{}`", kind.text),
+                            "here",
+                        )
+                        .help = Some(h.unwrap_or_else(|| {
+                            "a judge returns `verdict`, `level`, `label`, `value` or `extract`".into()
+                        }));
                     }
                     d.returns = kind.text.clone();
                     for f in fields {
@@ -691,7 +751,12 @@ impl<'a> Checker<'a> {
 
     fn positive_int(&mut self, n: f64, span: Span, what: &str) -> u32 {
         if n.fract() != 0.0 || n < 0.0 || n > u32::MAX as f64 {
-            self.err("rubric::judge::invalid_setting", span, format!("`{what}` must be a whole number, found {n}"), "here");
+            self.err(
+                "rubric::judge::invalid_setting",
+                span,
+                format!("`{what}` must be a whole number, found {n}"),
+                "here",
+            );
             return 1;
         }
         n as u32
@@ -703,8 +768,8 @@ impl<'a> Checker<'a> {
         }
         let candidates: Vec<String> = self.p.inputs.iter().map(|i| i.name.clone()).collect();
         let h = did_you_mean(&n.text, candidates.iter().map(String::as_str));
-        self.err("rubric::resolve::unknown_input", n.span, format!("no input named `{}`", n.text), "not an input").help =
-            Some(h.unwrap_or_else(|| "declare it with `input NAME: Type`".into()));
+        self.err("rubric::resolve::unknown_input", n.span, format!("no input named `{}`", n.text), "not an input")
+            .help = Some(h.unwrap_or_else(|| "declare it with `input NAME: Type`".into()));
     }
 
     fn lookup_judge(&mut self, n: &ast::Name) -> Option<u32> {
@@ -811,9 +876,18 @@ impl<'a> Checker<'a> {
     fn group(&mut self, g: &ast::Group, parents: &[u32], default_judge: Option<&ast::Name>) -> Option<u32> {
         let weight = g.weight.as_ref().map(|w| self.constant_number(w, "a group weight"));
         if let (Some(x), Some(w)) = (weight, &g.weight) {
-            if x.is_nan() || x <= 0.0 || !x.is_finite() {
-                self.err("rubric::facts::weight", w.span, format!("group `{}` has weight {x}; weights must be positive", g.name.text), "this weight")
-                    .help = Some("a node's score is the weighted mean of its children; weights scale, they cannot be 0 or negative".into());
+            // NaN: not a literal, already reported as `not_constant`.
+            if !x.is_nan() && (x <= 0.0 || !x.is_finite()) {
+                self.err(
+                    "rubric::facts::weight",
+                    w.span,
+                    format!("group `{}` has weight {x}; weights must be positive", g.name.text),
+                    "this weight",
+                )
+                .help = Some(
+                    "a node's score is the weighted mean of its children; weights scale, they cannot be 0 or negative"
+                        .into(),
+                );
             }
         }
         let set = self.new_set(&g.name, ir::SetKind::Group, weight);
@@ -835,8 +909,13 @@ impl<'a> Checker<'a> {
             }
         }
         if g.members.is_empty() {
-            self.err("rubric::facts::empty_group", g.name.span, format!("group `{}` is empty", g.name.text), "no members")
-                .help = Some("a group's score is the weighted mean of its children; give it at least one".into());
+            self.err(
+                "rubric::facts::empty_group",
+                g.name.span,
+                format!("group `{}` is empty", g.name.text),
+                "no members",
+            )
+            .help = Some("a group's score is the weighted mean of its children; give it at least one".into());
         }
         Some(set)
     }
@@ -846,7 +925,12 @@ impl<'a> Checker<'a> {
             ast::ExprKind::Number(n) => *n,
             ast::ExprKind::Unary(ast::UnOp::Neg, inner) => -self.constant_number(inner, what),
             _ => {
-                self.err("rubric::type::not_constant", e.span, format!("{what} must be a number literal"), "not a literal");
+                self.err(
+                    "rubric::type::not_constant",
+                    e.span,
+                    format!("{what} must be a number literal"),
+                    "not a literal",
+                );
                 f64::NAN
             }
         }
@@ -896,7 +980,9 @@ impl<'a> Checker<'a> {
                         Diagnostic::error("rubric::type::criterion_kind", "a criterion has one kind")
                             .with_label(a.span, "second kind")
                             .with_label(prev, "first kind")
-                            .with_help("choose one of binary (the default), `ordinal [...]`, `nominal {...}` or `continuous`"),
+                            .with_help(
+                                "choose one of binary (the default), `ordinal [...]`, `nominal {...}` or `continuous`",
+                            ),
                     );
                 }
                 kind_span = Some(a.span);
@@ -930,15 +1016,30 @@ impl<'a> Checker<'a> {
                     let mut lv: Vec<(f64, String)> = Vec::new();
                     for l in levels {
                         if lv.iter().any(|(v, _)| *v == l.value) {
-                            self.err("rubric::type::criterion_kind", l.span, format!("level {} is listed twice", l.value), "again here");
+                            self.err(
+                                "rubric::type::criterion_kind",
+                                l.span,
+                                format!("level {} is listed twice", l.value),
+                                "again here",
+                            );
                         }
                         lv.push((l.value, l.descriptor.value.clone()));
                     }
                     if lv.len() < 2 {
-                        self.err("rubric::type::criterion_kind", a.span, "an ordinal criterion needs at least two levels", "here");
+                        self.err(
+                            "rubric::type::criterion_kind",
+                            a.span,
+                            "an ordinal criterion needs at least two levels",
+                            "here",
+                        );
                     }
                     if lv.windows(2).any(|w| w[0].0 >= w[1].0) {
-                        self.err("rubric::type::criterion_kind", a.span, "ordinal levels must be listed in increasing order", "here");
+                        self.err(
+                            "rubric::type::criterion_kind",
+                            a.span,
+                            "ordinal levels must be listed in increasing order",
+                            "here",
+                        );
                     }
                     set_kind(self, ir::CriterionKind::Ordinal { levels: lv });
                 }
@@ -946,11 +1047,21 @@ impl<'a> Checker<'a> {
                     let mut lb: Vec<(String, f64)> = Vec::new();
                     for l in labels {
                         if lb.iter().any(|(n, _)| *n == l.name.value) {
-                            self.err("rubric::type::criterion_kind", l.span, format!("label `{}` is listed twice", l.name.value), "again here");
+                            self.err(
+                                "rubric::type::criterion_kind",
+                                l.span,
+                                format!("label `{}` is listed twice", l.name.value),
+                                "again here",
+                            );
                         }
                         if !(0.0..=1.0).contains(&l.value) {
-                            self.err("rubric::facts::value_range", l.span, format!("label value {} is outside [0, 1]", l.value), "here")
-                                .help = Some("nominal labels map to values in [0, 1]; use `points` to scale".into());
+                            self.err(
+                                "rubric::facts::value_range",
+                                l.span,
+                                format!("label value {} is outside [0, 1]", l.value),
+                                "here",
+                            )
+                            .help = Some("nominal labels map to values in [0, 1]; use `points` to scale".into());
                         }
                         lb.push((l.name.value.clone(), l.value));
                     }
@@ -963,8 +1074,13 @@ impl<'a> Checker<'a> {
                 ast::VerifierKind::Judge(j) => ir::Verifier::Judge { judge: self.lookup_judge(j)? },
                 ast::VerifierKind::Check(e) => {
                     if kind_span.is_some() && !matches!(kind, ir::CriterionKind::Binary) {
-                        self.err("rubric::type::criterion_kind", v.span, "a `check` decides a binary criterion", "check")
-                            .help = Some("use `value EXPR` for a continuous criterion computed deterministically".into());
+                        self.err(
+                            "rubric::type::criterion_kind",
+                            v.span,
+                            "a `check` decides a binary criterion",
+                            "check",
+                        )
+                        .help = Some("use `value EXPR` for a continuous criterion computed deterministically".into());
                     }
                     let x = self.expr(e, scope, Some(&Type::Bool));
                     self.expect_type(&x.ty, &Type::Bool, e.span, "a check");
@@ -974,7 +1090,12 @@ impl<'a> Checker<'a> {
                     if kind_span.is_none() {
                         kind = ir::CriterionKind::Continuous;
                     } else if !matches!(kind, ir::CriterionKind::Continuous) {
-                        self.err("rubric::type::criterion_kind", v.span, "`value` computes a continuous criterion", "value");
+                        self.err(
+                            "rubric::type::criterion_kind",
+                            v.span,
+                            "`value` computes a continuous criterion",
+                            "value",
+                        );
                     }
                     let x = self.expr(e, scope, Some(&Type::Number));
                     self.expect_type(&x.ty, &Type::Number, e.span, "a value");
@@ -1001,7 +1122,12 @@ impl<'a> Checker<'a> {
                     }
                     let t = self.ty(ty);
                     if !matches!(t, Type::Number | Type::Text | Type::Bool | Type::Any) {
-                        self.err("rubric::type::mismatch", ty.span, format!("an extracted value is Number, Text or Bool, not `{t}`"), "here");
+                        self.err(
+                            "rubric::type::mismatch",
+                            ty.span,
+                            format!("an extracted value is Number, Text or Bool, not `{t}`"),
+                            "here",
+                        );
                     }
                     let local = scope.push(&var.text, t.clone());
                     let x = self.expr(check, scope, Some(&Type::Bool));
@@ -1013,14 +1139,33 @@ impl<'a> Checker<'a> {
             None => match default_judge {
                 Some(j) => ir::Verifier::Judge { judge: self.lookup_judge(j)? },
                 None => {
-                    self.err("rubric::resolve::no_verifier", c.span, format!("criterion `{id}` has no verifier"), "how is this decided?")
-                        .help = Some("add `by JUDGE`, `check EXPR` or `value EXPR`, or put it in a block with `by JUDGE`".into());
+                    self.err(
+                        "rubric::resolve::no_verifier",
+                        c.span,
+                        format!("criterion `{id}` has no verifier"),
+                        "how is this decided?",
+                    )
+                    .help = Some(
+                        "add `by JUDGE`, `check EXPR` or `value EXPR`, or put it in a block with `by JUDGE`".into(),
+                    );
                     return None;
                 }
             },
         };
         let site = self.site(c.span);
-        Some(ir::CriterionDecl { id: id.to_string(), text, kind, points, weight, axis, tags, pass, verifier, sets, site })
+        Some(ir::CriterionDecl {
+            id: id.to_string(),
+            text,
+            kind,
+            points,
+            weight,
+            axis,
+            tags,
+            pass,
+            verifier,
+            sets,
+            site,
+        })
     }
 
     // ------------------------------------------------------------------ examples
@@ -1038,7 +1183,12 @@ impl<'a> Checker<'a> {
                         let v = coerce(self.expr(value, &mut scope, Some(&ty)), &ty);
                         self.expect_type(&v.ty, &ty, value.span, "this example value");
                         if bindings.iter().any(|(j, _)| *j == i) {
-                            self.err("rubric::example::duplicate", input.span, format!("`{}` is bound twice", input.text), "again here");
+                            self.err(
+                                "rubric::example::duplicate",
+                                input.span,
+                                format!("`{}` is bound twice", input.text),
+                                "again here",
+                            );
                         }
                         bindings.push((i, v));
                     }
@@ -1073,10 +1223,23 @@ impl<'a> Checker<'a> {
                     match self.globals.get(&group.text).map(|g| g.0) {
                         Some(Global::Set(s)) if self.p.sets[s as usize].kind == ir::SetKind::Group => {}
                         _ => {
-                            let groups: Vec<String> = self.p.sets.iter().filter(|s| s.kind == ir::SetKind::Group).map(|s| s.name.clone()).collect();
+                            let groups: Vec<String> = self
+                                .p
+                                .sets
+                                .iter()
+                                .filter(|s| s.kind == ir::SetKind::Group)
+                                .map(|s| s.name.clone())
+                                .collect();
                             let h = did_you_mean(&group.text, groups.iter().map(String::as_str));
-                            self.err("rubric::resolve::unknown_set", group.span, format!("no group named `{}`", group.text), "not a group").help =
-                                Some(h.unwrap_or_else(|| "`expect group` names a `group NAME weight W { ... }`".into()));
+                            self.err(
+                                "rubric::resolve::unknown_set",
+                                group.span,
+                                format!("no group named `{}`", group.text),
+                                "not a group",
+                            )
+                            .help = Some(
+                                h.unwrap_or_else(|| "`expect group` names a `group NAME weight W { ... }`".into()),
+                            );
                         }
                     }
                     let site = self.site(s.span);
@@ -1099,17 +1262,25 @@ impl<'a> Checker<'a> {
             if !bound && input.default.is_none() && !input.ty.is_optional() {
                 let name = input.name.clone();
                 self.diags.push(
-                    Diagnostic::error("rubric::example::missing_input", format!("example `{}` does not bind input `{name}`", e.name.value))
-                        .with_label(e.name.span, "this example")
-                        .with_help(format!("add a line `{name} VALUE` to the example")),
+                    Diagnostic::error(
+                        "rubric::example::missing_input",
+                        format!("example `{}` does not bind input `{name}`", e.name.value),
+                    )
+                    .with_label(e.name.span, "this example")
+                    .with_help(format!("add a line `{name} VALUE` to the example")),
                 );
             }
         }
         if expects.is_empty() {
             self.diags.push(
-                Diagnostic::warning("rubric::example::no_expectation", format!("example `{}` expects nothing", e.name.value))
-                    .with_label(e.name.span, "this example")
-                    .with_help("add `expect score N` or `expect CRITERION = met`: an example without expectations tests nothing"),
+                Diagnostic::warning(
+                    "rubric::example::no_expectation",
+                    format!("example `{}` expects nothing", e.name.value),
+                )
+                .with_label(e.name.span, "this example")
+                .with_help(
+                    "add `expect score N` or `expect CRITERION = met`: an example without expectations tests nothing",
+                ),
             );
         }
         let site = self.site(e.span);
@@ -1158,10 +1329,11 @@ impl<'a> Checker<'a> {
                 }
                 Some(key.id())
             }
-            (Some(Global::Set(_)), None) if self.each_sets.contains_key(&match g {
-                Some(Global::Set(s)) => s,
-                _ => u32::MAX,
-            }) =>
+            (Some(Global::Set(_)), None)
+                if self.each_sets.contains_key(&match g {
+                    Some(Global::Set(s)) => s,
+                    _ => u32::MAX,
+                }) =>
             {
                 self.err(
                     "rubric::example::index_needed",
@@ -1174,7 +1346,13 @@ impl<'a> Checker<'a> {
             _ => {
                 let candidates: Vec<String> = self.p.criteria.iter().map(|c| c.id.clone()).collect();
                 let h = did_you_mean(&key.name.text, candidates.iter().map(String::as_str));
-                self.err("rubric::resolve::unknown_criterion", key.span, format!("no criterion named `{}`", key.id()), "here").help = h;
+                self.err(
+                    "rubric::resolve::unknown_criterion",
+                    key.span,
+                    format!("no criterion named `{}`", key.id()),
+                    "here",
+                )
+                .help = h;
                 None
             }
         }
@@ -1184,8 +1362,9 @@ impl<'a> Checker<'a> {
 
     fn expect_type(&mut self, found: &Type, want: &Type, span: Span, what: &str) {
         if !assignable(found, want) {
-            let mut d = Diagnostic::error("rubric::type::mismatch", format!("{what} must be `{want}`, found `{found}`"))
-                .with_label(span, format!("this is `{found}`"));
+            let mut d =
+                Diagnostic::error("rubric::type::mismatch", format!("{what} must be `{want}`, found `{found}`"))
+                    .with_label(span, format!("this is `{found}`"));
             if let Type::Optional(inner) = found {
                 if assignable(inner, want) {
                     d = d.with_help("this value may be null: give a fallback with `??`, e.g. `x ?? 0`");
@@ -1249,7 +1428,12 @@ impl<'a> Checker<'a> {
                 let mut out: Vec<(String, Expr)> = Vec::new();
                 for (n, v) in fields {
                     if out.iter().any(|(m, _)| *m == n.text) {
-                        self.err("rubric::type::duplicate_field", n.span, format!("field `{}` is given twice", n.text), "again here");
+                        self.err(
+                            "rubric::type::duplicate_field",
+                            n.span,
+                            format!("field `{}` is given twice", n.text),
+                            "again here",
+                        );
                         continue;
                     }
                     let wf = want.as_ref().and_then(|w| w.iter().find(|(m, _)| *m == n.text).map(|(_, t)| t.clone()));
@@ -1276,7 +1460,10 @@ impl<'a> Checker<'a> {
                             self.err(
                                 "rubric::type::not_a_value",
                                 e.span,
-                                format!("`{}.{}` is a function of module `{}`; call it", m.text, name.text, self.module_names[target]),
+                                format!(
+                                    "`{}.{}` is a function of module `{}`; call it",
+                                    m.text, name.text, self.module_names[target]
+                                ),
                                 "not called",
                             );
                             return self.bad();
@@ -1294,8 +1481,13 @@ impl<'a> Checker<'a> {
                     Type::List(t) => (**t).clone(),
                     Type::Any => Type::Any,
                     other => {
-                        self.err("rubric::type::mismatch", base.span, format!("only lists can be indexed, found `{other}`"), "not a list")
-                            .help = Some("for JSON use `json_get(value, \"a.b[0]\")`".into());
+                        self.err(
+                            "rubric::type::mismatch",
+                            base.span,
+                            format!("only lists can be indexed, found `{other}`"),
+                            "not a list",
+                        )
+                        .help = Some("for JSON use `json_get(value, \"a.b[0]\")`".into());
                         Type::Any
                     }
                 };
@@ -1310,12 +1502,22 @@ impl<'a> Checker<'a> {
                         self.call(target, n, args, e.span, scope)
                     }
                     _ => {
-                        self.err("rubric::type::not_callable", callee.span, "only functions can be called", "not a function");
+                        self.err(
+                            "rubric::type::not_callable",
+                            callee.span,
+                            "only functions can be called",
+                            "not a function",
+                        );
                         self.bad()
                     }
                 },
                 _ => {
-                    self.err("rubric::type::not_callable", callee.span, "only functions can be called", "not a function");
+                    self.err(
+                        "rubric::type::not_callable",
+                        callee.span,
+                        "only functions can be called",
+                        "not a function",
+                    );
                     self.bad()
                 }
             },
@@ -1337,7 +1539,12 @@ impl<'a> Checker<'a> {
                     ast::UnOp::Not => (Type::Bool, ir::UnOp::Not),
                 };
                 let x = self.expr(arg, scope, Some(&want));
-                self.expect_type(&x.ty, &want, arg.span, if irop == ir::UnOp::Neg { "the operand of `-`" } else { "the operand of `not`" });
+                self.expect_type(
+                    &x.ty,
+                    &want,
+                    arg.span,
+                    if irop == ir::UnOp::Neg { "the operand of `-`" } else { "the operand of `not`" },
+                );
                 Expr { kind: ExprKind::Unary { op: irop, arg: Box::new(x) }, ty: want }
             }
             A::Binary(op, l, r) => self.binary(*op, l, r, e.span, scope, expected),
@@ -1424,7 +1631,12 @@ impl<'a> Checker<'a> {
         match global {
             Some((Global::Input(i), _)) => {
                 if place == Place::Constant {
-                    self.err("rubric::type::not_constant", n.span, format!("`{}` is an input; this value must be a constant", n.text), "input");
+                    self.err(
+                        "rubric::type::not_constant",
+                        n.span,
+                        format!("`{}` is an input; this value must be a constant", n.text),
+                        "input",
+                    );
                     return self.bad();
                 }
                 Expr { kind: ExprKind::Input(i), ty: self.p.inputs[i as usize].ty.clone() }
@@ -1443,7 +1655,12 @@ impl<'a> Checker<'a> {
                         return self.bad();
                     }
                 } else if place == Place::Constant {
-                    self.err("rubric::type::not_constant", n.span, format!("criterion `{}` is not a constant", n.text), "here");
+                    self.err(
+                        "rubric::type::not_constant",
+                        n.span,
+                        format!("criterion `{}` is not a constant", n.text),
+                        "here",
+                    );
                     return self.bad();
                 }
                 Expr { kind: ExprKind::Criterion(c), ty: Type::Verdict }
@@ -1457,7 +1674,12 @@ impl<'a> Checker<'a> {
                 self.bad()
             }
             Some((g, _)) => {
-                self.err("rubric::type::not_a_value", n.span, format!("`{}` is {}, not a value", n.text, g.describe()), "here");
+                self.err(
+                    "rubric::type::not_a_value",
+                    n.span,
+                    format!("`{}` is {}, not a value", n.text, g.describe()),
+                    "here",
+                );
                 self.bad()
             }
             None if self.broken.contains(&n.text) => self.bad(),
@@ -1468,7 +1690,10 @@ impl<'a> Checker<'a> {
                     format!("criterion `{}` is evaluated after this point", n.text),
                     "not yet evaluated here",
                 )
-                .help = Some("a gate, check or `let` can read only criteria declared before it; move it below the criterion".into());
+                .help = Some(
+                    "a gate, check or `let` can read only criteria declared before it; move it below the criterion"
+                        .into(),
+                );
                 self.bad()
             }
             None => {
@@ -1482,13 +1707,14 @@ impl<'a> Checker<'a> {
                 } else {
                     format!("unknown name `{}`", n.text)
                 };
-                self.err("rubric::resolve::unknown_name", n.span, msg, "not found").help = Some(h.unwrap_or_else(|| {
-                    if place == Place::Function {
-                        "a function sees only its parameters; pass inputs in as arguments".into()
-                    } else {
-                        "declare it with `input`, `let` or `criterion`".into()
-                    }
-                }));
+                self.err("rubric::resolve::unknown_name", n.span, msg, "not found").help =
+                    Some(h.unwrap_or_else(|| {
+                        if place == Place::Function {
+                            "a function sees only its parameters; pass inputs in as arguments".into()
+                        } else {
+                            "declare it with `input`, `let` or `criterion`".into()
+                        }
+                    }));
                 self.bad()
             }
         }
@@ -1502,8 +1728,13 @@ impl<'a> Checker<'a> {
                 None => {
                     let h = did_you_mean(&name.text, fields.iter().map(|(n, _)| n.as_str()));
                     let names: Vec<&str> = fields.iter().map(|(n, _)| n.as_str()).collect();
-                    self.err("rubric::type::unknown_field", name.span, format!("no field `{}` in `{}`", name.text, b.ty), "unknown field")
-                        .help = Some(h.unwrap_or_else(|| format!("the fields are: {}", names.join(", "))));
+                    self.err(
+                        "rubric::type::unknown_field",
+                        name.span,
+                        format!("no field `{}` in `{}`", name.text, b.ty),
+                        "unknown field",
+                    )
+                    .help = Some(h.unwrap_or_else(|| format!("the fields are: {}", names.join(", "))));
                     Type::Any
                 }
             },
@@ -1512,8 +1743,16 @@ impl<'a> Checker<'a> {
                 "value" | "points" | "weight" => Type::Number,
                 other => {
                     let h = did_you_mean(other, ["met", "value", "points", "weight", "unscored"]);
-                    self.err("rubric::type::unknown_field", name.span, format!("a verdict has no field `{other}`"), "unknown field")
-                        .help = Some(h.unwrap_or_else(|| "a verdict has `met`, `value`, `points`, `weight` and `unscored`".into()));
+                    self.err(
+                        "rubric::type::unknown_field",
+                        name.span,
+                        format!("a verdict has no field `{other}`"),
+                        "unknown field",
+                    )
+                    .help =
+                        Some(h.unwrap_or_else(|| {
+                            "a verdict has `met`, `value`, `points`, `weight` and `unscored`".into()
+                        }));
                     Type::Any
                 }
             },
@@ -1528,8 +1767,13 @@ impl<'a> Checker<'a> {
                 Type::Any
             }
             Type::Json => {
-                self.err("rubric::type::unknown_field", span, "fields of `Json` values are read with `json_get`", "Json")
-                    .help = Some(format!("json_get(value, \"{}\")", name.text));
+                self.err(
+                    "rubric::type::unknown_field",
+                    span,
+                    "fields of `Json` values are read with `json_get`",
+                    "Json",
+                )
+                .help = Some(format!("json_get(value, \"{}\")", name.text));
                 Type::Any
             }
             other => {
@@ -1557,7 +1801,10 @@ impl<'a> Checker<'a> {
                 let b = self.expr(r, scope, Some(&Type::Bool));
                 self.expect_type(&a.ty, &Type::Bool, l.span, &format!("an operand of `{}`", op.symbol()));
                 self.expect_type(&b.ty, &Type::Bool, r.span, &format!("an operand of `{}`", op.symbol()));
-                Expr { kind: ExprKind::Binary { op: binop(op), lhs: Box::new(a), rhs: Box::new(b), site }, ty: Type::Bool }
+                Expr {
+                    kind: ExprKind::Binary { op: binop(op), lhs: Box::new(a), rhs: Box::new(b), site },
+                    ty: Type::Bool,
+                }
             }
             ast::BinOp::Coalesce => {
                 let a = self.expr(l, scope, expected.map(|t| Type::optional(t.clone())).as_ref());
@@ -1584,19 +1831,35 @@ impl<'a> Checker<'a> {
                         Type::Any
                     }
                 };
-                Expr { kind: ExprKind::Binary { op: ir::BinOp::Coalesce, lhs: Box::new(a), rhs: Box::new(b), site }, ty }
+                Expr {
+                    kind: ExprKind::Binary { op: ir::BinOp::Coalesce, lhs: Box::new(a), rhs: Box::new(b), site },
+                    ty,
+                }
             }
             _ => {
                 let a = self.expr(l, scope, None);
                 let b = self.expr(r, scope, Some(&a.ty));
                 let (irop, ty) = match (op, &a.ty, &b.ty) {
-                    (_, Type::Any, _) | (_, _, Type::Any) => (binop(op), if op == ast::BinOp::Add && (a.ty == Type::Text || b.ty == Type::Text) { Type::Text } else { Type::Number }),
+                    (_, Type::Any, _) | (_, _, Type::Any) => (
+                        binop(op),
+                        if op == ast::BinOp::Add && (a.ty == Type::Text || b.ty == Type::Text) {
+                            Type::Text
+                        } else {
+                            Type::Number
+                        },
+                    ),
                     (ast::BinOp::Add, Type::Text, Type::Text) => (ir::BinOp::Concat, Type::Text),
                     (_, Type::Number, Type::Number) => (binop(op), Type::Number),
                     _ => {
                         let d = Diagnostic::error(
                             "rubric::type::mismatch",
-                            format!("`{}` needs two numbers{}, found `{}` and `{}`", op.symbol(), if op == ast::BinOp::Add { " or two texts" } else { "" }, a.ty, b.ty),
+                            format!(
+                                "`{}` needs two numbers{}, found `{}` and `{}`",
+                                op.symbol(),
+                                if op == ast::BinOp::Add { " or two texts" } else { "" },
+                                a.ty,
+                                b.ty
+                            ),
                         )
                         .with_label(l.span, format!("`{}`", a.ty))
                         .with_label(r.span, format!("`{}`", b.ty));
@@ -1619,7 +1882,14 @@ impl<'a> Checker<'a> {
     }
 
     /// A call to `name`, in module `module` when qualified.
-    fn call(&mut self, module: Option<usize>, name: &ast::Name, args: &[ast::Arg], span: Span, scope: &mut Scope) -> Expr {
+    fn call(
+        &mut self,
+        module: Option<usize>,
+        name: &ast::Name,
+        args: &[ast::Arg],
+        span: Span,
+        scope: &mut Scope,
+    ) -> Expr {
         // Aggregations over a set of criteria: the first argument names a set.
         if module.is_none() && scope.place != Place::Function {
             if let Some(agg) = AggOp::from_name(&name.text) {
@@ -1628,6 +1898,10 @@ impl<'a> Checker<'a> {
                         if scope.lookup(&v.text).is_none() {
                             if let Some((Global::Set(set), _)) = self.globals.get(&v.text).copied() {
                                 return self.aggregate(agg, set, v, &args[1..], span, scope);
+                            }
+                            // A set whose declaration failed to parse: already reported.
+                            if self.broken.contains(&v.text) {
+                                return self.bad();
                             }
                         }
                     }
@@ -1730,11 +2004,21 @@ impl<'a> Checker<'a> {
             names.extend(own.iter().map(String::as_str));
             let h = did_you_mean(&name.text, names.iter().copied());
             if let Some((g, _)) = self.globals.get(&name.text).copied() {
-                self.err("rubric::type::not_callable", name.span, format!("`{}` is {}, not a function", name.text, g.describe()), "not a function");
+                self.err(
+                    "rubric::type::not_callable",
+                    name.span,
+                    format!("`{}` is {}, not a function", name.text, g.describe()),
+                    "not a function",
+                );
                 return self.bad();
             }
-            self.err("rubric::resolve::unknown_function", name.span, format!("unknown function `{}`", name.text), "not found").help =
-                Some(h.unwrap_or_else(|| "see docs/stdlib.md for the standard library".into()));
+            self.err(
+                "rubric::resolve::unknown_function",
+                name.span,
+                format!("unknown function `{}`", name.text),
+                "not found",
+            )
+            .help = Some(h.unwrap_or_else(|| "see docs/stdlib.md for the standard library".into()));
             return self.bad();
         }
         // Check arguments once without expectations, then pick the first overload they fit.
@@ -1759,16 +2043,28 @@ impl<'a> Checker<'a> {
                 Ok((bound, ret)) => {
                     // A constant regular expression is compiled now, not at the first row.
                     if let Some(sig) = intrinsic_sig(*index) {
-                        for ((pname, _, _), arg) in sig.params.iter().zip(&bound) {
-                            if pname == "pattern" {
-                                if let Some(p) = arg.as_text() {
-                                    if let Err(e) = regex::Regex::new(p) {
-                                        let at = args.iter().find(|a| a.name.as_ref().is_none_or(|n| n.text == "pattern") && matches!(a.value.kind, ast::ExprKind::Str(_)) ).map_or(span, |a| a.value.span);
-                                        let msg = e.to_string();
-                                        let last = msg.lines().last().unwrap_or("").trim().to_string();
-                                        self.err("rubric::type::bad_regex", at, format!("`{p}` is not a valid regular expression"), "here").help = Some(last);
-                                    }
-                                }
+                        for (pi, ((pname, _, _), arg)) in sig.params.iter().zip(&bound).enumerate() {
+                            if pname != "pattern" {
+                                continue;
+                            }
+                            let Some(p) = arg.as_text() else { continue };
+                            if let Err(e) = regex::Regex::new(p) {
+                                // The argument written for `pattern`: by name, else by position.
+                                let at = args
+                                    .iter()
+                                    .find(|a| a.name.as_ref().is_some_and(|n| n.text == "pattern"))
+                                    .or_else(|| args.iter().filter(|a| a.name.is_none()).nth(pi))
+                                    .map_or(span, |a| a.value.span);
+                                let msg = e.to_string();
+                                let last = msg.lines().last().unwrap_or("").trim();
+                                let last = last.strip_prefix("error: ").unwrap_or(last).to_string();
+                                self.err(
+                                    "rubric::type::bad_regex",
+                                    at,
+                                    format!("`{p}` is not a valid regular expression"),
+                                    "here",
+                                )
+                                .help = Some(last);
                             }
                         }
                     }
@@ -1783,8 +2079,13 @@ impl<'a> Checker<'a> {
         }
         let sigs: Vec<String> = overloads.iter().map(|(_, i)| format!("{}{}", i.name, i.sig)).collect();
         let (msg_span, msg) = errors.into_iter().next().unwrap_or((span, "no matching signature".into()));
-        self.err("rubric::type::bad_arguments", msg_span, format!("wrong arguments to `{}`: {msg}", name.text), "here").help =
-            Some(format!("signature{}: {}", if sigs.len() > 1 { "s" } else { "" }, sigs.join("; ")));
+        self.err(
+            "rubric::type::bad_arguments",
+            msg_span,
+            format!("wrong arguments to `{}`: {msg}", name.text),
+            "here",
+        )
+        .help = Some(format!("signature{}: {}", if sigs.len() > 1 { "s" } else { "" }, sigs.join("; ")));
         self.bad()
     }
 
@@ -1805,8 +2106,13 @@ impl<'a> Checker<'a> {
                     Some(i) => i,
                     None => {
                         let h = did_you_mean(&n.text, params.iter().map(|(p, _, _)| p.as_str()));
-                        self.err("rubric::type::bad_arguments", n.span, format!("`{fname}` has no parameter `{}`", n.text), "unknown parameter")
-                            .help = h;
+                        self.err(
+                            "rubric::type::bad_arguments",
+                            n.span,
+                            format!("`{fname}` has no parameter `{}`", n.text),
+                            "unknown parameter",
+                        )
+                        .help = h;
                         ok = false;
                         continue;
                     }
@@ -1817,7 +2123,12 @@ impl<'a> Checker<'a> {
                 }
             };
             if idx >= params.len() {
-                self.err("rubric::type::bad_arguments", a.value.span, format!("`{fname}` takes {} arguments", params.len()), "extra argument");
+                self.err(
+                    "rubric::type::bad_arguments",
+                    a.value.span,
+                    format!("`{fname}` takes {} arguments", params.len()),
+                    "extra argument",
+                );
                 ok = false;
                 continue;
             }
@@ -1825,7 +2136,12 @@ impl<'a> Checker<'a> {
             let x = coerce(self.expr(&a.value, scope, Some(&want)), &want);
             self.expect_type(&x.ty, &want, a.value.span, &format!("argument `{}` of `{fname}`", params[idx].0));
             if slots[idx].is_some() {
-                self.err("rubric::type::bad_arguments", a.value.span, format!("argument `{}` is given twice", params[idx].0), "again");
+                self.err(
+                    "rubric::type::bad_arguments",
+                    a.value.span,
+                    format!("argument `{}` is given twice", params[idx].0),
+                    "again",
+                );
                 ok = false;
             }
             slots[idx] = Some(x);
@@ -1837,7 +2153,12 @@ impl<'a> Checker<'a> {
                 None => match &params[i].2 {
                     Some(d) => out.push(d.clone()),
                     None => {
-                        self.err("rubric::type::bad_arguments", span, format!("missing argument `{}` of `{fname}`", params[i].0), "in this call");
+                        self.err(
+                            "rubric::type::bad_arguments",
+                            span,
+                            format!("missing argument `{}` of `{fname}`", params[i].0),
+                            "in this call",
+                        );
                         ok = false;
                     }
                 },
@@ -1846,7 +2167,15 @@ impl<'a> Checker<'a> {
         ok.then_some(out)
     }
 
-    fn aggregate(&mut self, op: AggOp, set: u32, set_name: &ast::Name, rest: &[ast::Arg], span: Span, scope: &mut Scope) -> Expr {
+    fn aggregate(
+        &mut self,
+        op: AggOp,
+        set: u32,
+        set_name: &ast::Name,
+        rest: &[ast::Arg],
+        span: Span,
+        scope: &mut Scope,
+    ) -> Expr {
         let mut policy = Policy::Propagate;
         let mut extra = Vec::new();
         for a in rest {
@@ -1859,20 +2188,37 @@ impl<'a> Checker<'a> {
                             "propagate" => Policy::Propagate,
                             other => {
                                 let h = did_you_mean(other, ["skip", "unmet", "propagate"]);
-                                self.err("rubric::type::bad_policy", v.span, format!("unknown unscored policy `{other}`"), "here").help =
-                                    Some(h.unwrap_or_else(|| "a policy is `skip`, `unmet` or `propagate`".into()));
+                                self.err(
+                                    "rubric::type::bad_policy",
+                                    v.span,
+                                    format!("unknown unscored policy `{other}`"),
+                                    "here",
+                                )
+                                .help = Some(h.unwrap_or_else(|| "a policy is `skip`, `unmet` or `propagate`".into()));
                                 Policy::Propagate
                             }
                         },
                         _ => {
-                            self.err("rubric::type::bad_policy", a.value.span, "an unscored policy is `skip`, `unmet` or `propagate`", "here");
+                            self.err(
+                                "rubric::type::bad_policy",
+                                a.value.span,
+                                "an unscored policy is `skip`, `unmet` or `propagate`",
+                                "here",
+                            );
                             Policy::Propagate
                         }
                     }
                 }
                 Some(n) => {
-                    self.err("rubric::type::bad_arguments", n.span, format!("`{}` has no parameter `{}`", op.name(), n.text), "here")
-                        .help = Some("aggregations take a set, `unscored: skip|unmet|propagate` and, for `at_least`, a count".into());
+                    self.err(
+                        "rubric::type::bad_arguments",
+                        n.span,
+                        format!("`{}` has no parameter `{}`", op.name(), n.text),
+                        "here",
+                    )
+                    .help = Some(
+                        "aggregations take a set, `unscored: skip|unmet|propagate` and, for `at_least`, a count".into(),
+                    );
                 }
                 None => {
                     let x = self.expr(&a.value, scope, Some(&Type::Number));
@@ -1895,8 +2241,13 @@ impl<'a> Checker<'a> {
             );
         }
         if op == AggOp::Tree && self.p.sets[set as usize].kind != ir::SetKind::Group {
-            self.err("rubric::type::mismatch", set_name.span, format!("`tree` takes a group; `{}` is not a group", set_name.text), "not a group")
-                .help = Some("declare `group NAME weight W { ... }`".into());
+            self.err(
+                "rubric::type::mismatch",
+                set_name.span,
+                format!("`tree` takes a group; `{}` is not a group", set_name.text),
+                "not a group",
+            )
+            .help = Some("declare `group NAME weight W { ... }`".into());
         }
         let site = self.site(span);
         Expr { kind: ExprKind::Aggregate { op, set, policy, args: extra, site }, ty: op.result_type() }
@@ -1908,7 +2259,12 @@ impl<'a> Checker<'a> {
             Type::List(t) => (**t).clone(),
             Type::Any => Type::Any,
             other => {
-                self.err("rubric::type::mismatch", list.span, format!("expected a list, found `{other}`"), "not a list");
+                self.err(
+                    "rubric::type::mismatch",
+                    list.span,
+                    format!("expected a list, found `{other}`"),
+                    "not a list",
+                );
                 Type::Any
             }
         };
@@ -1967,7 +2323,12 @@ fn match_sig(
             };
             return Err((
                 *span,
-                format!("`{}` must be `{}`, found `{}`{hint}", sig.params[idx].0, subst(&sig.params[idx].1, &bindings), e.ty),
+                format!(
+                    "`{}` must be `{}`, found `{}`{hint}",
+                    sig.params[idx].0,
+                    subst(&sig.params[idx].1, &bindings),
+                    e.ty
+                ),
             ));
         }
         slots[idx] = Some(e.clone());
@@ -2087,7 +2448,9 @@ pub fn verdict_json(v: &ast::VerdictLitKind) -> serde_json::Value {
         V::Number(n) => crate::value::number_to_json(*n),
         V::Label(l) => serde_json::Value::String(l.clone()),
         V::Bool(b) => serde_json::Value::Bool(*b),
-        V::Samples(xs) => serde_json::json!({ "samples": xs.iter().map(|x| verdict_json(&x.kind)).collect::<Vec<_>>() }),
+        V::Samples(xs) => {
+            serde_json::json!({ "samples": xs.iter().map(|x| verdict_json(&x.kind)).collect::<Vec<_>>() })
+        }
     }
 }
 

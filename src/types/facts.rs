@@ -52,7 +52,10 @@ impl std::fmt::Display for Range {
 fn mul(a: Range, b: Range) -> Range {
     let cands = [a.lo * b.lo, a.lo * b.hi, a.hi * b.lo, a.hi * b.hi];
     let c: Vec<f64> = cands.iter().map(|x| if x.is_nan() { 0.0 } else { *x }).collect();
-    Range { lo: c.iter().cloned().fold(f64::INFINITY, f64::min), hi: c.iter().cloned().fold(f64::NEG_INFINITY, f64::max) }
+    Range {
+        lo: c.iter().cloned().fold(f64::INFINITY, f64::min),
+        hi: c.iter().cloned().fold(f64::NEG_INFINITY, f64::max),
+    }
 }
 
 pub fn site_span(p: &Program, sources: &SourceMap, site: u32) -> Option<Span> {
@@ -201,8 +204,13 @@ impl Facts<'_> {
                     ("clip", [x, lo, hi]) => Range { lo: x.lo.max(lo.lo).min(hi.hi), hi: x.hi.min(hi.hi).max(lo.lo) },
                     ("min", [a, b]) => Range { lo: a.lo.min(b.lo), hi: a.hi.min(b.hi) },
                     ("max", [a, b]) => Range { lo: a.lo.max(b.lo), hi: a.hi.max(b.hi) },
-                    (n, _) if n.ends_with("_count") || n == "len" || n == "json_len" => Range { lo: 0.0, hi: f64::INFINITY },
-                    ("abs", [a]) => Range { lo: if a.contains_zero() { 0.0 } else { a.lo.abs().min(a.hi.abs()) }, hi: a.lo.abs().max(a.hi.abs()) },
+                    (n, _) if n.ends_with("_count") || n == "len" || n == "json_len" => {
+                        Range { lo: 0.0, hi: f64::INFINITY }
+                    }
+                    ("abs", [a]) => Range {
+                        lo: if a.contains_zero() { 0.0 } else { a.lo.abs().min(a.hi.abs()) },
+                        hi: a.lo.abs().max(a.hi.abs()),
+                    },
                     _ => Range::ANY,
                 }
             }
@@ -211,12 +219,20 @@ impl Facts<'_> {
                 let all_static = self.static_members(*set, &mut members);
                 let n = members.len() as f64;
                 match op {
-                    AggOp::WeightedMean | AggOp::Mean | AggOp::Fraction | AggOp::Tree | AggOp::MinValue | AggOp::MaxValue => {
+                    AggOp::WeightedMean
+                    | AggOp::Mean
+                    | AggOp::Fraction
+                    | AggOp::Tree
+                    | AggOp::MinValue
+                    | AggOp::MaxValue => {
                         if all_static && members.is_empty() && *op != AggOp::Tree {
                             if let Some(span) = self.span(*site) {
                                 self.out.push(
-                                    Diagnostic::error("rubric::facts::division_by_zero", format!("`{}` of an empty set divides by zero", op.name()))
-                                        .with_label(span, "the set has no criteria"),
+                                    Diagnostic::error(
+                                        "rubric::facts::division_by_zero",
+                                        format!("`{}` of an empty set divides by zero", op.name()),
+                                    )
+                                    .with_label(span, "the set has no criteria"),
                                 );
                             }
                         }
@@ -224,7 +240,11 @@ impl Facts<'_> {
                     }
                     AggOp::PointsRatio | AggOp::SumPoints | AggOp::MaxPoints => {
                         if !all_static {
-                            return if *op == AggOp::PointsRatio { Range { lo: f64::NEG_INFINITY, hi: 1.0 } } else { Range::ANY };
+                            return if *op == AggOp::PointsRatio {
+                                Range { lo: f64::NEG_INFINITY, hi: 1.0 }
+                            } else {
+                                Range::ANY
+                            };
                         }
                         let pts: Vec<Option<f64>> = members.iter().map(|c| self.points_of(*c)).collect();
                         if pts.iter().any(Option::is_none) {
@@ -271,9 +291,12 @@ impl Facts<'_> {
             if let Some(w) = &c.weight {
                 match w.as_number() {
                     Some(x) if x.is_nan() || x <= 0.0 || !x.is_finite() => self.out.push(
-                        Diagnostic::error("rubric::facts::weight", format!("criterion `{}` has weight {x}; weights must be positive", c.id))
-                            .with_label(span, "this criterion")
-                            .with_help("use negative `points` for penalties; weights only scale"),
+                        Diagnostic::error(
+                            "rubric::facts::weight",
+                            format!("criterion `{}` has weight {x}; weights must be positive", c.id),
+                        )
+                        .with_label(span, "this criterion")
+                        .with_help("use negative `points` for penalties; weights only scale"),
                     ),
                     _ => {}
                 }
@@ -281,8 +304,11 @@ impl Facts<'_> {
             if let Some(p) = &c.points {
                 if p.as_number() == Some(0.0) {
                     self.out.push(
-                        Diagnostic::warning("rubric::facts::zero_points", format!("criterion `{}` has 0 points and never changes a points score", c.id))
-                            .with_label(span, "this criterion"),
+                        Diagnostic::warning(
+                            "rubric::facts::zero_points",
+                            format!("criterion `{}` has 0 points and never changes a points score", c.id),
+                        )
+                        .with_label(span, "this criterion"),
                     );
                 }
             }
@@ -296,14 +322,20 @@ impl Facts<'_> {
             let decided = fold_bool(&g.cond).or_else(|| self.decide(&g.cond));
             match decided {
                 Some(true) => self.out.push(
-                    Diagnostic::warning("rubric::facts::gate_never_fires", format!("gate `{}` can never fire: its condition is always true", g.name))
-                        .with_label(span, "this gate")
-                        .with_help("remove the gate or fix its condition"),
+                    Diagnostic::warning(
+                        "rubric::facts::gate_never_fires",
+                        format!("gate `{}` can never fire: its condition is always true", g.name),
+                    )
+                    .with_label(span, "this gate")
+                    .with_help("remove the gate or fix its condition"),
                 ),
                 Some(false) => self.out.push(
-                    Diagnostic::warning("rubric::facts::gate_always_fires", format!("gate `{}` always fires: its condition is always false", g.name))
-                        .with_label(span, "this gate")
-                        .with_help("every response gets the gate's score; nothing after it is evaluated"),
+                    Diagnostic::warning(
+                        "rubric::facts::gate_always_fires",
+                        format!("gate `{}` always fires: its condition is always false", g.name),
+                    )
+                    .with_label(span, "this gate")
+                    .with_help("every response gets the gate's score; nothing after it is evaluated"),
                 ),
                 None => {}
             }
@@ -311,8 +343,15 @@ impl Facts<'_> {
                 if let Some(cap) = g.value.as_number() {
                     if cap >= score_range.hi {
                         self.out.push(
-                            Diagnostic::warning("rubric::facts::cap_never_bites", format!("gate `{}` caps at {cap}, but the score never exceeds {}", g.name, Range::fmt_end(score_range.hi)))
-                                .with_label(span, "this cap"),
+                            Diagnostic::warning(
+                                "rubric::facts::cap_never_bites",
+                                format!(
+                                    "gate `{}` caps at {cap}, but the score never exceeds {}",
+                                    g.name,
+                                    Range::fmt_end(score_range.hi)
+                                ),
+                            )
+                            .with_label(span, "this cap"),
                         );
                     }
                 }
@@ -345,11 +384,13 @@ impl Facts<'_> {
     fn unused(&mut self) {
         let mut used_sets = vec![false; self.p.sets.len()];
         let mut used_crit = vec![false; self.p.criteria.len()];
-        let visit = |e: &Expr, us: &mut Vec<bool>, uc: &mut Vec<bool>| walk(e, &mut |x| match &x.kind {
-            ExprKind::Aggregate { set, .. } => us[*set as usize] = true,
-            ExprKind::Criterion(c) => uc[*c as usize] = true,
-            _ => {}
-        });
+        let visit = |e: &Expr, us: &mut Vec<bool>, uc: &mut Vec<bool>| {
+            walk(e, &mut |x| match &x.kind {
+                ExprKind::Aggregate { set, .. } => us[*set as usize] = true,
+                ExprKind::Criterion(c) => uc[*c as usize] = true,
+                _ => {}
+            })
+        };
         visit(&self.p.score, &mut used_sets, &mut used_crit);
         for step in &self.p.steps {
             match step {
@@ -358,7 +399,8 @@ impl Facts<'_> {
                     visit(&g.value, &mut used_sets, &mut used_crit);
                 }
                 Step::Criterion(c) => {
-                    if let Verifier::Check { expr } | Verifier::Value { expr } = &self.p.criteria[*c as usize].verifier {
+                    if let Verifier::Check { expr } | Verifier::Value { expr } = &self.p.criteria[*c as usize].verifier
+                    {
                         visit(expr, &mut used_sets, &mut used_crit);
                     }
                 }
@@ -403,9 +445,12 @@ impl Facts<'_> {
             if !used_crit[i] {
                 if let Some(span) = self.span(c.site) {
                     self.out.push(
-                        Diagnostic::warning("rubric::facts::unused_criterion", format!("criterion `{}` does not affect the score", c.id))
-                            .with_label(span, "unused")
-                            .with_help("include it in a set the score aggregates, or refer to it in the score"),
+                        Diagnostic::warning(
+                            "rubric::facts::unused_criterion",
+                            format!("criterion `{}` does not affect the score", c.id),
+                        )
+                        .with_label(span, "unused")
+                        .with_help("include it in a set the score aggregates, or refer to it in the score"),
                     );
                 }
             }

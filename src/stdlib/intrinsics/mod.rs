@@ -8,6 +8,7 @@
 //! (its position among the entries of that name), so a new overload of an existing name goes
 //! after the existing ones, never before; entries with new names may go anywhere.
 
+mod ifeval;
 mod json;
 mod lists;
 mod markdown;
@@ -119,6 +120,16 @@ pub static ALL: &[Intrinsic] = &[
     lists::LAST_ASSISTANT,
     lists::TURN_COUNT,
     lists::RENDER,
+    // IFEval's reference measures (Python, NLTK and langdetect semantics)
+    ifeval::IFEVAL_WORD_COUNT,
+    ifeval::IFEVAL_SENTENCES,
+    ifeval::IFEVAL_SENTENCE_COUNT,
+    ifeval::IFEVAL_TOKENS,
+    ifeval::IFEVAL_CAPITAL_WORD_COUNT,
+    ifeval::PYTHON_ISUPPER,
+    ifeval::PYTHON_ISLOWER,
+    ifeval::PYTHON_JSON_VALID,
+    ifeval::DETECT_LANGUAGE,
 ];
 
 // ---------------------------------------------------------------- argument access

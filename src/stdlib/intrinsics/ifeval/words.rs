@@ -1,0 +1,140 @@
+//! A port of `nltk.word_tokenize` (NLTK 3.8): Punkt sentences, each split by the improved
+//! Treebank word tokenizer (`NLTKWordTokenizer`), a fixed sequence of regular-expression
+//! substitutions that pad punctuation, quotes and contractions with spaces before splitting on
+//! white space. IFEval's `change_case:capital_word_frequency` counts the tokens it returns.
+//!
+//! Pipeline position: used by `stdlib::intrinsics::ifeval` only.
+
+use super::punkt::sentence_spans;
+use super::pychar::{is_space, is_word};
+use regex::Regex;
+use std::sync::LazyLock;
+
+/// One substitution: a pattern and its replacement (`$1` for Python's `\1`).
+struct Rule(Regex, &'static str);
+
+fn rules(list: &[(&str, &'static str)]) -> Vec<Rule> {
+    list.iter().map(|(p, r)| Rule(Regex::new(p).expect("word tokenizer pattern"), r)).collect()
+}
+
+/// `STARTING_QUOTES`, except the look-ahead rule for a quote before one letter
+/// (see [`split_quote_before_letter`]).
+static STARTING_QUOTES: LazyLock<Vec<Rule>> = LazyLock::new(|| {
+    rules(&[(r"([«“‘„]|[`]+)", " ${1} "), (r#"^""#, "``"), (r"(``)", " ${1} "), (r#"([ (\[{<])("|'{2})"#, "${1} `` ")])
+});
+
+/// `PUNCTUATION`, `PARENS_BRACKETS` and `DOUBLE_DASHES`.
+static PUNCTUATION: LazyLock<Vec<Rule>> = LazyLock::new(|| {
+    rules(&[
+        (r#"([^.])(\.)([\])}>"'»”’ ]*)\s*$"#, "${1} ${2} ${3} "),
+        (r"([:,])([^\d])", " ${1} ${2}"),
+        (r"([:,])$", " ${1} "),
+        (r"\.{2,}", " ${0} "),
+        (r"[;@#$%&]", " ${0} "),
+        (r#"([^.])(\.)([\])}>"']*)\s*$"#, "${1} ${2}${3} "),
+        (r"[?!]", " ${0} "),
+        (r"([^'])' ", "${1} ' "),
+        (r"[*]", " ${0} "),
+        (r"[\]\[(){}<>]", " ${0} "),
+        (r"--", " -- "),
+    ])
+});
+
+/// `ENDING_QUOTES` and the contraction rules (`CONTRACTIONS2`, `CONTRACTIONS3`); `(?=\s)` after
+/// `wanna` becomes a captured white-space character put back in place.
+static ENDING_QUOTES: LazyLock<Vec<Rule>> = LazyLock::new(|| {
+    rules(&[
+        (r"([»”’])", " ${1} "),
+        (r"''", " '' "),
+        (r#"""#, " '' "),
+        (r"([^' ])('[sS]|'[mM]|'[dD]|') ", "${1} ${2} "),
+        (r"([^' ])('ll|'LL|'re|'RE|'ve|'VE|n't|N'T) ", "${1} ${2} "),
+        (r"(?i)\b(can)(not)\b", " ${1} ${2} "),
+        (r"(?i)\b(d)('ye)\b", " ${1} ${2} "),
+        (r"(?i)\b(gim)(me)\b", " ${1} ${2} "),
+        (r"(?i)\b(gon)(na)\b", " ${1} ${2} "),
+        (r"(?i)\b(got)(ta)\b", " ${1} ${2} "),
+        (r"(?i)\b(lem)(me)\b", " ${1} ${2} "),
+        (r"(?i)\b(more)('n)\b", " ${1} ${2} "),
+        (r"(?i)\b(wan)(na)(\s)", " ${1} ${2} ${3}"),
+        (r"(?i) ('t)(is)\b", " ${1} ${2} "),
+        (r"(?i) ('t)(was)\b", " ${1} ${2} "),
+    ])
+});
+
+fn apply(text: String, rules: &[Rule]) -> String {
+    rules.iter().fold(text, |t, Rule(re, rep)| match re.replace_all(&t, *rep) {
+        std::borrow::Cow::Borrowed(_) => t,
+        std::borrow::Cow::Owned(s) => s,
+    })
+}
+
+/// `(?i)(\')(?!re|ve|ll|m|t|s|d|n)(\w)\b` → `\1 \2`: a quote before a one-letter word other
+/// than `m`, `t`, `s`, `d` or `n` is split from it.
+fn split_quote_before_letter(text: String) -> String {
+    if !text.contains('\'') {
+        return text;
+    }
+    let cs: Vec<char> = text.chars().collect();
+    let mut out = String::with_capacity(text.len() + 8);
+    let mut i = 0;
+    while i < cs.len() {
+        let c = cs[i];
+        out.push(c);
+        if c == '\'' {
+            if let Some(&w) = cs.get(i + 1) {
+                let bounded = !cs.get(i + 2).is_some_and(|&n| is_word(n));
+                if is_word(w) && bounded && !"mMtTsSdDnN".contains(w) {
+                    out.push(' ');
+                    out.push(w);
+                    i += 2;
+                    continue;
+                }
+            }
+        }
+        i += 1;
+    }
+    out
+}
+
+/// `NLTKWordTokenizer().tokenize(sentence)`.
+fn tokenize_sentence(sentence: &str, out: &mut Vec<String>) {
+    let text = apply(sentence.to_string(), &STARTING_QUOTES);
+    let text = split_quote_before_letter(text);
+    let text = apply(text, &PUNCTUATION);
+    let text = apply(format!(" {text} "), &ENDING_QUOTES);
+    out.extend(text.split(is_space).filter(|t| !t.is_empty()).map(str::to_string));
+}
+
+/// `nltk.word_tokenize(text)`: the tokens of every Punkt sentence of `text`.
+pub fn word_tokenize(text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    for (s, e) in sentence_spans(text) {
+        tokenize_sentence(&text[s..e], &mut out);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tokens_follow_nltk() {
+        assert_eq!(
+            word_tokenize("I'm in the U.S. Don't go."),
+            ["I", "'m", "in", "the", "U.S.", "Do", "n't", "go", "."]
+        );
+        assert_eq!(
+            word_tokenize("Good muffins cost $3.88\nin New York.  Please buy me\ntwo of them.\nThanks."),
+            [
+                "Good", "muffins", "cost", "$", "3.88", "in", "New", "York", ".", "Please", "buy", "me", "two", "of",
+                "them", ".", "Thanks", "."
+            ]
+        );
+        assert_eq!(
+            word_tokenize("\"CANNOT\" (AT&T) wanna go"),
+            ["``", "CAN", "NOT", "''", "(", "AT", "&", "T", ")", "wan", "na", "go"]
+        );
+    }
+}

@@ -1,0 +1,551 @@
+//! The command line on the built binary (`CARGO_BIN_EXE_rubric`), stage 7: exit codes,
+//! human and JSON diagnostics, per-row error records, resuming an interrupted run, `test`,
+//! `explain`, `ir` hash stability, `fmt` round trips and output to a closed stdout. Every test
+//! works in its own fresh directory under the system temp dir.
+
+use serde_json::Value as Json;
+use std::path::PathBuf;
+use std::process::{Command, Output};
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+/// A fresh, empty directory, removed when dropped.
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new(name: &str) -> TempDir {
+        static NEXT: AtomicUsize = AtomicUsize::new(0);
+        let n = NEXT.fetch_add(1, Ordering::SeqCst);
+        let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
+        let dir = std::env::temp_dir().join(format!("rubric-cli-{name}-{}-{n}-{nanos}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        TempDir(dir)
+    }
+
+    fn file(&self, name: &str, text: &str) -> PathBuf {
+        let p = self.0.join(name);
+        std::fs::write(&p, text).unwrap();
+        p
+    }
+
+    fn path(&self, name: &str) -> PathBuf {
+        self.0.join(name)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn rubric(args: &[&dyn AsRef<std::ffi::OsStr>]) -> Output {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_rubric"));
+    for a in args {
+        cmd.arg(a);
+    }
+    cmd.env_remove("RUST_BACKTRACE").env("NO_COLOR", "1");
+    cmd.output().expect("the rubric binary runs")
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn describe(o: &Output) -> String {
+    format!("exit {:?}\n--- stdout\n{}\n--- stderr\n{}", o.status.code(), stdout(o), stderr(o))
+}
+
+fn json_lines(text: &str) -> Vec<Json> {
+    text.lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not a JSON line ({e}): {l}")))
+        .collect()
+}
+
+const BROKEN: &str = r#"rubric cli.broken @ 1.0.0
+
+input response: Text
+criterion short "is short" check word_count(respons) < 10
+"#;
+
+/// A rubric with a gate, a criterion of each verifier kind it can decide without a judge, and
+/// a judge criterion fed from a verdict file.
+const GOOD: &str = r#"rubric cli.good @ 1.0.0 "A rubric for CLI tests"
+
+input response: Text
+input n: Number = 0
+
+judge grader {
+  model "m"
+  sees response
+}
+
+gate nonempty: word_count(response) >= 1 else score 0 reason "empty"
+criterion polite "Says please" check contains_ci(response, "please")
+criterion short "At most eight words" check word_count(response) <= 8
+criterion helpful "Is helpful" by grader
+
+score = weighted_mean(all, unscored: skip)
+"#;
+
+#[test]
+fn check_reports_an_error_with_its_code_and_exit_code_1() {
+    let dir = TempDir::new("check");
+    let bad = dir.file("broken.rubric", BROKEN);
+    let o = rubric(&[&"check", &bad]);
+    assert_eq!(o.status.code(), Some(1), "{}", describe(&o));
+    let err = stderr(&o);
+    assert!(err.contains("rubric::resolve::unknown_name"), "{}", describe(&o));
+    assert!(err.contains("did you mean `response`?"), "{}", describe(&o));
+    assert!(err.contains("1 error"), "{}", describe(&o));
+    // No colour codes when stderr is not a terminal.
+    assert!(!err.contains('\u{1b}'), "escape codes in piped output: {err:?}");
+
+    let good = dir.file("good.rubric", GOOD);
+    let o = rubric(&[&"check", &good]);
+    assert_eq!(o.status.code(), Some(0), "{}", describe(&o));
+    assert!(stderr(&o).contains("ok: 1 file checked"), "{}", describe(&o));
+
+    let o = rubric(&[&"check", &dir.path("missing.rubric")]);
+    assert_eq!(o.status.code(), Some(1), "{}", describe(&o));
+    assert!(stderr(&o).contains("rubric::io::read"), "{}", describe(&o));
+}
+
+#[test]
+fn check_with_json_error_format_prints_one_json_object_per_diagnostic() {
+    let dir = TempDir::new("check-json");
+    let bad = dir.file(
+        "broken.rubric",
+        "rubric cli.json @ 1.0.0\n\ninput response: Text\ncriterion a \"a\" check word_count(respons) < 10\ncriterion b \"b\" check len(response)\n",
+    );
+    let o = rubric(&[&"check", &"--error-format", &"json", &bad]);
+    assert_eq!(o.status.code(), Some(1), "{}", describe(&o));
+    let lines = json_lines(&stdout(&o));
+    assert_eq!(lines.len(), 2, "{}", describe(&o));
+    let codes: Vec<&str> = lines.iter().map(|l| l["code"].as_str().unwrap()).collect();
+    assert_eq!(codes, ["rubric::resolve::unknown_name", "rubric::type::mismatch"]);
+    for l in &lines {
+        assert_eq!(l["severity"], "error");
+        assert!(l["message"].as_str().is_some_and(|m| !m.is_empty()));
+        let labels = l["labels"].as_array().expect("labels");
+        assert!(!labels.is_empty(), "a diagnostic without a label: {l}");
+        for lab in labels {
+            assert!(lab["file"].as_str().unwrap().ends_with("broken.rubric"), "{lab}");
+            assert_eq!(lab["line"].as_u64().map(|x| x >= 4), Some(true), "{lab}");
+            assert!(lab["column"].as_u64().unwrap() >= 1);
+            assert!(lab["start"].as_u64().unwrap() <= lab["end"].as_u64().unwrap());
+        }
+    }
+    let first = &lines[0]["labels"][0];
+    assert_eq!(first["line"], 4);
+    assert_eq!(first["column"], 34);
+    let text = std::fs::read_to_string(&bad).unwrap();
+    let (s, e) = (first["start"].as_u64().unwrap() as usize, first["end"].as_u64().unwrap() as usize);
+    assert_eq!(&text[s..e], "respons");
+    assert_eq!(lines[0]["help"], "did you mean `response`?");
+}
+
+#[test]
+fn run_writes_error_records_for_bad_rows_and_scores_the_rest() {
+    let dir = TempDir::new("run-bad-rows");
+    let file = dir.file("good.rubric", GOOD);
+    let input = dir.file(
+        "rows.jsonl",
+        concat!(
+            "{\"id\": \"a\", \"response\": \"please help\"}\n",
+            "{\"response\": \"please\n",
+            "{\"response\": 42}\n",
+            "\n",
+            "{\"id\": \"d\", \"n\": 1}\n",
+            "[1, 2]\n",
+            "{\"id\": \"f\", \"response\": \"a much longer answer that goes on and on and on\", \"n\": null}\n",
+        ),
+    );
+    let out = dir.path("out.jsonl");
+    let o = rubric(&[&"run", &file, &"--input", &input, &"--output", &out, &"--no-progress"]);
+    assert_eq!(o.status.code(), Some(0), "{}", describe(&o));
+    assert!(stderr(&o).contains("6 rows scored"), "{}", describe(&o));
+    assert!(stderr(&o).contains("4 errors"), "{}", describe(&o));
+    let rows = json_lines(&std::fs::read_to_string(&out).unwrap());
+    assert_eq!(rows.len(), 6, "one result per non-blank line");
+    for (i, r) in rows.iter().enumerate() {
+        assert_eq!(r["row"], i, "rows stay in input order: {r}");
+        assert_eq!(r["rubric"], "cli.good");
+        assert_eq!(r["version"], "1.0.0");
+        assert!(r["ir_hash"].as_str().is_some_and(|h| h.starts_with("sha256:")), "{r}");
+    }
+    let error_code = |r: &Json| r["error"]["code"].as_str().map(str::to_string);
+    assert_eq!(rows[0]["id"], "a");
+    assert_eq!(rows[0]["status"], "scored");
+    assert!(rows[0].get("error").is_none());
+    assert_eq!(error_code(&rows[1]).as_deref(), Some("rubric::row::malformed_json"));
+    assert_eq!(error_code(&rows[2]).as_deref(), Some("rubric::row::type"));
+    assert!(rows[2]["error"]["message"].as_str().unwrap().contains("response"), "{}", rows[2]);
+    assert_eq!(error_code(&rows[3]).as_deref(), Some("rubric::row::missing_input"));
+    assert_eq!(rows[3]["id"], "d", "an error record keeps the row id");
+    assert_eq!(error_code(&rows[4]).as_deref(), Some("rubric::row::not_an_object"));
+    assert_eq!(rows[5]["id"], "f");
+    assert_eq!(rows[5]["status"], "scored");
+    for r in [&rows[1], &rows[2], &rows[3], &rows[4]] {
+        assert!(r.get("score").is_none() && r.get("criteria").is_none(), "an error record has no score: {r}");
+    }
+}
+
+/// Enough rows to span several of the runtime's chunks (512 rows each).
+fn many_rows(n: usize) -> String {
+    let mut s = String::new();
+    for i in 0..n {
+        let response = match i % 4 {
+            0 => format!("please answer number {i}"),
+            1 => String::new(),
+            2 => format!("row {i} is a rather long response with quite a few words in it"),
+            _ => format!("please, row {i}"),
+        };
+        s.push_str(&serde_json::json!({ "id": format!("r{i}"), "response": response, "n": i }).to_string());
+        s.push('\n');
+    }
+    s
+}
+
+fn verdicts_for(n: usize) -> String {
+    let mut s = String::new();
+    for i in (0..n).step_by(3) {
+        let v = if i % 2 == 0 { "met" } else { "unmet" };
+        s.push_str(&serde_json::json!({ "row": i, "criterion": "helpful", "verdict": v }).to_string());
+        s.push('\n');
+    }
+    s
+}
+
+#[test]
+fn run_resume_finishes_an_interrupted_output_byte_for_byte() {
+    const ROWS: usize = 1100;
+    let dir = TempDir::new("resume");
+    let file = dir.file("good.rubric", GOOD);
+    let input = dir.file("rows.jsonl", &many_rows(ROWS));
+    let verdicts = dir.file("verdicts.jsonl", &verdicts_for(ROWS));
+    let out = dir.path("out.jsonl");
+    let run = |resume: bool| {
+        let mut args: Vec<&dyn AsRef<std::ffi::OsStr>> =
+            vec![&"run", &file, &"--input", &input, &"--output", &out, &"--verdicts", &verdicts, &"--no-progress"];
+        if resume {
+            args.push(&"--resume");
+        }
+        let o = rubric(&args);
+        assert_eq!(o.status.code(), Some(0), "{}", describe(&o));
+        o
+    };
+    run(false);
+    let full = std::fs::read(&out).unwrap();
+    let full_text = String::from_utf8(full.clone()).unwrap();
+    let line_ends: Vec<usize> = full_text.match_indices('\n').map(|(i, _)| i + 1).collect();
+    assert_eq!(line_ends.len(), ROWS);
+    for (i, r) in json_lines(&full_text).iter().enumerate() {
+        assert_eq!(r["row"], i);
+        assert_eq!(r["id"], format!("r{i}"));
+    }
+
+    // Torn in the middle of a line (as when the process is killed mid-write), at a line
+    // boundary, inside the first line, in a later chunk, and already complete.
+    let cuts = [
+        ("mid-line", line_ends[200] + 17),
+        ("line boundary", line_ends[99]),
+        ("inside the first line", 5),
+        ("later chunk, mid-line", line_ends[700] - 3),
+        ("empty file", 0),
+        ("complete", full.len()),
+    ];
+    for (what, cut) in cuts {
+        std::fs::write(&out, &full[..cut]).unwrap();
+        let o = run(true);
+        let resumed = std::fs::read(&out).unwrap();
+        assert!(
+            resumed == full,
+            "resume after truncation ({what}, {cut} bytes) differs from the full run\n{}",
+            describe(&o)
+        );
+        let kept = line_ends.iter().filter(|&&e| e <= cut).count();
+        if kept > 0 {
+            assert!(stderr(&o).contains(&format!("{kept} already done")), "{what}: {}", describe(&o));
+        }
+    }
+}
+
+#[test]
+fn run_resume_refuses_an_output_written_by_another_rubric() {
+    let dir = TempDir::new("resume-other");
+    let file = dir.file("good.rubric", GOOD);
+    let other = dir.file("other.rubric", &GOOD.replace("At most eight words", "At most eight words!"));
+    let input = dir.file("rows.jsonl", &many_rows(20));
+    let out = dir.path("out.jsonl");
+    let o = rubric(&[&"run", &other, &"--input", &input, &"--output", &out, &"--no-progress"]);
+    assert_eq!(o.status.code(), Some(0), "{}", describe(&o));
+    let before = std::fs::read(&out).unwrap();
+    let half = before.len() / 2;
+    std::fs::write(&out, &before[..half]).unwrap();
+    let o = rubric(&[&"run", &file, &"--input", &input, &"--output", &out, &"--resume", &"--no-progress"]);
+    assert_eq!(o.status.code(), Some(1), "{}", describe(&o));
+    assert!(stderr(&o).contains("cannot resume"), "{}", describe(&o));
+    assert!(stderr(&o).contains("another rubric"), "{}", describe(&o));
+    assert_eq!(std::fs::read(&out).unwrap(), &before[..half], "a refused resume leaves the output alone");
+}
+
+#[test]
+fn test_command_fails_on_a_failing_example_and_passes_on_a_good_one() {
+    let dir = TempDir::new("test");
+    let passing = format!(
+        "{GOOD}\nexample \"polite and short\" {{\n  response \"please help me\"\n  judge grader says helpful = met\n  expect score 1\n  expect polite = met\n}}\n"
+    );
+    let good = dir.file("good.rubric", &passing);
+    let o = rubric(&[&"test", &good]);
+    assert_eq!(o.status.code(), Some(0), "{}", describe(&o));
+    assert!(stdout(&o).contains("1 passed, 0 failed"), "{}", describe(&o));
+
+    let failing = format!(
+        "{GOOD}\nexample \"wrong expectation\" {{\n  response \"please help me\"\n  judge grader says helpful = unmet\n  expect score 1\n}}\n"
+    );
+    let bad = dir.file("bad.rubric", &failing);
+    let o = rubric(&[&"test", &bad]);
+    assert_eq!(o.status.code(), Some(1), "{}", describe(&o));
+    assert!(stdout(&o).contains("FAIL"), "{}", describe(&o));
+    assert!(stdout(&o).contains("0 passed, 1 failed"), "{}", describe(&o));
+    let err = stderr(&o);
+    assert!(err.contains("rubric::example::failed"), "{}", describe(&o));
+    assert!(err.contains("expected score 1, got 0.6666666666666666"), "{}", describe(&o));
+
+    // A file that does not compile counts as a failure too.
+    let broken = dir.file("broken.rubric", BROKEN);
+    let o = rubric(&[&"test", &broken]);
+    assert_eq!(o.status.code(), Some(1), "{}", describe(&o));
+    assert!(stdout(&o).contains("does not compile"), "{}", describe(&o));
+}
+
+#[test]
+fn explain_prints_gates_checks_and_the_score() {
+    let dir = TempDir::new("explain");
+    let file = dir.file("good.rubric", GOOD);
+    let input = dir.file("rows.jsonl", "{\"response\": \"please help me now\"}\n{\"response\": \"\"}\n");
+    let verdicts = dir.file("verdicts.jsonl", "{\"row\": 0, \"criterion\": \"helpful\", \"verdict\": \"unmet\"}\n");
+    let o = rubric(&[&"explain", &file, &"--input", &input, &"--row", &"0", &"--verdicts", &verdicts]);
+    assert_eq!(o.status.code(), Some(0), "{}", describe(&o));
+    let out = stdout(&o);
+    assert!(out.contains("rubric cli.good @ 1.0.0"), "{out}");
+    assert!(out.contains("gate nonempty: passed"), "{out}");
+    assert!(out.contains("word_count(response) = 4"), "the checks' values are shown: {out}");
+    assert!(out.contains("criterion polite: met"), "{out}");
+    assert!(out.contains("criterion short: met"), "{out}");
+    assert!(out.contains("criterion helpful: unmet"), "{out}");
+    assert!(out.contains("score = 0.6666666666666666"), "{out}");
+
+    let o = rubric(&[&"explain", &file, &"--input", &input, &"--row", &"1"]);
+    assert_eq!(o.status.code(), Some(0), "{}", describe(&o));
+    let out = stdout(&o);
+    assert!(out.contains("gate nonempty: FIRED (score 0)"), "{out}");
+    assert!(
+        out.contains("criterion polite: unscored (gated: gate `nonempty` stopped evaluation before this criterion)"),
+        "{out}"
+    );
+    assert!(out.contains("score = 0"), "{out}");
+    assert!(out.contains("failure class: empty"), "{out}");
+
+    let o = rubric(&[&"explain", &file, &"--input", &input, &"--row", &"7"]);
+    assert_eq!(o.status.code(), Some(2), "{}", describe(&o));
+    assert!(stderr(&o).contains("no row 7"), "{}", describe(&o));
+}
+
+#[test]
+fn test_command_marks_a_directory_with_failing_rows_fail() {
+    let dir = TempDir::new("test-dir");
+    let suite = dir.path("suite");
+    std::fs::create_dir_all(&suite).unwrap();
+    std::fs::write(suite.join("main.rubric"), GOOD).unwrap();
+    std::fs::write(suite.join("inputs.jsonl"), "{\"response\": \"please help\"}\n{\"response\": \"\"}\n").unwrap();
+    std::fs::write(suite.join("verdicts.jsonl"), "{\"row\": 0, \"criterion\": \"helpful\", \"verdict\": \"met\"}\n")
+        .unwrap();
+    std::fs::write(
+        suite.join("expected.jsonl"),
+        "{\"row\": 0, \"score\": 1}\n{\"row\": 1, \"score\": 0, \"failure_class\": \"empty\"}\n",
+    )
+    .unwrap();
+    let o = rubric(&[&"test", &suite]);
+    assert_eq!(o.status.code(), Some(0), "{}", describe(&o));
+    let out = stdout(&o);
+    assert!(out.contains("ok   ") && out.contains("2/2 rows match expected.jsonl"), "{out}");
+    assert!(!out.contains("FAIL"), "{out}");
+
+    // One wrong expectation: the row and the directory's summary line both say FAIL.
+    std::fs::write(suite.join("expected.jsonl"), "{\"row\": 0, \"score\": 0.5}\n{\"row\": 1, \"score\": 0}\n").unwrap();
+    let o = rubric(&[&"test", &suite]);
+    assert_eq!(o.status.code(), Some(1), "{}", describe(&o));
+    let out = stdout(&o);
+    assert!(out.contains("row 0: `.score` is 1, expected 0.5"), "{out}");
+    let summary = out
+        .lines()
+        .find(|l| l.contains("rows match expected.jsonl"))
+        .unwrap_or_else(|| panic!("no summary line: {out}"));
+    assert!(summary.starts_with("FAIL ") && summary.contains("1/2 rows match"), "the directory line says FAIL: {out}");
+    assert!(out.contains("1 passed, 1 failed"), "{out}");
+}
+
+/// A reader that goes away (`rubric ir x.rubric | head -1`) does not make a command panic:
+/// output to a closed stdout is dropped and the command ends as it would have.
+#[test]
+fn output_to_a_closed_stdout_is_not_a_panic() {
+    let dir = TempDir::new("broken-pipe");
+    let passing = format!(
+        "{GOOD}\nexample \"polite\" {{\n  response \"please help me\"\n  judge grader says helpful = met\n  expect score 1\n}}\n"
+    );
+    let file = dir.file("good.rubric", &passing);
+    let input = dir.file("rows.jsonl", "{\"response\": \"please help me now\"}\n");
+    let commands: Vec<Vec<&dyn AsRef<std::ffi::OsStr>>> = vec![
+        vec![&"ir", &file],
+        vec![&"ir", &"--json", &file],
+        vec![&"fmt", &file],
+        vec![&"test", &file],
+        vec![&"explain", &file, &"--input", &input, &"--row", &"0"],
+    ];
+    for args in commands {
+        let (reader, writer) = std::io::pipe().expect("a pipe");
+        drop(reader);
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_rubric"));
+        for a in &args {
+            cmd.arg(a);
+        }
+        let o = cmd
+            .env_remove("RUST_BACKTRACE")
+            .env("NO_COLOR", "1")
+            .stdout(writer)
+            .stderr(std::process::Stdio::piped())
+            .output()
+            .expect("the rubric binary runs");
+        let what = args.iter().map(|a| a.as_ref().to_string_lossy().into_owned()).collect::<Vec<_>>().join(" ");
+        assert_eq!(o.status.code(), Some(0), "`rubric {what}` with a closed stdout: {}", describe(&o));
+        assert!(!stderr(&o).contains("panicked"), "`rubric {what}` with a closed stdout: {}", describe(&o));
+    }
+}
+
+fn ir_hash(o: &Output) -> String {
+    stderr(o)
+        .lines()
+        .find_map(|l| l.strip_prefix("ir_hash: "))
+        .unwrap_or_else(|| panic!("no ir_hash line\n{}", describe(o)))
+        .to_string()
+}
+
+#[test]
+fn ir_hash_is_stable_across_runs_and_changes_with_the_rubric() {
+    let dir = TempDir::new("ir");
+    let file = dir.file("good.rubric", GOOD);
+    let a = rubric(&[&"ir", &file]);
+    let b = rubric(&[&"ir", &file]);
+    assert_eq!(a.status.code(), Some(0), "{}", describe(&a));
+    let hash = ir_hash(&a);
+    assert!(hash.starts_with("sha256:") && hash.len() == "sha256:".len() + 64, "{hash}");
+    assert_eq!(hash, ir_hash(&b));
+    assert_eq!(stdout(&a), stdout(&b), "the IR text form is deterministic");
+
+    let ja = rubric(&[&"ir", &"--json", &file]);
+    let jb = rubric(&[&"ir", &"--json", &file]);
+    assert_eq!(ja.status.code(), Some(0), "{}", describe(&ja));
+    assert_eq!(ja.stdout, jb.stdout, "canonical JSON is byte-identical");
+    assert_eq!(ir_hash(&ja), hash);
+    serde_json::from_slice::<Json>(&ja.stdout).expect("`ir --json` prints JSON");
+
+    // The path the file is named by does not matter; a changed weight does.
+    let absolute = std::fs::canonicalize(&file).unwrap();
+    assert_eq!(ir_hash(&rubric(&[&"ir", &absolute])), hash);
+    let copy = dir.file("copy.rubric", GOOD);
+    assert_eq!(ir_hash(&rubric(&[&"ir", &copy])), hash);
+    let changed = dir.file("changed.rubric", &GOOD.replace("\"Says please\"", "\"Says please\" weight 2"));
+    assert_ne!(ir_hash(&rubric(&[&"ir", &changed])), hash);
+
+    // The hash in `run` results is the same.
+    let input = dir.file("rows.jsonl", "{\"response\": \"please\"}\n");
+    let out = dir.path("out.jsonl");
+    let o = rubric(&[&"run", &file, &"--input", &input, &"--output", &out, &"--no-progress"]);
+    assert_eq!(o.status.code(), Some(0), "{}", describe(&o));
+    assert_eq!(json_lines(&std::fs::read_to_string(&out).unwrap())[0]["ir_hash"], hash.as_str());
+}
+
+/// The canonical IR without its source map (`sites`), which records byte offsets.
+fn ir_without_sites(o: &Output) -> Json {
+    assert_eq!(o.status.code(), Some(0), "{}", describe(o));
+    let mut v: Json = serde_json::from_slice(&o.stdout).expect("`ir --json` prints JSON");
+    v.as_object_mut().expect("an object").remove("sites");
+    v
+}
+
+const MESSY: &str = r#"rubric   cli.messy@1.0.0 "Badly laid out"
+import std.text
+input response:Text
+input reference : Text?
+judge grader{model "m" temperature 0 sees response}
+gate   nonempty : word_count( response )>=1 else score 0 reason "empty"
+criteria style by grader {
+criterion clear "Is clear"
+criterion kind "Is kind" weight 2
+}
+criterion short "Short" points 2 check text.at_most_words(response,50)
+criterion matches "Matches the reference" check contains(lower(response), lower(reference ?? ""))
+group g weight 1 { criterion inner "Inner" check true }
+score=0.5*weighted_mean(style,unscored:skip)+0.5*fraction(all, unscored: unmet)
+example "e" { response "hi" reference null judge grader says clear=met, kind=unmet expect score 0.5667 within 0.001 }
+"#;
+
+#[test]
+fn fmt_output_checks_clean_and_is_a_fixed_point() {
+    let dir = TempDir::new("fmt");
+    let messy = dir.file("messy.rubric", MESSY);
+    let before = rubric(&[&"check", &messy]);
+    assert_eq!(before.status.code(), Some(0), "the messy file compiles: {}", describe(&before));
+    let o = rubric(&[&"fmt", &messy]);
+    assert_eq!(o.status.code(), Some(0), "{}", describe(&o));
+    let formatted = stdout(&o);
+    assert_ne!(formatted, MESSY, "fmt changes a badly laid out file");
+    let out = dir.file("formatted.rubric", &formatted);
+    let check = rubric(&[&"check", &out]);
+    assert_eq!(check.status.code(), Some(0), "formatted output re-checks clean:\n{formatted}\n{}", describe(&check));
+    assert!(!stderr(&check).contains("error"), "{}", describe(&check));
+    assert_eq!(
+        ir_without_sites(&rubric(&[&"ir", &"--json", &out])),
+        ir_without_sites(&rubric(&[&"ir", &"--json", &messy])),
+        "formatting does not change the program (only the source positions of its sites):\n{formatted}"
+    );
+    let again = rubric(&[&"fmt", &out]);
+    assert_eq!(stdout(&again), formatted, "fmt is idempotent");
+    assert_eq!(rubric(&[&"fmt", &"--check", &out]).status.code(), Some(0));
+    assert_eq!(rubric(&[&"fmt", &"--check", &messy]).status.code(), Some(1));
+    let t = rubric(&[&"test", &out]);
+    assert_eq!(t.status.code(), Some(0), "the formatted example still passes: {}", describe(&t));
+
+    // Comments are either kept or the file is left alone: never silently dropped.
+    let commented = dir.file(
+        "commented.rubric",
+        &MESSY.replace("input reference : Text?", "input reference : Text? // may be missing"),
+    );
+    let o = rubric(&[&"fmt", &commented]);
+    if o.status.success() {
+        assert!(stdout(&o).contains("// may be missing"), "fmt dropped a comment: {}", describe(&o));
+    } else {
+        assert!(stdout(&o).is_empty(), "{}", describe(&o));
+        assert!(stderr(&o).contains("comment"), "{}", describe(&o));
+    }
+
+    let broken = dir.file("broken.rubric", "rubric x @ 1.0.0\ncriterion a \"a\" check (\n");
+    let o = rubric(&[&"fmt", &broken]);
+    assert_eq!(o.status.code(), Some(1), "{}", describe(&o));
+    assert!(stderr(&o).contains("rubric::parse::syntax"), "{}", describe(&o));
+    assert!(stdout(&o).is_empty(), "fmt prints nothing for a file that does not parse");
+}
+
+#[test]
+fn usage_errors_exit_with_code_2() {
+    let o = rubric(&[&"check"]);
+    assert_eq!(o.status.code(), Some(2), "{}", describe(&o));
+    let o = rubric(&[&"frobnicate"]);
+    assert_eq!(o.status.code(), Some(2), "{}", describe(&o));
+}
