@@ -4,11 +4,15 @@
 //! facts) → `ir` (canonical, serialisable) → `interp` (reference engine) → `runtime` (rows in,
 //! results out). See `docs/ARCHITECTURE.md`.
 
+pub mod backend;
+pub mod bundle;
 pub mod cli;
 pub mod diag;
 pub mod engine;
 pub mod interp;
 pub mod ir;
+#[cfg(feature = "judges")]
+pub mod judge;
 pub mod resolve;
 pub mod runtime;
 pub mod source;

@@ -9,6 +9,8 @@
 //! A new engine joins by adding it to [`ENGINES`]; a case an engine cannot pass yet goes into
 //! [`KNOWN_DIVERGENCES`] with its reason, never silently.
 
+#[cfg(feature = "wasm")]
+use rubric::backend::wasm::WasmEngine;
 use rubric::cli::suite::subset;
 use rubric::engine::Engine;
 use rubric::interp::Interpreter;
@@ -20,7 +22,11 @@ use serde_json::Value as Json;
 use std::path::{Path, PathBuf};
 
 /// Every engine the corpus runs on; the first is the reference the others are compared with.
-const ENGINES: &[&dyn Engine] = &[&Interpreter as &dyn Engine];
+const ENGINES: &[&dyn Engine] = &[
+    &Interpreter as &dyn Engine,
+    #[cfg(feature = "wasm")]
+    &WasmEngine::new(),
+];
 
 /// Cases whose expected lines state the intended behaviour but an engine does not (yet)
 /// produce it: `(directory, reason)`. They are left out of `conformance_corpus`, and

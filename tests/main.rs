@@ -1,10 +1,13 @@
 //! The one integration test binary (few binaries keep link times low): every test module of
 //! `tests/` is a `mod` here.
+mod bundle;
 mod cli;
 mod conformance;
 mod conformance_data;
 mod ifeval;
+mod judge;
 mod props;
 mod stdlib_docs;
 mod tidy;
 mod ui;
+mod wasm_engine;

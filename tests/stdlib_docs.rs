@@ -1,9 +1,17 @@
 //! Every doc example of the standard library runs: each intrinsic's `examples` and every
-//! `/// example:` line of the `stdlib/` modules must compile and evaluate to `true`.
+//! `/// example:` line of the `stdlib/` modules must compile and evaluate to `true`, on every
+//! engine, with identical results.
 
 use rubric::engine::{Engine, NoVerdicts, Status};
 use rubric::interp::Interpreter;
 use rubric::types::compile_source;
+
+/// The engines every example runs on; the first is the reference.
+const ENGINES: &[&dyn Engine] = &[
+    &Interpreter as &dyn Engine,
+    #[cfg(feature = "wasm")]
+    &rubric::backend::wasm::WasmEngine::new(),
+];
 
 /// Compile `expr` as the check of a one-criterion rubric and evaluate it; `Err` explains why
 /// it did not hold.
@@ -19,6 +27,12 @@ fn holds(expr: &str, import: Option<&str>) -> Result<(), String> {
         return Err(format!("does not compile: {}", msgs.join("; ")));
     };
     let r = Interpreter.evaluate(&p, &[], &NoVerdicts);
+    for engine in &ENGINES[1..] {
+        let theirs = engine.evaluate(&p, &[], &NoVerdicts);
+        if format!("{theirs:?}") != format!("{r:?}") {
+            return Err(format!("engine `{}` disagrees with the interpreter:\n{theirs:?}\n{r:?}", engine.name()));
+        }
+    }
     let c = r.criterion("ex").ok_or("no result")?;
     match c.status {
         Status::Met => Ok(()),
@@ -77,4 +91,16 @@ fn every_stdlib_module_function_has_a_passing_doc_example() {
     }
     assert!(count >= 10, "only {count} module examples ran");
     assert!(failures.is_empty(), "{} failing module doc examples:\n{}", failures.len(), failures.join("\n"));
+}
+
+#[test]
+fn intrinsic_parameter_names_are_not_keywords() {
+    // A parameter named like a hard keyword could never be passed by name.
+    for i in rubric::stdlib::intrinsics() {
+        let params = &i.sig[1..i.sig.find(") -> ").expect("signature has a return type")];
+        for p in params.split(',').filter(|p| !p.trim().is_empty()) {
+            let name = p.split(':').next().unwrap().trim();
+            assert!(!rubric::syntax::printer::KEYWORDS.contains(&name), "{}{}: `{name}` is a keyword", i.name, i.sig);
+        }
+    }
 }

@@ -1,5 +1,6 @@
-//! The command line: `rubric check | run | test | explain | ir | fmt | import`. Thin: each
-//! command compiles with `types`, runs with `runtime`, and renders diagnostics.
+//! The command line: `rubric check | run | test | explain | ir | fmt | import | build |
+//! inspect | diff | mock-judge`. Thin: each command compiles with `types` (or loads a bundle
+//! with `bundle`), runs with `runtime` (or `judge` for the mock judge), and renders diagnostics.
 
 /// `println!` that ignores a closed stdout (`rubric ir | head` must not panic).
 macro_rules! outln {
@@ -17,6 +18,7 @@ macro_rules! out {
     }};
 }
 
+pub mod bundle;
 mod import;
 pub mod suite;
 
@@ -48,12 +50,23 @@ pub enum ErrorFormat {
 pub enum EngineKind {
     /// The reference interpreter.
     Interp,
+    /// The IR compiled to WebAssembly and run sandboxed in wasmtime, with per-row limits.
+    Wasm,
 }
 
 impl EngineKind {
     pub fn engine(self) -> Box<dyn Engine> {
         match self {
             EngineKind::Interp => Box::new(Interpreter),
+            EngineKind::Wasm => Box::new(crate::backend::wasm::WasmEngine::new()),
+        }
+    }
+
+    /// The engine for a batch of rows of one program (the Wasm engine compiles it once, here).
+    pub fn engine_for(self, program: &crate::ir::Program) -> Box<dyn Engine + '_> {
+        match self {
+            EngineKind::Interp => Box::new(Interpreter),
+            EngineKind::Wasm => Box::new(crate::backend::wasm::WasmEngine::new().bind(program)),
         }
     }
 }
@@ -89,6 +102,21 @@ pub enum Command {
         /// Never show a progress bar.
         #[arg(long)]
         no_progress: bool,
+        /// Call judges for criteria without a recorded verdict: the endpoints of `judges.toml`.
+        #[arg(long)]
+        judges: Option<PathBuf>,
+        /// `replay:TRANSCRIPT.jsonl`: answer judge calls from a recorded transcript, offline.
+        #[arg(long)]
+        judge: Option<String>,
+        /// Write every judge request and reply to this JSONL transcript.
+        #[arg(long)]
+        record: Option<PathBuf>,
+        /// The judge cache (SQLite); default: the user's cache directory.
+        #[arg(long)]
+        cache: Option<PathBuf>,
+        /// Do not read or write the judge cache.
+        #[arg(long)]
+        no_cache: bool,
     },
     /// Run the `example` blocks of rubric files; for a directory, also score its
     /// `inputs.jsonl` and compare with `expected.jsonl`.
@@ -133,6 +161,56 @@ pub enum Command {
         #[arg(short, long)]
         output: Option<PathBuf>,
     },
+    /// Compile a rubric into a bundle (`NAME.rbk`): manifest, canonical IR, Wasm module,
+    /// examples and source map in one verifiable file.
+    Build {
+        file: PathBuf,
+        #[arg(short, long)]
+        output: PathBuf,
+        /// Also store the sources, so that diagnostics from the bundle show source lines.
+        #[arg(long)]
+        with_sources: bool,
+        #[arg(long, value_enum, default_value = "human")]
+        error_format: ErrorFormat,
+    },
+    /// Show what a bundle or source holds: manifest, hash, criteria, gates, judges, score range,
+    /// sizes.
+    Inspect {
+        file: PathBuf,
+        #[arg(long)]
+        json: bool,
+    },
+    /// What changed between two versions of a rubric (sources or bundles), criterion by
+    /// criterion; with `--probe`, both scored on the same rows.
+    Diff {
+        a: PathBuf,
+        b: PathBuf,
+        /// Rows (JSONL) to score with both versions.
+        #[arg(long)]
+        probe: Option<PathBuf>,
+        /// Recorded judge verdicts for the probe rows.
+        #[arg(long, requires = "probe")]
+        verdicts: Option<PathBuf>,
+        /// A row passes when its score is at least this.
+        #[arg(long, default_value_t = 0.5)]
+        pass: f64,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Serve a mock LLM judge: an OpenAI-compatible chat-completions server on loopback whose
+    /// replies follow a rules file (for tests, demos and benchmarks). Prints its base URL.
+    #[cfg(feature = "judges")]
+    MockJudge {
+        /// Rules (TOML, or JSON for a `.json` file); without it every verdict is `unmet`.
+        #[arg(long)]
+        rules: Option<PathBuf>,
+        /// Loopback address (or port) to listen on; port 0 picks a free one.
+        #[arg(long, default_value = "127.0.0.1:0")]
+        addr: String,
+        /// Delay added to every reply, overriding the rules file.
+        #[arg(long)]
+        latency_ms: Option<u64>,
+    },
 }
 
 pub fn main_with(cli: Cli) -> ExitCode {
@@ -157,9 +235,23 @@ pub fn main_with(cli: Cli) -> ExitCode {
                 ExitCode::SUCCESS
             }
         }
-        Command::Run { file, input, output, verdicts, resume, engine, error_format, no_progress } => {
-            let Some(c) = compile_or_report(&file, error_format) else { return ExitCode::from(1) };
-            let program = c.program.as_ref().expect("compiled");
+        Command::Run {
+            file,
+            input,
+            output,
+            verdicts,
+            resume,
+            engine,
+            error_format,
+            no_progress,
+            judges,
+            judge,
+            record,
+            cache,
+            no_cache,
+        } => {
+            let Some(rubric) = bundle::load_or_report(&file, error_format) else { return ExitCode::from(1) };
+            let program = rubric.program();
             let vf = match verdicts.as_deref().map(VerdictFile::load).transpose() {
                 Ok(v) => v,
                 Err(e) => {
@@ -167,11 +259,30 @@ pub fn main_with(cli: Cli) -> ExitCode {
                     return ExitCode::from(2);
                 }
             };
-            let engine = engine.engine();
+            let engine = engine.engine_for(program);
             let start = std::time::Instant::now();
-            let opts =
-                RunOptions { input: &input, output: &output, verdicts: vf.as_ref(), resume, progress: !no_progress };
-            match runtime::run_batch(engine.as_ref(), program, &opts) {
+            let dispatching = match judge_dispatch(
+                judges.as_deref(),
+                judge.as_deref(),
+                record.as_deref(),
+                cache.as_deref(),
+                no_cache,
+            ) {
+                Ok(d) => d,
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    return ExitCode::from(2);
+                }
+            };
+            let opts = RunOptions {
+                input: &input,
+                output: &output,
+                verdicts: vf.as_ref(),
+                resume,
+                progress: !no_progress,
+                judges: dispatching.as_deref(),
+            };
+            match runtime::run_batch_as(engine.as_ref(), program, &rubric.identity(), &opts) {
                 Ok(s) => {
                     let secs = start.elapsed().as_secs_f64();
                     eprintln!(
@@ -188,6 +299,9 @@ pub fn main_with(cli: Cli) -> ExitCode {
                         },
                         s.mean_score().map(|m| format!("; mean score {m:.6}")).unwrap_or_default()
                     );
+                    if let Some(d) = &dispatching {
+                        eprintln!("judges: {}", d.stats());
+                    }
                     eprintln!("results: {}", output.display());
                     ExitCode::SUCCESS
                 }
@@ -200,10 +314,12 @@ pub fn main_with(cli: Cli) -> ExitCode {
         Command::Test { paths, engine, error_format } => {
             suite::test_command(&paths, engine.engine().as_ref(), error_format)
         }
-        Command::Explain { file, input, row, verdicts, engine: _ } => explain(&file, &input, row, verdicts.as_deref()),
+        Command::Explain { file, input, row, verdicts, engine } => {
+            explain(&file, &input, row, verdicts.as_deref(), engine)
+        }
         Command::Ir { file, json } => {
-            let Some(c) = compile_or_report(&file, ErrorFormat::Human) else { return ExitCode::from(1) };
-            let p = c.program.as_ref().expect("compiled");
+            let Some(r) = bundle::load_or_report(&file, ErrorFormat::Human) else { return ExitCode::from(1) };
+            let p = r.program();
             if json {
                 outln!("{}", String::from_utf8_lossy(&p.canonical_bytes()));
             } else {
@@ -242,7 +358,75 @@ pub fn main_with(cli: Cli) -> ExitCode {
             ExitCode::SUCCESS
         }
         Command::Import { format, file, output } => import::run(format, &file, output.as_deref()),
+        Command::Build { file, output, with_sources, error_format } => {
+            bundle::build_command(&file, &output, with_sources, error_format)
+        }
+        Command::Inspect { file, json } => bundle::inspect_command(&file, json),
+        Command::Diff { a, b, probe, verdicts, pass, json } => {
+            let opts = bundle::DiffOptions { probe: probe.as_deref(), verdicts: verdicts.as_deref(), pass, json };
+            bundle::diff_command(&a, &b, &opts)
+        }
+        #[cfg(feature = "judges")]
+        Command::MockJudge { rules, addr, latency_ms } => crate::judge::mock::main(rules.as_deref(), &addr, latency_ms),
     }
+}
+
+/// The judge dispatcher `rubric run` uses, when judges are configured or replayed.
+#[cfg(feature = "judges")]
+fn judge_dispatch(
+    judges: Option<&Path>,
+    judge: Option<&str>,
+    record: Option<&Path>,
+    cache: Option<&Path>,
+    no_cache: bool,
+) -> Result<Option<Box<dyn runtime::ChunkJudge>>, String> {
+    use crate::judge::{Cache, Dispatcher, JudgesConfig, Replay, TranscriptWriter};
+    let replay = match judge {
+        None => None,
+        Some(spec) => match spec.strip_prefix("replay:") {
+            Some(path) => Some(Replay::load(Path::new(path)).map_err(|e| e.to_string())?),
+            None => return Err(format!("`--judge {spec}`: the only judge source is `replay:TRANSCRIPT.jsonl`")),
+        },
+    };
+    if judges.is_none() && replay.is_none() {
+        return Ok(None);
+    }
+    let config = match judges {
+        Some(p) => JudgesConfig::load(p).map_err(|e| e.to_string())?,
+        None => JudgesConfig::default(),
+    };
+    let mut b = Dispatcher::builder(config);
+    if let Some(r) = replay {
+        b = b.replay(r);
+    }
+    if !no_cache {
+        let path = cache.map(Path::to_path_buf).or_else(Cache::default_path);
+        if let Some(p) = path {
+            if let Some(dir) = p.parent() {
+                let _ = std::fs::create_dir_all(dir);
+            }
+            b = b.cache(Cache::open(&p).map_err(|e| e.to_string())?);
+        }
+    }
+    if let Some(r) = record {
+        b = b.record(TranscriptWriter::create(r).map_err(|e| e.to_string())?);
+    }
+    let d = b.build().map_err(|e| e.to_string())?;
+    Ok(Some(Box::new(runtime::dispatch::Dispatching::new(d))))
+}
+
+#[cfg(not(feature = "judges"))]
+fn judge_dispatch(
+    judges: Option<&Path>,
+    judge: Option<&str>,
+    _record: Option<&Path>,
+    _cache: Option<&Path>,
+    _no_cache: bool,
+) -> Result<Option<Box<dyn runtime::ChunkJudge>>, String> {
+    if judges.is_some() || judge.is_some() {
+        return Err("this build has no judge dispatch: build with the `judges` feature".into());
+    }
+    Ok(None)
 }
 
 /// Compile a file, printing its diagnostics to stderr; `None` when it has errors.
@@ -290,9 +474,9 @@ fn plural(n: usize) -> &'static str {
     }
 }
 
-fn explain(file: &Path, input: &Path, row: usize, verdicts: Option<&Path>) -> ExitCode {
-    let Some(c) = compile_or_report(file, ErrorFormat::Human) else { return ExitCode::from(1) };
-    let p = c.program.as_ref().expect("compiled");
+fn explain(file: &Path, input: &Path, row: usize, verdicts: Option<&Path>, engine: EngineKind) -> ExitCode {
+    let Some(r) = bundle::load_or_report(file, ErrorFormat::Human) else { return ExitCode::from(1) };
+    let (c, p) = (&r.compiled, r.program());
     let text = match std::fs::read_to_string(input) {
         Ok(t) => t,
         Err(e) => {
@@ -373,6 +557,29 @@ fn explain(file: &Path, input: &Path, row: usize, verdicts: Option<&Path>) -> Ex
     }
     if let Some(f) = &result.failure_class {
         outln!("failure class: {f}");
+    }
+    // The trace comes from the reference interpreter; another engine is run on the same row
+    // and must agree with it exactly.
+    if engine != EngineKind::Interp {
+        let other = engine.engine_for(p);
+        let theirs = other.evaluate(p, &inputs, &row_verdicts);
+        if theirs == result {
+            outln!("engine {}: same result as the interpreter (the trace above is the interpreter's)", other.name());
+        } else {
+            outln!(
+                "engine {}: DIFFERENT result: score {}, unscored reason {:?}; criteria: {}",
+                other.name(),
+                theirs.score.map_or("unscored".into(), |s| s.to_string()),
+                theirs.unscored_reason,
+                theirs
+                    .criteria
+                    .iter()
+                    .map(|c| format!("{} {}", c.id, c.status.as_str()))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            );
+            return ExitCode::from(1);
+        }
     }
     ExitCode::SUCCESS
 }

@@ -3,11 +3,12 @@
 //! inputs and compares every result with the expected line (the expected line is a subset:
 //! every key it has must match exactly).
 
-use super::{compile_or_report, ErrorFormat};
+use super::bundle::{load_or_report, Rubric};
+use super::ErrorFormat;
 use crate::diag::Diagnostic;
 use crate::engine::Engine;
 use crate::ir::Site;
-use crate::runtime::{self, examples::run_examples, Identity, VerdictFile};
+use crate::runtime::{self, examples::run_examples, VerdictFile};
 use crate::source::{SourceMap, Span};
 use serde_json::Value as Json;
 use std::path::{Path, PathBuf};
@@ -76,14 +77,15 @@ fn site_span(sources: &SourceMap, site: &Option<Site>) -> Option<Span> {
     Some(Span { file: sources.find(&s.file)?, start: s.start, end: s.end })
 }
 
-/// Run a file's examples; returns the compiled program for directory tests.
-fn test_file(path: &Path, engine: &dyn Engine, format: ErrorFormat, t: &mut Tally) -> Option<crate::types::Compiled> {
-    let Some(c) = compile_or_report(path, format) else {
-        outln!("FAIL {}: does not compile", path.display());
+/// Run a file's (or a bundle's) examples; returns the program for directory tests.
+fn test_file(path: &Path, engine: &dyn Engine, format: ErrorFormat, t: &mut Tally) -> Option<Rubric> {
+    let Some(r) = load_or_report(path, format) else {
+        let why = if super::bundle::is_bundle(path) { "bundle rejected" } else { "does not compile" };
+        outln!("FAIL {}: {why}", path.display());
         t.compile_failed += 1;
         return None;
     };
-    let p = c.program.as_ref().expect("compiled");
+    let (p, c) = (r.program(), &r.compiled);
     for o in run_examples(engine, p) {
         if o.passed() {
             t.examples_ok += 1;
@@ -100,12 +102,12 @@ fn test_file(path: &Path, engine: &dyn Engine, format: ErrorFormat, t: &mut Tall
             }
         }
     }
-    Some(c)
+    Some(r)
 }
 
 fn test_dir(dir: &Path, main: &Path, engine: &dyn Engine, format: ErrorFormat, t: &mut Tally) {
-    let Some(c) = test_file(main, engine, format, t) else { return };
-    let p = c.program.as_ref().expect("compiled");
+    let Some(r) = test_file(main, engine, format, t) else { return };
+    let p = r.program();
     let inputs = dir.join("inputs.jsonl");
     if !inputs.is_file() {
         return;
@@ -124,7 +126,7 @@ fn test_dir(dir: &Path, main: &Path, engine: &dyn Engine, format: ErrorFormat, t
     } else {
         None
     };
-    let ident = Identity::of(p);
+    let ident = r.identity();
     let text = match std::fs::read_to_string(&inputs) {
         Ok(x) => x,
         Err(e) => {

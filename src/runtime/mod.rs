@@ -3,13 +3,15 @@
 //! verdicts, writes one result line per row, and resumes an interrupted run from its output.
 
 mod bind;
+#[cfg(feature = "judges")]
+pub mod dispatch;
 pub mod examples;
 pub mod verdicts;
 
 pub use bind::{bind_row, BindError};
 pub use verdicts::VerdictFile;
 
-use crate::engine::{Engine, NoVerdicts, RowResult};
+use crate::engine::{Engine, RowResult};
 use crate::ir::Program;
 use crate::value::Value;
 use rayon::prelude::*;
@@ -27,11 +29,19 @@ pub struct Identity {
     pub rubric: String,
     pub version: String,
     pub ir_hash: String,
+    /// The bundle's hash when the program was loaded from a bundle (`bundle` in results).
+    pub bundle: Option<String>,
 }
 
 impl Identity {
     pub fn of(p: &Program) -> Identity {
-        Identity { rubric: p.rubric.name.clone(), version: p.rubric.version.clone(), ir_hash: p.hash() }
+        Identity { rubric: p.rubric.name.clone(), version: p.rubric.version.clone(), ir_hash: p.hash(), bundle: None }
+    }
+
+    /// The identity of a program loaded from the bundle whose hash is `bundle`.
+    pub fn with_bundle(mut self, bundle: &str) -> Identity {
+        self.bundle = Some(bundle.to_string());
+        self
     }
 }
 
@@ -75,21 +85,46 @@ pub fn score_line(
     line: &str,
     verdicts: Option<&VerdictFile>,
 ) -> Json {
+    match prepare_line(program, ident, index, line, verdicts) {
+        Ok(row) => {
+            let result = engine.evaluate(program, &row.inputs, &row.verdicts);
+            finish_record(row.out, ident, engine.name(), &result)
+        }
+        Err(record) => record,
+    }
+}
+
+/// A parsed and bound row, ready to evaluate: its output record so far (`row`, `id`), its
+/// inputs and its recorded verdicts.
+pub struct PreparedRow {
+    pub out: Map<String, Json>,
+    pub inputs: Vec<crate::value::Value>,
+    pub verdicts: Vec<(String, Json)>,
+}
+
+/// Parse and bind one line; a malformed line becomes its error record.
+pub fn prepare_line(
+    program: &Program,
+    ident: &Identity,
+    index: usize,
+    line: &str,
+    verdicts: Option<&VerdictFile>,
+) -> Result<PreparedRow, Json> {
     let mut out = Map::new();
     out.insert("row".into(), json!(index));
     let parsed: Result<Json, _> = serde_json::from_str(line);
     let row = match parsed {
         Ok(r @ Json::Object(_)) => r,
         Ok(other) => {
-            return error_record(
+            return Err(error_record(
                 out,
                 ident,
                 "rubric::row::not_an_object",
                 format!("a row must be a JSON object, found {}", kind_of(&other)),
-            )
+            ))
         }
         Err(e) => {
-            return error_record(out, ident, "rubric::row::malformed_json", format!("line is not valid JSON: {e}"))
+            return Err(error_record(out, ident, "rubric::row::malformed_json", format!("line is not valid JSON: {e}")))
         }
     };
     let id = row_id(&row);
@@ -98,13 +133,26 @@ pub fn score_line(
     }
     let inputs = match bind_row(program, &row) {
         Ok(v) => v,
-        Err(e) => return error_record(out, ident, e.code, e.message),
+        Err(e) => return Err(error_record(out, ident, e.code, e.message)),
     };
-    let result = match verdicts {
-        Some(v) => engine.evaluate(program, &inputs, &v.for_row(index, id.as_ref())),
-        None => engine.evaluate(program, &inputs, &NoVerdicts),
-    };
-    finish_record(out, ident, engine.name(), &result)
+    let verdicts = verdicts.map(|v| v.for_row(index, id.as_ref())).unwrap_or_default();
+    Ok(PreparedRow { out, inputs, verdicts })
+}
+
+/// Something that decides the judged criteria of a chunk of rows by calling judges (the
+/// `judges` feature's dispatcher), evaluating each row with `engine` until it needs no more.
+pub trait ChunkJudge: Sync {
+    /// Evaluates every row; returns, per row, its result and the models that answered each
+    /// dispatched criterion.
+    fn evaluate_chunk(
+        &self,
+        engine: &dyn Engine,
+        program: &Program,
+        rows: Vec<(Vec<crate::value::Value>, Vec<(String, Json)>)>,
+    ) -> Vec<(RowResult, std::collections::BTreeMap<String, Vec<String>>)>;
+
+    /// Counters for the run summary (calls, cache hits, tokens...), as JSON.
+    fn stats(&self) -> Json;
 }
 
 fn kind_of(v: &Json) -> &'static str {
@@ -122,6 +170,9 @@ fn stamp(out: &mut Map<String, Json>, ident: &Identity) {
     out.insert("rubric".into(), json!(ident.rubric));
     out.insert("version".into(), json!(ident.version));
     out.insert("ir_hash".into(), json!(ident.ir_hash));
+    if let Some(b) = &ident.bundle {
+        out.insert("bundle".into(), json!(b));
+    }
 }
 
 fn error_record(mut out: Map<String, Json>, ident: &Identity, code: &str, message: String) -> Json {
@@ -144,6 +195,8 @@ pub struct RunOptions<'a> {
     pub verdicts: Option<&'a VerdictFile>,
     pub resume: bool,
     pub progress: bool,
+    /// Judge dispatch for criteria without a recorded verdict; `None`: recorded verdicts only.
+    pub judges: Option<&'a dyn ChunkJudge>,
 }
 
 /// Count complete result lines already in `output` (resume), truncating a torn last line.
@@ -188,10 +241,19 @@ fn resume_point(output: &Path, ident: &Identity) -> Result<usize, RunError> {
 
 /// Score every row of `opts.input` into `opts.output`.
 pub fn run_batch(engine: &dyn Engine, program: &Program, opts: &RunOptions<'_>) -> Result<Summary, RunError> {
-    let ident = Identity::of(program);
+    run_batch_as(engine, program, &Identity::of(program), opts)
+}
+
+/// `run_batch` with the identity stamped on every line given (a bundle's, with its hash).
+pub fn run_batch_as(
+    engine: &dyn Engine,
+    program: &Program,
+    ident: &Identity,
+    opts: &RunOptions<'_>,
+) -> Result<Summary, RunError> {
     let read_err = |e| RunError::Read { path: opts.input.display().to_string(), source: e };
     let write_err = |e| RunError::Write { path: opts.output.display().to_string(), source: e };
-    let skip = if opts.resume { resume_point(opts.output, &ident)? } else { 0 };
+    let skip = if opts.resume { resume_point(opts.output, ident)? } else { 0 };
     let out_file = if opts.resume {
         OpenOptions::new().create(true).append(true).open(opts.output).map_err(write_err)?
     } else {
@@ -205,31 +267,34 @@ pub fn run_batch(engine: &dyn Engine, program: &Program, opts: &RunOptions<'_>) 
     let mut chunk: Vec<(usize, String)> = Vec::with_capacity(CHUNK);
     let mut index = 0usize;
     bar.inc(skip as u64);
-    let flush = |chunk: &mut Vec<(usize, String)>,
-                 summary: &mut Summary,
-                 out: &mut BufWriter<File>|
-     -> Result<(), RunError> {
-        let results: Vec<Json> =
-            chunk.par_iter().map(|(i, line)| score_line(engine, program, &ident, *i, line, opts.verdicts)).collect();
-        for r in &results {
-            summary.rows += 1;
-            if r.get("error").is_some() {
-                summary.errors += 1;
-            } else if let Some(s) = r.get("score").and_then(Json::as_f64) {
-                summary.scored += 1;
-                summary.score_sum += s;
-            } else {
-                summary.unscored += 1;
+    let flush =
+        |chunk: &mut Vec<(usize, String)>, summary: &mut Summary, out: &mut BufWriter<File>| -> Result<(), RunError> {
+            let results: Vec<Json> = match opts.judges {
+                None => chunk
+                    .par_iter()
+                    .map(|(i, line)| score_line(engine, program, ident, *i, line, opts.verdicts))
+                    .collect(),
+                Some(judges) => score_chunk_with_judges(engine, program, ident, chunk, opts.verdicts, judges),
+            };
+            for r in &results {
+                summary.rows += 1;
+                if r.get("error").is_some() {
+                    summary.errors += 1;
+                } else if let Some(s) = r.get("score").and_then(Json::as_f64) {
+                    summary.scored += 1;
+                    summary.score_sum += s;
+                } else {
+                    summary.unscored += 1;
+                }
+                let mut line = serde_json::to_string(r).expect("result serialises");
+                line.push('\n');
+                out.write_all(line.as_bytes()).map_err(write_err)?;
             }
-            let mut line = serde_json::to_string(r).expect("result serialises");
-            line.push('\n');
-            out.write_all(line.as_bytes()).map_err(write_err)?;
-        }
-        out.flush().map_err(write_err)?;
-        bar.inc(chunk.len() as u64);
-        chunk.clear();
-        Ok(())
-    };
+            out.flush().map_err(write_err)?;
+            bar.inc(chunk.len() as u64);
+            chunk.clear();
+            Ok(())
+        };
     for line in reader.lines() {
         let line = line.map_err(read_err)?;
         if line.trim().is_empty() {
@@ -286,4 +351,51 @@ pub fn evaluate_row(
 ) -> Result<RowResult, BindError> {
     let inputs: Vec<Value> = bind_row(program, row)?;
     Ok(engine.evaluate(program, &inputs, verdicts))
+}
+
+/// A chunk whose judged criteria are dispatched: prepare every row, let the judge evaluate
+/// them together (one round of calls for the whole chunk), then write each row's record with
+/// the model that answered each dispatched criterion.
+fn score_chunk_with_judges(
+    engine: &dyn Engine,
+    program: &Program,
+    ident: &Identity,
+    chunk: &[(usize, String)],
+    verdicts: Option<&VerdictFile>,
+    judges: &dyn ChunkJudge,
+) -> Vec<Json> {
+    let prepared: Vec<Result<PreparedRow, Json>> =
+        chunk.par_iter().map(|(i, line)| prepare_line(program, ident, *i, line, verdicts)).collect();
+    let mut outs = Vec::new();
+    let mut rows = Vec::new();
+    for p in &prepared {
+        if let Ok(r) = p {
+            rows.push((r.inputs.clone(), r.verdicts.clone()));
+        }
+    }
+    let mut evaluated = judges.evaluate_chunk(engine, program, rows).into_iter();
+    for p in prepared {
+        match p {
+            Err(record) => outs.push(record),
+            Ok(r) => {
+                let Some((result, models)) = evaluated.next() else {
+                    outs.push(error_record(r.out, ident, "rubric::row::internal", "the row was not evaluated".into()));
+                    continue;
+                };
+                let mut record = finish_record(r.out, ident, engine.name(), &result);
+                if let Some(list) = record.get_mut("criteria").and_then(Json::as_array_mut) {
+                    for c in list {
+                        let id = c.get("id").and_then(Json::as_str).unwrap_or_default().to_string();
+                        if let (Some(ms), Some(obj)) = (models.get(&id), c.as_object_mut()) {
+                            if !ms.is_empty() {
+                                obj.insert("model".into(), json!(ms.join(",")));
+                            }
+                        }
+                    }
+                }
+                outs.push(record);
+            }
+        }
+    }
+    outs
 }

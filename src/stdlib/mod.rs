@@ -118,14 +118,33 @@ impl EvalCtx {
         idx
     }
 
-    /// A compiled regex, cached per row context.
+    /// A compiled regex: cached per row, and process-wide so that a fixed pattern is compiled
+    /// once per process, not once per row (the shared cache is bounded).
     pub fn regex(&mut self, pattern: &str) -> Result<Arc<regex::Regex>, Trap> {
         if let Some(r) = self.regexes.get(pattern) {
             return Ok(r.clone());
         }
-        let re = regex::Regex::new(pattern)
-            .map_err(|e| Trap::new(TrapKind::Regex, format!("invalid regex `{pattern}`: {e}")))?;
-        let re = Arc::new(re);
+        static SHARED: std::sync::OnceLock<std::sync::Mutex<HashMap<String, Arc<regex::Regex>>>> =
+            std::sync::OnceLock::new();
+        const SHARED_LIMIT: usize = 4096;
+        let shared = SHARED.get_or_init(Default::default);
+        let cached = shared.lock().ok().and_then(|m| m.get(pattern).cloned());
+        let re = match cached {
+            Some(r) => r,
+            None => {
+                let re = Arc::new(
+                    regex::Regex::new(pattern)
+                        .map_err(|e| Trap::new(TrapKind::Regex, format!("invalid regex `{pattern}`: {e}")))?,
+                );
+                if let Ok(mut m) = shared.lock() {
+                    if m.len() >= SHARED_LIMIT {
+                        m.clear();
+                    }
+                    m.insert(pattern.to_string(), re.clone());
+                }
+                re
+            }
+        };
         self.regexes.insert(pattern.to_string(), re.clone());
         Ok(re)
     }

@@ -76,17 +76,7 @@ pub fn analyse(p: &Program, sources: &SourceMap) -> Vec<Diagnostic> {
     let score_range = f.range(&p.score);
     f.gates(score_range);
     f.unused();
-    let mut range = score_range;
-    // Caps lower the top; a fired `score` gate replaces the score with its own value.
-    for step in &p.steps {
-        if let Step::Gate(g) = step {
-            let v = f.range(&g.value);
-            match g.action {
-                GateAction::Score => range = range.union(v),
-                GateAction::Cap => range = Range { lo: range.lo.min(v.lo), hi: range.hi },
-            }
-        }
-    }
+    let range = f.with_gates(score_range);
     if let Some(span) = f.score_span() {
         f.out.push(
             Diagnostic::note("rubric::facts::score_range", format!("the score lies in {range}"))
@@ -110,7 +100,32 @@ pub fn analyse(p: &Program, sources: &SourceMap) -> Vec<Diagnostic> {
     f.out
 }
 
+/// The reachable range of a checked program's score, gates included (what
+/// `rubric::facts::score_range` reports), for tools that hold only the IR (`rubric inspect`).
+pub fn score_range(p: &Program) -> Range {
+    let sources = SourceMap::new();
+    let mut f = Facts { p, sources: &sources, out: vec![] };
+    let score = f.range(&p.score);
+    f.with_gates(score)
+}
+
 impl Facts<'_> {
+    /// Widen the score's range by the gates: caps lower the top; a fired `score` gate replaces
+    /// the score with its own value.
+    fn with_gates(&mut self, score: Range) -> Range {
+        let mut range = score;
+        for step in &self.p.steps {
+            if let Step::Gate(g) = step {
+                let v = self.range(&g.value);
+                match g.action {
+                    GateAction::Score => range = range.union(v),
+                    GateAction::Cap => range = Range { lo: range.lo.min(v.lo), hi: range.hi },
+                }
+            }
+        }
+        range
+    }
+
     fn span(&self, site: u32) -> Option<Span> {
         site_span(self.p, self.sources, site)
     }

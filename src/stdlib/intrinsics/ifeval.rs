@@ -15,7 +15,45 @@ use crate::stdlib::{Intrinsic, Trap};
 use crate::value::Value;
 use langdetect::{Compat, DetectorFactory, Seed};
 use regex::Regex;
+use std::cell::RefCell;
+use std::collections::HashMap;
 use std::sync::LazyLock;
+
+/// Results of the costlier measures for the texts a thread saw last: loose mode asks the same
+/// question of up to eight variants of a response, often equal to each other or to the
+/// response itself. Bounded: cleared when it holds too many texts.
+#[derive(Default)]
+struct Memo {
+    sentences: HashMap<String, usize>,
+    capitals: HashMap<String, usize>,
+    languages: HashMap<String, Option<String>>,
+}
+
+const MEMO_LIMIT: usize = 256;
+
+thread_local! {
+    static MEMO: RefCell<Memo> = RefCell::new(Memo::default());
+}
+
+fn memoized<V: Clone>(
+    text: &str,
+    table: fn(&mut Memo) -> &mut HashMap<String, V>,
+    compute: impl FnOnce(&str) -> V,
+) -> V {
+    if let Some(v) = MEMO.with(|m| table(&mut m.borrow_mut()).get(text).cloned()) {
+        return v;
+    }
+    let v = compute(text);
+    MEMO.with(|m| {
+        let mut m = m.borrow_mut();
+        let t = table(&mut m);
+        if t.len() >= MEMO_LIMIT {
+            t.clear();
+        }
+        t.insert(text.to_string(), v.clone());
+    });
+    v
+}
 
 /// `\w+` of Python's `re` on `str`: runs of letters, numbers and `_` (no combining marks).
 static PY_WORD_RUN: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"[\p{L}\p{N}_]+").unwrap());
@@ -40,6 +78,11 @@ pub(super) const IFEVAL_WORD_COUNT: Intrinsic = Intrinsic {
     ],
     imp: |a, _| Ok(number(word_count(text_arg(a, 0)?))),
 };
+
+/// The number of Punkt sentences of `text`.
+pub fn sentence_count(text: &str) -> usize {
+    memoized(text, |m| &mut m.sentences, |t| punkt::sentence_spans(t).len())
+}
 
 /// The Punkt sentences of `text`.
 pub fn sentences(text: &str) -> Vec<&str> {
@@ -72,7 +115,7 @@ pub(super) const IFEVAL_SENTENCE_COUNT: Intrinsic = Intrinsic {
         r##"ifeval_sentence_count("Dr. Smith met Mr. Jones at 5 p.m. today.") == 1"##,
         r##"ifeval_sentence_count("  ") == 0"##,
     ],
-    imp: |a, _| Ok(number(punkt::sentence_spans(text_arg(a, 0)?).len())),
+    imp: |a, _| Ok(number(sentence_count(text_arg(a, 0)?))),
 };
 
 pub(super) const IFEVAL_TOKENS: Intrinsic = Intrinsic {
@@ -91,7 +134,7 @@ pub(super) const IFEVAL_TOKENS: Intrinsic = Intrinsic {
 
 /// How many `nltk.word_tokenize` tokens of `text` are uppercase by `str.isupper`.
 pub fn capital_word_count(text: &str) -> usize {
-    words::word_tokenize(text).iter().filter(|t| pychar::is_upper(t)).count()
+    memoized(text, |m| &mut m.capitals, |t| words::word_tokenize(t).iter().filter(|w| pychar::is_upper(w)).count())
 }
 
 pub(super) const IFEVAL_CAPITAL_WORD_COUNT: Intrinsic = Intrinsic {
@@ -132,6 +175,18 @@ pub(super) const PYTHON_ISLOWER: Intrinsic = Intrinsic {
         r##"not python_islower("Not")"##,
     ],
     imp: |a, _| Ok(Value::Bool(pychar::is_lower(text_arg(a, 0)?))),
+};
+
+pub(super) const PYTHON_STRIP: Intrinsic = Intrinsic {
+    name: "python_strip",
+    sig: "(text: Text) -> Text",
+    doc: "`text` without leading and trailing white space as Python's `str.strip()` removes it: \
+          Unicode white space plus the ASCII separators U+001C to U+001F, which `trim` keeps.",
+    examples: &[
+        r##"python_strip("  hi \n") == "hi""##,
+        r##"python_strip("\u{1f}x\u{1c}") == "x" and trim("\u{1f}x") != "x""##,
+    ],
+    imp: |a, _| Ok(Value::text(pychar::strip(text_arg(a, 0)?))),
 };
 
 /// Whether `s` is one JSON document as Python's `json.loads` accepts it.
@@ -328,7 +383,7 @@ static DETECTOR: LazyLock<DetectorFactory> = LazyLock::new(|| {
 /// The language `langdetect.detect` finds in `text` (with `DetectorFactory.seed = 0`), or `None`
 /// when the text has no features to detect a language from.
 pub fn detect_language(text: &str) -> Option<String> {
-    DETECTOR.detect(text).ok()
+    memoized(text, |m| &mut m.languages, |t| DETECTOR.detect(t).ok())
 }
 
 fn detect(args: &[Value], _: &mut crate::stdlib::EvalCtx) -> Result<Value, Trap> {
@@ -361,6 +416,27 @@ mod tests {
         // a combining mark is not a word character in Python: `e` + U+0301 is one run then none
         assert_eq!(word_count("cafe\u{301} ok"), 2);
         assert_eq!(word_count("हिन्दी"), 3);
+    }
+
+    #[test]
+    fn json_follows_pythons_decoder() {
+        for ok in ["0", "-0.5e-3", " [1, {\"a\": \"\\ud800\"}]\r\n", "NaN", "-Infinity", "1e999", "\"\\u00e9\""] {
+            assert!(python_json_valid(ok), "{ok:?} should be accepted");
+        }
+        for bad in
+            ["", "01", "1.", ".5", "[1,]", "{\"a\":1,}", "\"\\x\"", "\"a\tb\"", "\u{feff}{}", "{} x", "nan", "\u{a0}1"]
+        {
+            assert!(!python_json_valid(bad), "{bad:?} should be refused");
+        }
+    }
+
+    #[test]
+    fn measures_are_memoized_per_text() {
+        let t = "Every word here. Two sentences!";
+        assert_eq!(sentence_count(t), 2);
+        assert_eq!(sentence_count(t), 2);
+        assert!(MEMO.with(|m| m.borrow().sentences.contains_key(t)));
+        assert_eq!(capital_word_count("I SAW IT"), capital_word_count("I SAW IT"));
     }
 
     #[test]

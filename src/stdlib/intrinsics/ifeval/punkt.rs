@@ -16,6 +16,7 @@
 //!    sentences are dropped.
 
 use super::pychar::{is_decimal, is_space, is_word, rstrip, strip};
+use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
 use std::sync::LazyLock;
 
@@ -28,21 +29,31 @@ const ORTHO_UNK_LC: u8 = 1 << 6;
 const ORTHO_UC: u8 = ORTHO_BEG_UC | ORTHO_MID_UC | ORTHO_UNK_UC;
 const ORTHO_LC: u8 = ORTHO_BEG_LC | ORTHO_MID_LC | ORTHO_UNK_LC;
 
-/// The parameters of a trained Punkt model.
+/// The parameters of a trained Punkt model. Entries borrow the embedded model text, except
+/// the few that hold an escaped space.
 struct Params {
-    abbrev_types: HashSet<String>,
-    collocations: HashSet<(String, String)>,
-    sent_starters: HashSet<String>,
-    ortho_context: HashMap<String, u8>,
+    abbrev_types: HashSet<Cow<'static, str>>,
+    collocations: HashSet<(Cow<'static, str>, Cow<'static, str>)>,
+    sent_starters: HashSet<Cow<'static, str>>,
+    ortho_context: HashMap<Cow<'static, str>, u8>,
+}
+
+/// An entry of the model file, with `\s` standing for a space.
+fn entry(s: &'static str) -> Cow<'static, str> {
+    if s.contains("\\s") {
+        Cow::Owned(s.replace("\\s", " "))
+    } else {
+        Cow::Borrowed(s)
+    }
 }
 
 impl Params {
-    fn parse(text: &str) -> Params {
+    fn parse(text: &'static str) -> Params {
         let mut p = Params {
             abbrev_types: HashSet::new(),
             collocations: HashSet::new(),
             sent_starters: HashSet::new(),
-            ortho_context: HashMap::new(),
+            ortho_context: HashMap::with_capacity(16_384),
         };
         let mut section = "";
         for line in text.lines() {
@@ -54,21 +65,20 @@ impl Params {
                 section = s;
                 continue;
             }
-            let entry = line.replace("\\s", " ");
             match section {
                 "abbrev" => {
-                    p.abbrev_types.insert(entry);
+                    p.abbrev_types.insert(entry(line));
                 }
                 "sent_starters" => {
-                    p.sent_starters.insert(entry);
+                    p.sent_starters.insert(entry(line));
                 }
                 "collocations" => {
-                    let (a, b) = entry.split_once('\t').expect("collocation without a tab");
-                    p.collocations.insert((a.to_string(), b.to_string()));
+                    let (a, b) = line.split_once('\t').expect("collocation without a tab");
+                    p.collocations.insert((entry(a), entry(b)));
                 }
                 "ortho" => {
-                    let (w, f) = entry.split_once('\t').expect("ortho context without a tab");
-                    p.ortho_context.insert(w.to_string(), f.parse().expect("ortho flags"));
+                    let (w, f) = line.split_once('\t').expect("ortho context without a tab");
+                    p.ortho_context.insert(entry(w), f.parse().expect("ortho flags"));
                 }
                 other => panic!("unknown section `{other}` in the Punkt model"),
             }
@@ -275,7 +285,7 @@ fn first_pass(p: &Params, t: &mut Token) {
     } else if t.period_final && !tok.ends_with("..") {
         let stem = tok[..tok.len() - 1].to_lowercase();
         let last_part = stem.rsplit('-').next().unwrap_or("");
-        if p.abbrev_types.contains(&stem) || p.abbrev_types.contains(last_part) {
+        if p.abbrev_types.contains(stem.as_str()) || p.abbrev_types.contains(last_part) {
             t.abbr = true;
         } else {
             t.sentbreak = true;
@@ -313,7 +323,7 @@ fn second_pass(p: &Params, t1: &mut Token, t2: &Token) {
     let typ = t1.type_no_period().to_string();
     let next_typ = t2.type_no_sentperiod();
     let initial = t1.is_initial();
-    if p.collocations.contains(&(typ.clone(), next_typ.to_string())) {
+    if p.collocations.contains(&(Cow::Borrowed(typ.as_str()), Cow::Borrowed(next_typ))) {
         t1.sentbreak = false;
         t1.abbr = true;
         return;
@@ -520,6 +530,15 @@ mod tests {
         assert_eq!(sents(""), Vec::<&str>::new());
         assert_eq!(sents("  \n "), Vec::<&str>::new());
         assert_eq!(sents("No period at the end"), ["No period at the end"]);
+    }
+
+    #[test]
+    fn collocations_and_the_orthographic_heuristic_keep_breaks_out() {
+        // (`##number##`, `letters`) is a collocation of the model: no break after `5.`
+        assert_eq!(sents("Steps:\n\n5. Letters of support. Done."), ["Steps:\n\n5. Letters of support.", "Done."]);
+        // an initial followed by a word seen capitalised mid-sentence stays in the sentence
+        assert_eq!(sents("Bake at 200 C. Done!"), ["Bake at 200 C. Done!"]);
+        assert_eq!(sents("It was 3 a.m. We slept."), ["It was 3 a.m. We slept."]);
     }
 
     #[test]

@@ -40,8 +40,7 @@ static PUNCTUATION: LazyLock<Vec<Rule>> = LazyLock::new(|| {
     ])
 });
 
-/// `ENDING_QUOTES` and the contraction rules (`CONTRACTIONS2`, `CONTRACTIONS3`); `(?=\s)` after
-/// `wanna` becomes a captured white-space character put back in place.
+/// `ENDING_QUOTES`.
 static ENDING_QUOTES: LazyLock<Vec<Rule>> = LazyLock::new(|| {
     rules(&[
         (r"([»”’])", " ${1} "),
@@ -49,18 +48,32 @@ static ENDING_QUOTES: LazyLock<Vec<Rule>> = LazyLock::new(|| {
         (r#"""#, " '' "),
         (r"([^' ])('[sS]|'[mM]|'[dD]|') ", "${1} ${2} "),
         (r"([^' ])('ll|'LL|'re|'RE|'ve|'VE|n't|N'T) ", "${1} ${2} "),
-        (r"(?i)\b(can)(not)\b", " ${1} ${2} "),
-        (r"(?i)\b(d)('ye)\b", " ${1} ${2} "),
-        (r"(?i)\b(gim)(me)\b", " ${1} ${2} "),
-        (r"(?i)\b(gon)(na)\b", " ${1} ${2} "),
-        (r"(?i)\b(got)(ta)\b", " ${1} ${2} "),
-        (r"(?i)\b(lem)(me)\b", " ${1} ${2} "),
-        (r"(?i)\b(more)('n)\b", " ${1} ${2} "),
-        (r"(?i)\b(wan)(na)(\s)", " ${1} ${2} ${3}"),
-        (r"(?i) ('t)(is)\b", " ${1} ${2} "),
-        (r"(?i) ('t)(was)\b", " ${1} ${2} "),
     ])
 });
+
+/// `CONTRACTIONS2` in one pattern (the words cannot overlap, so one pass splits as NLTK's eight
+/// passes do): each alternative is a pair of groups, split apart by a space; `(?=\s)` after
+/// `wanna` becomes a captured white-space character put back in place.
+static CONTRACTIONS2: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(
+        r"(?i)\b(?:(can)(not)\b|(d)('ye)\b|(gim)(me)\b|(gon)(na)\b|(got)(ta)\b|(lem)(me)\b|(more)('n)\b|(wan)(na)(\s))",
+    )
+    .expect("contraction pattern")
+});
+
+/// `CONTRACTIONS3`: `'tis` and `'twas` after a space.
+static CONTRACTIONS3: LazyLock<Vec<Rule>> = LazyLock::new(|| rules(&[(r"(?i) ('t)(is|was)\b", " ${1} ${2} ")]));
+
+fn split_contractions(text: String) -> String {
+    match CONTRACTIONS2.replace_all(&text, |c: &regex::Captures| {
+        let pair = (1..=16).step_by(2).find(|&g| c.get(g).is_some()).expect("one alternative matched");
+        let tail = c.get(17).map_or("", |m| m.as_str());
+        format!(" {} {} {tail}", &c[pair], &c[pair + 1])
+    }) {
+        std::borrow::Cow::Borrowed(_) => text,
+        std::borrow::Cow::Owned(s) => s,
+    }
+}
 
 fn apply(text: String, rules: &[Rule]) -> String {
     rules.iter().fold(text, |t, Rule(re, rep)| match re.replace_all(&t, *rep) {
@@ -103,6 +116,7 @@ fn tokenize_sentence(sentence: &str, out: &mut Vec<String>) {
     let text = split_quote_before_letter(text);
     let text = apply(text, &PUNCTUATION);
     let text = apply(format!(" {text} "), &ENDING_QUOTES);
+    let text = apply(split_contractions(text), &CONTRACTIONS3);
     out.extend(text.split(is_space).filter(|t| !t.is_empty()).map(str::to_string));
 }
 

@@ -1,0 +1,828 @@
+//! The step driver shared by every engine: runs a row's gates, criteria and `each` blocks in
+//! declaration order (gates stop or cap, gated criteria, recorded verdicts through `verdict`),
+//! then the score, the caps, the criteria list and the group trees, and assembles the
+//! `RowResult`. It never evaluates an IR expression itself: every expression it needs (a gate's
+//! condition or value, an `each` list, a criterion's text, points, weight, tags, pass, check,
+//! value or extract check, the score) is a [`Root`] handed to an [`Evaluator`] — the tree walk
+//! of the interpreter, or a compiled function of the Wasm engine. Aggregations and criterion
+//! values (`er.met`) read the decided criteria through [`aggregate`] and [`verdict_value`],
+//! also shared. So the engines share every rule but expression evaluation.
+
+use super::ops::{trap_reason, unscored};
+use super::verdict;
+use super::TraceEvent;
+use crate::engine::{CriterionResult, GateResult, RowResult, Status, TrapInfo, VerdictSource};
+use crate::ir::{
+    self, AggOp, CriterionDecl, CriterionKind, Expr, ExprKind, GateAction, Member, Policy, Program, SetKind, Step,
+    Verifier,
+};
+use crate::stdlib::{Trap, TrapKind};
+use crate::value::Value;
+use std::sync::Arc;
+
+/// Which part of a gate a root is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum GatePart {
+    Cond,
+    Value,
+}
+
+/// Whose attribute a criterion root is: a static criterion (`criteria[i]`) or the template of
+/// the `each` step `steps[i]`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Owner {
+    Criterion(u32),
+    Each(u32),
+}
+
+/// An expression-valued part of a criterion.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Attr {
+    Text,
+    Points,
+    Weight,
+    Tags,
+    Pass,
+    /// The expression of a `check` or `value` verifier, or the check of an `extract`.
+    Verifier,
+}
+
+/// A top-level expression the driver evaluates: the unit an engine compiles and runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Root {
+    Gate { step: u32, part: GatePart },
+    EachList { step: u32 },
+    Criterion { owner: Owner, attr: Attr },
+    Score,
+}
+
+impl Root {
+    /// A stable name (the Wasm engine exports each root under it): `gate3.cond`,
+    /// `each2.list`, `c5.text`, `each2.points`, `score`.
+    pub fn name(self) -> String {
+        let attr = |a: Attr| match a {
+            Attr::Text => "text",
+            Attr::Points => "points",
+            Attr::Weight => "weight",
+            Attr::Tags => "tags",
+            Attr::Pass => "pass",
+            Attr::Verifier => "verifier",
+        };
+        match self {
+            Root::Gate { step, part: GatePart::Cond } => format!("gate{step}.cond"),
+            Root::Gate { step, part: GatePart::Value } => format!("gate{step}.value"),
+            Root::EachList { step } => format!("each{step}.list"),
+            Root::Criterion { owner: Owner::Criterion(c), attr: a } => format!("c{c}.{}", attr(a)),
+            Root::Criterion { owner: Owner::Each(s), attr: a } => format!("each{s}.{}", attr(a)),
+            Root::Score => "score".into(),
+        }
+    }
+
+    /// The site a trap in this root is reported at when it ends the row (a resource limit).
+    pub fn site(self, p: &Program) -> u32 {
+        let step = |s: u32| p.steps.get(s as usize);
+        match self {
+            Root::Gate { step: s, .. } => match step(s) {
+                Some(Step::Gate(g)) => g.site,
+                _ => u32::MAX,
+            },
+            Root::EachList { step: s } | Root::Criterion { owner: Owner::Each(s), .. } => match step(s) {
+                Some(Step::Each(e)) => e.template.site,
+                _ => u32::MAX,
+            },
+            Root::Criterion { owner: Owner::Criterion(c), .. } => {
+                p.criteria.get(c as usize).map_or(u32::MAX, |d| d.site)
+            }
+            Root::Score => score_site(&p.score).unwrap_or(u32::MAX),
+        }
+    }
+}
+
+fn criterion_roots<'p>(owner: Owner, d: &'p CriterionDecl, out: &mut Vec<(Root, &'p Expr)>) {
+    let mut push = |attr: Attr, e: &'p Expr| out.push((Root::Criterion { owner, attr }, e));
+    push(Attr::Text, &d.text);
+    if let Some(e) = &d.points {
+        push(Attr::Points, e);
+    }
+    if let Some(e) = &d.weight {
+        push(Attr::Weight, e);
+    }
+    if let Some(e) = &d.tags {
+        push(Attr::Tags, e);
+    }
+    if let Some(e) = &d.pass {
+        push(Attr::Pass, e);
+    }
+    match &d.verifier {
+        Verifier::Check { expr } | Verifier::Value { expr } => push(Attr::Verifier, expr),
+        Verifier::Extract { check, .. } => push(Attr::Verifier, check),
+        Verifier::Judge { .. } => {}
+    }
+}
+
+/// Every root of a program with its expression, in a canonical order (steps in order, then
+/// the score). An engine that compiles ahead of time compiles exactly these.
+pub fn roots(p: &Program) -> Vec<(Root, &Expr)> {
+    let mut out = Vec::new();
+    for (si, step) in p.steps.iter().enumerate() {
+        let si = si as u32;
+        match step {
+            Step::Gate(g) => {
+                out.push((Root::Gate { step: si, part: GatePart::Cond }, &g.cond));
+                out.push((Root::Gate { step: si, part: GatePart::Value }, &g.value));
+            }
+            Step::Criterion(ci) => {
+                if let Some(d) = p.criteria.get(*ci as usize) {
+                    criterion_roots(Owner::Criterion(*ci), d, &mut out);
+                }
+            }
+            Step::Each(e) => {
+                out.push((Root::EachList { step: si }, &e.list));
+                criterion_roots(Owner::Each(si), &e.template, &mut out);
+            }
+        }
+    }
+    out.push((Root::Score, &p.score));
+    out
+}
+
+/// The criteria decided so far in a row: what criterion values and aggregations read.
+#[derive(Debug, Clone, Default)]
+pub struct Decided {
+    /// By static criterion index.
+    pub criteria: Vec<Option<CriterionResult>>,
+    /// Results of each `Each` step, by step index.
+    pub each: Vec<Vec<CriterionResult>>,
+}
+
+impl Decided {
+    pub fn new(p: &Program) -> Decided {
+        Decided { criteria: vec![None; p.criteria.len()], each: vec![Vec::new(); p.steps.len()] }
+    }
+}
+
+/// The `explain` trace of a row and the step being evaluated.
+#[derive(Default)]
+pub struct Trace<'t> {
+    events: Option<&'t mut Vec<TraceEvent>>,
+    step: String,
+}
+
+impl<'t> Trace<'t> {
+    pub fn new(events: Option<&'t mut Vec<TraceEvent>>) -> Trace<'t> {
+        Trace { events, step: String::new() }
+    }
+
+    pub fn is_on(&self) -> bool {
+        self.events.is_some()
+    }
+
+    /// Record a value computed at `site` (nothing when tracing is off).
+    pub fn note(&mut self, p: &Program, site: Option<u32>, value: impl FnOnce() -> String) {
+        if let Some(tr) = self.events.as_deref_mut() {
+            tr.push(TraceEvent {
+                step: self.step.clone(),
+                site: site.and_then(|s| p.sites.get(s as usize).cloned()),
+                value: value(),
+            });
+        }
+    }
+}
+
+/// Evaluates the IR expressions of one row. `root` names the expression `e` (an engine that
+/// compiled the roots runs the compiled one; the interpreter walks `e`). `locals` holds the
+/// values bound by the driver (the element of an `each` block, an extracted value).
+pub trait Evaluator {
+    fn eval(
+        &mut self,
+        root: Root,
+        e: &Expr,
+        locals: &mut Vec<Value>,
+        decided: &mut Decided,
+        trace: &mut Trace<'_>,
+    ) -> Result<Value, Trap>;
+}
+
+/// Evaluate one row with `ev` evaluating the expressions.
+pub fn run_row(
+    p: &Program,
+    inputs: &[Value],
+    verdicts: &dyn VerdictSource,
+    ev: &mut dyn Evaluator,
+    trace: Option<&mut Vec<TraceEvent>>,
+) -> RowResult {
+    Driver { p, inputs, verdicts, ev, decided: Decided::new(p), trace: Trace::new(trace), limit: None }.run()
+}
+
+struct Driver<'a, 't> {
+    p: &'a Program,
+    inputs: &'a [Value],
+    verdicts: &'a dyn VerdictSource,
+    ev: &'a mut dyn Evaluator,
+    decided: Decided,
+    trace: Trace<'t>,
+    /// A resource limit hit by some root, with that root: the row ends there.
+    limit: Option<(Trap, Root)>,
+}
+
+impl Driver<'_, '_> {
+    fn eval(&mut self, root: Root, e: &Expr, locals: &mut Vec<Value>) -> Result<Value, Trap> {
+        if let Some((t, _)) = &self.limit {
+            return Err(t.clone());
+        }
+        let r = self.ev.eval(root, e, locals, &mut self.decided, &mut self.trace);
+        if let Err(t) = &r {
+            if t.kind == TrapKind::Limit {
+                self.limit = Some((t.clone(), root));
+            }
+        }
+        r
+    }
+
+    fn set_step(&mut self, name: String) {
+        self.trace.step = name;
+    }
+
+    fn run(mut self) -> RowResult {
+        let p = self.p;
+        let mut result = RowResult::default();
+        let mut stopped: Option<String> = None;
+        let mut caps: Vec<f64> = Vec::new();
+        for (si, step) in p.steps.iter().enumerate() {
+            let step_no = si as u32;
+            match step {
+                Step::Gate(g) => {
+                    let action = match g.action {
+                        GateAction::Score => "score",
+                        GateAction::Cap => "cap",
+                    };
+                    if stopped.is_some() {
+                        result.gates.push(GateResult {
+                            name: g.name.clone(),
+                            passed: None,
+                            action,
+                            value: None,
+                            reason: g.reason.clone(),
+                        });
+                        continue;
+                    }
+                    self.set_step(format!("gate {}", g.name));
+                    let mut locals = Vec::new();
+                    let cond = self.eval(Root::Gate { step: step_no, part: GatePart::Cond }, &g.cond, &mut locals);
+                    self.trace.note(p, None, || cond.as_ref().map_or_else(trap_reason, |v| v.to_string()));
+                    match cond {
+                        Ok(Value::Bool(true)) => result.gates.push(GateResult {
+                            name: g.name.clone(),
+                            passed: Some(true),
+                            action,
+                            value: None,
+                            reason: g.reason.clone(),
+                        }),
+                        Ok(Value::Bool(false)) => {
+                            let value =
+                                self.eval(Root::Gate { step: step_no, part: GatePart::Value }, &g.value, &mut locals);
+                            let class = g.reason.clone().unwrap_or_else(|| g.name.clone());
+                            let v = match value {
+                                Ok(Value::Number(n)) => Some(n),
+                                Ok(Value::Unscored(r)) => {
+                                    result.unscored_reason = Some(format!("gate `{}`: {r}", g.name));
+                                    None
+                                }
+                                Err(t) => {
+                                    result.trap = Some(trap_info(p, &t, g.site));
+                                    result.unscored_reason = Some(format!("gate `{}`: {}", g.name, trap_reason(&t)));
+                                    None
+                                }
+                                Ok(other) => {
+                                    result.unscored_reason = Some(format!("gate `{}` produced {other}", g.name));
+                                    None
+                                }
+                            };
+                            result.gates.push(GateResult {
+                                name: g.name.clone(),
+                                passed: Some(false),
+                                action,
+                                value: v,
+                                reason: g.reason.clone(),
+                            });
+                            if result.failure_class.is_none() {
+                                result.failure_class = Some(class);
+                            }
+                            match g.action {
+                                GateAction::Score => {
+                                    // Caps declared before bound whatever sets the score.
+                                    result.score = v.map(|x| caps.iter().fold(x, |acc, c| acc.min(*c)));
+                                    stopped = Some(g.name.clone());
+                                }
+                                GateAction::Cap => match v {
+                                    Some(c) => caps.push(c),
+                                    None => stopped = Some(g.name.clone()),
+                                },
+                            }
+                        }
+                        other => {
+                            let why = match other {
+                                Ok(Value::Unscored(r)) => r.to_string(),
+                                Err(t) => {
+                                    result.trap = Some(trap_info(p, &t, g.site));
+                                    trap_reason(&t)
+                                }
+                                Ok(v) => format!("condition produced {v}"),
+                            };
+                            result.gates.push(GateResult {
+                                name: g.name.clone(),
+                                passed: None,
+                                action,
+                                value: None,
+                                reason: g.reason.clone(),
+                            });
+                            result.unscored_reason = Some(format!("gate `{}` could not be decided: {why}", g.name));
+                            result.score = None;
+                            stopped = Some(g.name.clone());
+                        }
+                    }
+                }
+                Step::Criterion(ci) => {
+                    let decl = &p.criteria[*ci as usize];
+                    let owner = Owner::Criterion(*ci);
+                    let mut locals = Vec::new();
+                    let r = if let Some(gate) = &stopped {
+                        self.skipped(owner, decl, &decl.id, gate, &mut locals)
+                    } else {
+                        self.set_step(format!("criterion {}", decl.id));
+                        self.criterion(owner, decl, &decl.id, &mut locals)
+                    };
+                    self.decided.criteria[*ci as usize] = Some(r);
+                }
+                Step::Each(e) => {
+                    let mut locals = vec![Value::Null; e.locals as usize];
+                    self.set_step(format!("criteria {}", p.sets[e.set as usize].name));
+                    let list = self.eval(Root::EachList { step: step_no }, &e.list, &mut locals);
+                    let name = &p.sets[e.set as usize].name;
+                    let owner = Owner::Each(step_no);
+                    let mut out = Vec::new();
+                    match list {
+                        Ok(Value::List(items)) => {
+                            for (i, item) in items.iter().enumerate() {
+                                locals[e.local as usize] = item.clone();
+                                let id = format!("{name}[{i}]");
+                                let r = match &stopped {
+                                    Some(gate) => self.skipped(owner, &e.template, &id, gate, &mut locals),
+                                    None => {
+                                        self.set_step(format!("criterion {id}"));
+                                        self.criterion(owner, &e.template, &id, &mut locals)
+                                    }
+                                };
+                                out.push(r);
+                            }
+                        }
+                        Ok(Value::Unscored(r)) => {
+                            result.unscored_reason.get_or_insert(format!("criteria `{name}`: {r}"));
+                        }
+                        Ok(Value::Null) => {}
+                        Ok(other) => {
+                            result
+                                .unscored_reason
+                                .get_or_insert(format!("criteria `{name}`: expected a list, found {other}"));
+                        }
+                        Err(t) => {
+                            result.trap.get_or_insert(trap_info(p, &t, e.template.site));
+                            result.unscored_reason.get_or_insert(format!("criteria `{name}`: {}", trap_reason(&t)));
+                        }
+                    }
+                    self.decided.each[si] = out;
+                }
+            }
+        }
+        if stopped.is_none() && result.unscored_reason.is_none() {
+            self.set_step("score".into());
+            let mut locals = Vec::new();
+            match self.eval(Root::Score, &p.score, &mut locals) {
+                Ok(Value::Number(n)) if n.is_finite() => {
+                    result.score = Some(caps.iter().fold(n, |acc, c| acc.min(*c)));
+                }
+                Ok(Value::Number(n)) => result.unscored_reason = Some(format!("the score is not finite ({n})")),
+                Ok(Value::Unscored(r)) => result.unscored_reason = Some(r.to_string()),
+                Ok(other) => result.unscored_reason = Some(format!("the score produced {other}")),
+                Err(t) => {
+                    let site = score_site(&p.score);
+                    result.trap = Some(trap_info(p, &t, site.unwrap_or(u32::MAX)));
+                    result.unscored_reason = Some(trap_reason(&t));
+                }
+            }
+        }
+        // Criteria in step order.
+        for (si, step) in p.steps.iter().enumerate() {
+            match step {
+                Step::Criterion(ci) => {
+                    if let Some(r) = &self.decided.criteria[*ci as usize] {
+                        result.criteria.push(r.clone());
+                    }
+                }
+                Step::Each(_) => result.criteria.extend(self.decided.each[si].iter().cloned()),
+                Step::Gate(_) => {}
+            }
+        }
+        let policies = group_policies(p);
+        for (i, s) in p.sets.iter().enumerate() {
+            if s.kind == SetKind::Group {
+                let v = match tree(p, &self.decided, i as u32, policies[i]) {
+                    Ok(Value::Number(n)) => Some(n),
+                    _ => None,
+                };
+                result.groups.push((s.name.clone(), v));
+            }
+        }
+        // A resource limit ends the row: whatever ran after it saw the same trap, and the row
+        // is unscored with the trap at the root that hit it.
+        if let Some((t, root)) = &self.limit {
+            result.score = None;
+            result.unscored_reason = Some(trap_reason(t));
+            result.trap = Some(trap_info(p, t, root.site(p)));
+        }
+        result
+    }
+
+    fn base_result(&mut self, owner: Owner, d: &CriterionDecl, id: &str, locals: &mut Vec<Value>) -> CriterionResult {
+        let p = self.p;
+        let root = |attr| Root::Criterion { owner, attr };
+        let text = match self.eval(root(Attr::Text), &d.text, locals) {
+            Ok(Value::Text(t)) => Some(t.to_string()),
+            _ => None,
+        };
+        let num = |this: &mut Self, attr: Attr, e: &Option<Expr>, locals: &mut Vec<Value>| -> Option<f64> {
+            e.as_ref().and_then(|e| this.eval(root(attr), e, locals).ok()).and_then(|v| v.as_number())
+        };
+        let points = num(self, Attr::Points, &d.points, locals);
+        let weight = num(self, Attr::Weight, &d.weight, locals).unwrap_or(1.0);
+        let tags = match d.tags.as_ref().map(|t| self.eval(root(Attr::Tags), t, locals)) {
+            Some(Ok(Value::List(l))) => l.iter().filter_map(|v| v.as_text().map(str::to_string)).collect(),
+            _ => vec![],
+        };
+        // An axis may also come from an `axis:NAME` tag (HealthBench rows carry their axes so).
+        let axis = d.axis.clone().or_else(|| tags.iter().find_map(|t| t.strip_prefix("axis:").map(str::to_string)));
+        let source = match &d.verifier {
+            Verifier::Judge { judge } => format!("judge:{}", p.judges[*judge as usize].name),
+            Verifier::Extract { judge, .. } => format!("extract:{}", p.judges[*judge as usize].name),
+            Verifier::Check { .. } => "check".into(),
+            Verifier::Value { .. } => "value".into(),
+        };
+        CriterionResult {
+            id: id.to_string(),
+            text,
+            kind: match d.kind {
+                CriterionKind::Binary => "binary",
+                CriterionKind::Ordinal { .. } => "ordinal",
+                CriterionKind::Nominal { .. } => "nominal",
+                CriterionKind::Continuous => "continuous",
+            },
+            status: Status::Unscored,
+            reason: None,
+            value: None,
+            level: None,
+            label: None,
+            points,
+            weight,
+            axis,
+            tags,
+            source,
+            evidence: None,
+            extracted: None,
+            sets: d.sets.iter().map(|s| p.sets[*s as usize].name.clone()).collect(),
+        }
+    }
+
+    fn skipped(
+        &mut self,
+        owner: Owner,
+        d: &CriterionDecl,
+        id: &str,
+        gate: &str,
+        locals: &mut Vec<Value>,
+    ) -> CriterionResult {
+        let mut r = self.base_result(owner, d, id, locals);
+        r.reason = Some(format!("gated: gate `{gate}` stopped evaluation before this criterion"));
+        r
+    }
+
+    fn criterion(&mut self, owner: Owner, d: &CriterionDecl, id: &str, locals: &mut Vec<Value>) -> CriterionResult {
+        let p = self.p;
+        let root = |attr| Root::Criterion { owner, attr };
+        let mut r = self.base_result(owner, d, id, locals);
+        let pass = match d.pass.as_ref().map(|e| self.eval(root(Attr::Pass), e, locals)) {
+            Some(Ok(Value::Number(n))) => Some(n),
+            _ => None,
+        };
+        match &d.verifier {
+            Verifier::Check { expr } => match self.eval(root(Attr::Verifier), expr, locals) {
+                Ok(Value::Bool(b)) => {
+                    r.status = if b { Status::Met } else { Status::Unmet };
+                    r.value = Some(if b { 1.0 } else { 0.0 });
+                }
+                Ok(Value::Unscored(reason)) => r.reason = Some(reason.to_string()),
+                Ok(other) => r.reason = Some(format!("check produced {other}")),
+                Err(t) => r.reason = Some(trap_reason(&t)),
+            },
+            Verifier::Value { expr } => match self.eval(root(Attr::Verifier), expr, locals) {
+                Ok(Value::Number(n)) if (0.0..=1.0).contains(&n) => {
+                    r.value = Some(n);
+                    r.status = if n >= pass.unwrap_or(0.5) { Status::Met } else { Status::Unmet };
+                }
+                Ok(Value::Number(n)) => r.reason = Some(format!("value_out_of_range: {n} is outside [0, 1]")),
+                Ok(Value::Unscored(reason)) => r.reason = Some(reason.to_string()),
+                Ok(other) => r.reason = Some(format!("value produced {other}")),
+                Err(t) => r.reason = Some(trap_reason(&t)),
+            },
+            Verifier::Judge { judge } => {
+                let j = &p.judges[*judge as usize];
+                let evidence_text = j
+                    .evidence_from
+                    .and_then(|i| self.inputs.get(i as usize))
+                    .and_then(|v| v.as_text().map(str::to_string));
+                verdict::apply(&mut r, &d.kind, pass, j, self.verdicts.verdict(id), evidence_text.as_deref());
+            }
+            Verifier::Extract { judge, ty, local, check, .. } => {
+                let j = &p.judges[*judge as usize];
+                match verdict::extracted(j, ty, self.verdicts.verdict(id)) {
+                    Ok(v) => {
+                        r.extracted = Some(v.to_json());
+                        if locals.len() <= *local as usize {
+                            locals.resize(*local as usize + 1, Value::Null);
+                        }
+                        locals[*local as usize] = v;
+                        match self.eval(root(Attr::Verifier), check, locals) {
+                            Ok(Value::Bool(b)) => {
+                                r.status = if b { Status::Met } else { Status::Unmet };
+                                r.value = Some(if b { 1.0 } else { 0.0 });
+                            }
+                            Ok(Value::Unscored(reason)) => r.reason = Some(reason.to_string()),
+                            Ok(other) => r.reason = Some(format!("check produced {other}")),
+                            Err(t) => r.reason = Some(trap_reason(&t)),
+                        }
+                    }
+                    Err(reason) => r.reason = Some(reason),
+                }
+            }
+        }
+        if self.trace.is_on() {
+            let value =
+                format!("=> {}{}", r.status.as_str(), r.reason.as_ref().map(|x| format!(" ({x})")).unwrap_or_default());
+            self.trace.note(p, None, || value);
+        }
+        r
+    }
+}
+
+fn trap_info(p: &Program, t: &Trap, site: u32) -> TrapInfo {
+    TrapInfo { code: t.kind.code(), message: t.message.clone(), site: p.sites.get(site as usize).cloned() }
+}
+
+/// A criterion as a value (`er.met`, `er.value`...): a record of its decided result.
+pub fn verdict_value(decided: &Decided, c: u32) -> Value {
+    let Some(Some(r)) = decided.criteria.get(c as usize) else {
+        return unscored("criterion not evaluated");
+    };
+    let mut m = std::collections::BTreeMap::new();
+    let reason =
+        || unscored(format!("criterion `{}` is unscored ({})", r.id, r.reason.as_deref().unwrap_or("no reason")));
+    let scored = r.status != Status::Unscored;
+    m.insert(Arc::from("met"), if scored { Value::Bool(r.status == Status::Met) } else { reason() });
+    m.insert(Arc::from("value"), if scored { Value::Number(r.value.unwrap_or(0.0)) } else { reason() });
+    m.insert(Arc::from("points"), Value::Number(r.points.unwrap_or(0.0)));
+    m.insert(Arc::from("weight"), Value::Number(r.weight));
+    m.insert(Arc::from("unscored"), Value::Bool(!scored));
+    Value::Record(Arc::new(m))
+}
+
+/// The results of a set's criteria, flattened in member order.
+fn members(p: &Program, decided: &Decided, set: u32, out: &mut Vec<CriterionResult>) {
+    for m in &p.sets[set as usize].members {
+        match m {
+            Member::Criterion(c) => {
+                if let Some(r) = &decided.criteria[*c as usize] {
+                    out.push(r.clone());
+                }
+            }
+            Member::Each(step) => out.extend(decided.each[*step as usize].iter().cloned()),
+            Member::Set(s) => members(p, decided, *s, out),
+        }
+    }
+}
+
+/// An aggregation (`mean(S)`, `at_least(S, k)`, `tree(G)`...) over the decided criteria of a
+/// set, with its unscored policy and its evaluated extra arguments.
+pub fn aggregate(
+    p: &Program,
+    decided: &Decided,
+    op: AggOp,
+    set: u32,
+    policy: Policy,
+    args: &[Value],
+) -> Result<Value, Trap> {
+    if set as usize >= p.sets.len() {
+        return Err(Trap::new(TrapKind::Type, format!("unknown set #{set}")));
+    }
+    if op == AggOp::Tree {
+        return tree(p, decided, set, policy);
+    }
+    let mut all = Vec::new();
+    members(p, decided, set, &mut all);
+    let name = &p.sets[set as usize].name;
+    let mut rs: Vec<(bool, f64, f64, f64)> = Vec::new(); // (met, value, weight, points)
+    for r in &all {
+        match r.status {
+            Status::Unscored => match policy {
+                Policy::Propagate => {
+                    return Ok(unscored(format!(
+                        "criterion `{}` is unscored ({})",
+                        r.id,
+                        r.reason.as_deref().unwrap_or("no reason")
+                    )))
+                }
+                Policy::Skip => {}
+                Policy::Unmet => rs.push((false, 0.0, r.weight, r.points.unwrap_or(0.0))),
+            },
+            s => rs.push((s == Status::Met, r.value.unwrap_or(0.0), r.weight, r.points.unwrap_or(0.0))),
+        }
+    }
+    let n = rs.len() as f64;
+    let empty = || Ok(unscored(format!("no scored criteria in `{name}`")));
+    Ok(match op {
+        AggOp::WeightedMean => {
+            if rs.is_empty() {
+                return empty();
+            }
+            let mut num = 0.0;
+            let mut den = 0.0;
+            for (_, v, w, _) in &rs {
+                num += v * w;
+                den += w;
+            }
+            if den == 0.0 {
+                return Err(Trap::new(TrapKind::DivisionByZero, format!("the weights of `{name}` sum to 0")));
+            }
+            Value::Number(num / den)
+        }
+        AggOp::Mean => {
+            if rs.is_empty() {
+                return empty();
+            }
+            Value::Number(rs.iter().map(|r| r.1).sum::<f64>() / n)
+        }
+        AggOp::Fraction => {
+            if rs.is_empty() {
+                return empty();
+            }
+            Value::Number(rs.iter().filter(|r| r.0).count() as f64 / n)
+        }
+        AggOp::PointsRatio => {
+            let mut achieved = 0.0;
+            let mut possible = 0.0;
+            for (met, v, _, p) in &rs {
+                if *met {
+                    achieved += p * v;
+                }
+                if *p > 0.0 {
+                    possible += p;
+                }
+            }
+            if possible == 0.0 {
+                return Ok(unscored(format!("no positive points in `{name}`")));
+            }
+            Value::Number(achieved / possible)
+        }
+        AggOp::SumPoints => {
+            let mut s = 0.0;
+            for (met, v, _, p) in &rs {
+                if *met {
+                    s += p * v;
+                }
+            }
+            Value::Number(s)
+        }
+        AggOp::MaxPoints => Value::Number(rs.iter().map(|r| r.3).filter(|p| *p > 0.0).sum()),
+        AggOp::All => Value::Bool(rs.iter().all(|r| r.0)),
+        AggOp::Any => Value::Bool(rs.iter().any(|r| r.0)),
+        AggOp::AtLeast => {
+            let k = args.first().and_then(Value::as_number).unwrap_or(f64::NAN);
+            Value::Bool(rs.iter().filter(|r| r.0).count() as f64 >= k)
+        }
+        AggOp::CountMet => Value::Number(rs.iter().filter(|r| r.0).count() as f64),
+        AggOp::Count => Value::Number(n),
+        AggOp::MinValue => {
+            if rs.is_empty() {
+                return empty();
+            }
+            Value::Number(rs.iter().map(|r| r.1).fold(f64::INFINITY, f64::min))
+        }
+        AggOp::MaxValue => {
+            if rs.is_empty() {
+                return empty();
+            }
+            Value::Number(rs.iter().map(|r| r.1).fold(f64::NEG_INFINITY, f64::max))
+        }
+        AggOp::Tree => unreachable!("handled above"),
+    })
+}
+
+/// A node's score is Σ(child score × child weight) / Σ(child weight), summed left to right as
+/// PaperBench does. With `skip`, unscored children leave the node.
+fn tree(p: &Program, decided: &Decided, set: u32, policy: Policy) -> Result<Value, Trap> {
+    let mut num = 0.0;
+    let mut den = 0.0;
+    for m in &p.sets[set as usize].members {
+        let (score, weight): (Option<f64>, f64) = match m {
+            Member::Criterion(c) => match &decided.criteria[*c as usize] {
+                Some(r) if r.status != Status::Unscored => (r.value, r.weight),
+                Some(r) => match policy {
+                    Policy::Propagate => {
+                        return Ok(unscored(format!(
+                            "criterion `{}` is unscored ({})",
+                            r.id,
+                            r.reason.as_deref().unwrap_or("")
+                        )))
+                    }
+                    Policy::Skip => continue,
+                    Policy::Unmet => (Some(0.0), r.weight),
+                },
+                None => continue,
+            },
+            Member::Set(s) => {
+                let w = p.sets[*s as usize].weight.unwrap_or(1.0);
+                match tree(p, decided, *s, policy)? {
+                    Value::Number(n) => (Some(n), w),
+                    Value::Unscored(r) => match policy {
+                        Policy::Skip => continue,
+                        _ => return Ok(Value::Unscored(r)),
+                    },
+                    _ => continue,
+                }
+            }
+            Member::Each(step) => {
+                for r in &decided.each[*step as usize] {
+                    let (s, w) = match r.status {
+                        Status::Unscored => match policy {
+                            Policy::Propagate => return Ok(unscored(format!("criterion `{}` is unscored", r.id))),
+                            Policy::Skip => continue,
+                            Policy::Unmet => (0.0, r.weight),
+                        },
+                        _ => (r.value.unwrap_or(0.0), r.weight),
+                    };
+                    num += s * w;
+                    den += w;
+                }
+                continue;
+            }
+        };
+        num += score.unwrap_or(0.0) * weight;
+        den += weight;
+    }
+    if den == 0.0 {
+        let name = &p.sets[set as usize].name;
+        return Ok(unscored(format!("no scored children in group `{name}`")));
+    }
+    Ok(Value::Number(num / den))
+}
+
+/// The unscored policy each group is reported with: that of the `tree(...)` in the score
+/// that covers it (the nearest enclosing one), else `propagate`.
+fn group_policies(p: &Program) -> Vec<Policy> {
+    let mut declared: Vec<Option<Policy>> = vec![None; p.sets.len()];
+    ir::walk(&p.score, &mut |e| {
+        if let ExprKind::Aggregate { op: AggOp::Tree, set, policy, .. } = &e.kind {
+            declared[*set as usize].get_or_insert(*policy);
+        }
+    });
+    fn down(p: &Program, set: usize, inherited: Option<Policy>, declared: &[Option<Policy>], out: &mut Vec<Policy>) {
+        let here = declared[set].or(inherited);
+        out[set] = here.unwrap_or(Policy::Propagate);
+        for m in &p.sets[set].members {
+            if let Member::Set(s) = m {
+                down(p, *s as usize, here, declared, out);
+            }
+        }
+    }
+    let mut out = vec![Policy::Propagate; p.sets.len()];
+    let children: std::collections::HashSet<usize> = p
+        .sets
+        .iter()
+        .flat_map(|s| s.members.iter().filter_map(|m| if let Member::Set(x) = m { Some(*x as usize) } else { None }))
+        .collect();
+    for i in 0..p.sets.len() {
+        if !children.contains(&i) {
+            down(p, i, None, &declared, &mut out);
+        }
+    }
+    out
+}
+
+fn score_site(e: &Expr) -> Option<u32> {
+    match &e.kind {
+        ExprKind::Binary { site, .. }
+        | ExprKind::Aggregate { site, .. }
+        | ExprKind::Intrinsic { site, .. }
+        | ExprKind::Call { site, .. } => Some(*site),
+        ExprKind::If { cond, .. } => score_site(cond),
+        _ => None,
+    }
+}

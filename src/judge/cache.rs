@@ -1,0 +1,125 @@
+//! The judge cache: an embedded SQLite database (rusqlite, bundled SQLite) mapping a request
+//! hash to the reply it got. Only replies whose every entry validated are stored, so a re-run
+//! of the same requests makes no calls and reads the same replies, while failures are retried.
+
+use super::reply::Reply;
+use super::JudgeError;
+use rusqlite::{params, Connection, OptionalExtension};
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+/// A reply cache. Operations take microseconds; one connection behind a mutex is enough.
+#[derive(Debug)]
+pub struct Cache {
+    conn: Mutex<Connection>,
+    path: Option<PathBuf>,
+}
+
+const SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS judge_replies (
+    hash    TEXT PRIMARY KEY NOT NULL,
+    model   TEXT NOT NULL,
+    reply   TEXT NOT NULL,
+    created INTEGER NOT NULL
+) WITHOUT ROWID;
+";
+
+fn err(e: impl std::fmt::Display) -> JudgeError {
+    JudgeError::Cache(e.to_string())
+}
+
+impl Cache {
+    /// Open (or create) the cache file at `path`, creating its directory.
+    pub fn open(path: &Path) -> Result<Cache, JudgeError> {
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir)
+                .map_err(|e| JudgeError::Io { path: dir.display().to_string(), message: e.to_string() })?;
+        }
+        let conn = Connection::open(path).map_err(|e| JudgeError::Cache(format!("{}: {e}", path.display())))?;
+        conn.busy_timeout(std::time::Duration::from_secs(10)).map_err(err)?;
+        // WAL lets several runs share one cache file.
+        let _: String = conn.query_row("PRAGMA journal_mode=WAL", [], |r| r.get(0)).map_err(err)?;
+        conn.execute_batch("PRAGMA synchronous=NORMAL;").map_err(err)?;
+        conn.execute_batch(SCHEMA).map_err(err)?;
+        Ok(Cache { conn: Mutex::new(conn), path: Some(path.to_path_buf()) })
+    }
+
+    /// A cache that lives as long as the process.
+    pub fn in_memory() -> Result<Cache, JudgeError> {
+        let conn = Connection::open_in_memory().map_err(err)?;
+        conn.execute_batch(SCHEMA).map_err(err)?;
+        Ok(Cache { conn: Mutex::new(conn), path: None })
+    }
+
+    /// `$XDG_CACHE_HOME/rubric/judge-cache.sqlite`, else `~/.cache/rubric/judge-cache.sqlite`.
+    pub fn default_path() -> Option<PathBuf> {
+        let base = std::env::var_os("XDG_CACHE_HOME")
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from)
+            .or_else(|| std::env::var_os("HOME").filter(|v| !v.is_empty()).map(|h| PathBuf::from(h).join(".cache")))?;
+        Some(base.join("rubric").join("judge-cache.sqlite"))
+    }
+
+    pub fn path(&self) -> Option<&Path> {
+        self.path.as_deref()
+    }
+
+    fn conn(&self) -> std::sync::MutexGuard<'_, Connection> {
+        self.conn.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub fn get(&self, hash: &str) -> Result<Option<Reply>, JudgeError> {
+        let text: Option<String> = self
+            .conn()
+            .query_row("SELECT reply FROM judge_replies WHERE hash = ?1", params![hash], |r| r.get(0))
+            .optional()
+            .map_err(err)?;
+        match text {
+            Some(t) => serde_json::from_str(&t).map(Some).map_err(|e| err(format!("entry {hash} is damaged: {e}"))),
+            None => Ok(None),
+        }
+    }
+
+    pub fn put(&self, hash: &str, reply: &Reply) -> Result<(), JudgeError> {
+        let text = serde_json::to_string(reply).map_err(err)?;
+        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs() as i64);
+        self.conn()
+            .execute(
+                "INSERT OR REPLACE INTO judge_replies (hash, model, reply, created) VALUES (?1, ?2, ?3, ?4)",
+                params![hash, reply.model, text, now],
+            )
+            .map_err(err)?;
+        Ok(())
+    }
+
+    pub fn len(&self) -> usize {
+        self.conn().query_row("SELECT COUNT(*) FROM judge_replies", [], |r| r.get::<_, i64>(0)).unwrap_or(0) as usize
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::judge::reply::Usage;
+
+    #[test]
+    fn round_trip() {
+        let c = Cache::in_memory().unwrap();
+        assert!(c.get("sha256:x").unwrap().is_none());
+        let r = Reply {
+            model: "m".into(),
+            content: Some("{}".into()),
+            refusal: None,
+            finish_reason: Some("stop".into()),
+            logprobs: None,
+            usage: Usage { prompt_tokens: 3, completion_tokens: 1 },
+        };
+        c.put("sha256:x", &r).unwrap();
+        assert_eq!(c.get("sha256:x").unwrap(), Some(r));
+        assert_eq!(c.len(), 1);
+    }
+}

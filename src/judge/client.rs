@@ -1,0 +1,374 @@
+//! The HTTP client for one OpenAI-compatible endpoint (reqwest over rustls with the `ring`
+//! provider): a concurrency limit (a semaphore held for one attempt), a requests-per-minute
+//! pacer, a timeout per attempt, and retries with exponential backoff and jitter on timeouts,
+//! connection failures, 408, 429 and 5xx, honouring `Retry-After` (and `retry-after-ms`), for
+//! a bounded number of attempts. Every failure ends as a `judge_*` reason, never a panic or a
+//! wait without end. The key is sent in a header marked sensitive and scrubbed from every reason.
+
+use super::config::EndpointConfig;
+use super::reply::Reply;
+use super::JudgeError;
+use reqwest::header::{HeaderMap, HeaderName, HeaderValue, AUTHORIZATION, CONTENT_TYPE};
+use serde_json::Value as Json;
+use std::sync::{Mutex, Once};
+use std::time::{Duration, Instant};
+use tokio::sync::Semaphore;
+
+/// A response body larger than this is refused.
+const MAX_BODY: usize = 32 << 20;
+
+/// The key of an endpoint. Its `Debug` never shows it.
+#[derive(Clone)]
+pub struct Secret(String);
+
+impl std::fmt::Debug for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Secret(***)")
+    }
+}
+
+/// One endpoint with its limits.
+#[derive(Debug)]
+pub struct Endpoint {
+    pub name: String,
+    pub config: EndpointConfig,
+    url: String,
+    key: Option<Secret>,
+    http: reqwest::Client,
+    permits: Semaphore,
+    /// When the next request may start, under an `rpm` limit.
+    next_slot: Mutex<Instant>,
+}
+
+/// How one request ended after all its attempts.
+#[derive(Debug)]
+pub struct Sent {
+    pub result: Result<Reply, String>,
+    pub attempts: u32,
+    /// Wall time of the successful attempt, in milliseconds.
+    pub latency_ms: Option<f64>,
+}
+
+enum Attempt {
+    Done(Reply),
+    Retry { reason: String, after: Option<Duration> },
+    Fail(String),
+}
+
+fn install_crypto_provider() {
+    static ONCE: Once = Once::new();
+    ONCE.call_once(|| {
+        // Another part of the process may have installed one already; either is fine.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+    });
+}
+
+fn is_loopback(url: &str) -> bool {
+    let host = url.split("://").nth(1).unwrap_or("").split('/').next().unwrap_or("");
+    let host =
+        host.rsplit_once(':').map_or(host, |(h, p)| if p.chars().all(|c| c.is_ascii_digit()) { h } else { host });
+    matches!(host, "127.0.0.1" | "localhost" | "[::1]") || host.starts_with("127.")
+}
+
+impl Endpoint {
+    /// Build the client; reads the key from the environment variable the endpoint names.
+    pub fn new(name: &str, config: &EndpointConfig) -> Result<Endpoint, JudgeError> {
+        let key = match &config.api_key_env {
+            Some(var) => match std::env::var(var) {
+                Ok(k) if !k.is_empty() => Some(Secret(k)),
+                _ => {
+                    return Err(JudgeError::MissingKey { endpoint: name.to_string(), var: var.clone() });
+                }
+            },
+            None => None,
+        };
+        install_crypto_provider();
+        let mut b = reqwest::Client::builder()
+            .connect_timeout(Duration::from_secs_f64(config.connect_timeout_s))
+            .pool_max_idle_per_host(config.concurrency)
+            .user_agent(concat!("rubric/", env!("CARGO_PKG_VERSION")));
+        if is_loopback(&config.base_url) {
+            b = b.no_proxy();
+        }
+        let http =
+            b.build().map_err(|e| JudgeError::Config(format!("endpoint `{name}`: cannot build the client: {e}")))?;
+        Ok(Endpoint {
+            name: name.to_string(),
+            config: config.clone(),
+            url: config.completions_url(),
+            key,
+            http,
+            permits: Semaphore::new(config.concurrency),
+            next_slot: Mutex::new(Instant::now()),
+        })
+    }
+
+    /// Replace every occurrence of the key in `s`.
+    pub fn redact(&self, s: &str) -> String {
+        match &self.key {
+            Some(Secret(k)) if k.len() >= 4 => s.replace(k.as_str(), "***"),
+            _ => s.to_string(),
+        }
+    }
+
+    fn headers(&self, sample: u32) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        h.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        h.insert(HeaderName::from_static("x-rubric-sample"), HeaderValue::from(sample));
+        if let Some(Secret(k)) = &self.key {
+            let (name, value) = match self.config.api_key_header.as_deref() {
+                None => (AUTHORIZATION, format!("Bearer {k}")),
+                Some(n) if n.eq_ignore_ascii_case("authorization") => (AUTHORIZATION, format!("Bearer {k}")),
+                Some(n) => match HeaderName::from_bytes(n.as_bytes()) {
+                    Ok(n) => (n, k.clone()),
+                    Err(_) => (AUTHORIZATION, format!("Bearer {k}")),
+                },
+            };
+            if let Ok(mut v) = HeaderValue::from_str(&value) {
+                v.set_sensitive(true);
+                h.insert(name, v);
+            }
+        }
+        h
+    }
+
+    /// Wait for this request's slot under the `rpm` limit.
+    async fn pace(&self) {
+        if self.config.rpm == 0 {
+            return;
+        }
+        let interval = Duration::from_secs_f64(60.0 / self.config.rpm as f64);
+        let wait = {
+            let mut next = self.next_slot.lock().unwrap_or_else(|e| e.into_inner());
+            let now = Instant::now();
+            let slot = (*next).max(now);
+            *next = slot + interval;
+            slot - now
+        };
+        if !wait.is_zero() {
+            tokio::time::sleep(wait).await;
+        }
+    }
+
+    /// The delay before retry number `retry` (1-based): exponential with jitter, at least what
+    /// the server asked for, at most `max_retry_after_s` when it asked for more.
+    fn backoff(&self, retry: u32, asked: Option<Duration>) -> Duration {
+        let base = self.config.backoff_ms as f64 * 2f64.powi(retry.saturating_sub(1).min(30) as i32);
+        let capped = base.min(self.config.max_backoff_ms as f64);
+        let jittered = Duration::from_secs_f64(capped * (0.5 + 0.5 * fastrand::f64()) / 1000.0);
+        match asked {
+            Some(a) => a.min(Duration::from_secs_f64(self.config.max_retry_after_s)).max(jittered),
+            None => jittered,
+        }
+    }
+
+    /// Send `body` (sample `sample`) until it succeeds, fails for good, or runs out of attempts.
+    pub async fn send(&self, body: &Json, sample: u32) -> Sent {
+        let bytes = serde_json::to_vec(body).unwrap_or_default();
+        let sent_model = body.get("model").and_then(Json::as_str).unwrap_or("");
+        let timeout = Duration::from_secs_f64(self.config.timeout_s);
+        let attempts = self.config.attempts.max(1);
+        let mut last = String::new();
+        for attempt in 1..=attempts {
+            self.pace().await;
+            let outcome = {
+                let Ok(_permit) = self.permits.acquire().await else {
+                    return Sent {
+                        result: Err("judge_unreachable: client closed".into()),
+                        attempts: attempt,
+                        latency_ms: None,
+                    };
+                };
+                let start = Instant::now();
+                let outcome = self.attempt(bytes.clone(), sample, timeout, sent_model).await;
+                (outcome, start.elapsed())
+            };
+            match outcome {
+                (Attempt::Done(reply), took) => {
+                    return Sent { result: Ok(reply), attempts: attempt, latency_ms: Some(took.as_secs_f64() * 1000.0) }
+                }
+                (Attempt::Fail(reason), _) => {
+                    return Sent { result: Err(self.redact(&reason)), attempts: attempt, latency_ms: None }
+                }
+                (Attempt::Retry { reason, after }, _) => {
+                    last = reason;
+                    if attempt < attempts {
+                        tokio::time::sleep(self.backoff(attempt, after)).await;
+                    }
+                }
+            }
+        }
+        let reason = format!("{last} ({attempts} attempt{})", if attempts == 1 { "" } else { "s" });
+        Sent { result: Err(self.redact(&reason)), attempts, latency_ms: None }
+    }
+
+    async fn attempt(&self, bytes: Vec<u8>, sample: u32, timeout: Duration, sent_model: &str) -> Attempt {
+        let name = &self.name;
+        let req = self.http.post(&self.url).headers(self.headers(sample)).body(bytes).timeout(timeout);
+        let resp = match req.send().await {
+            Ok(r) => r,
+            Err(e) if e.is_timeout() => {
+                return Attempt::Retry {
+                    reason: format!("judge_timeout: endpoint `{name}` gave no reply within {}s", self.config.timeout_s),
+                    after: None,
+                }
+            }
+            Err(e) if e.is_connect() => {
+                return Attempt::Retry {
+                    reason: format!("judge_unreachable: cannot connect to endpoint `{name}`"),
+                    after: None,
+                }
+            }
+            Err(e) => {
+                return Attempt::Retry {
+                    reason: format!("judge_unreachable: endpoint `{name}`: {}", error_chain(&e)),
+                    after: None,
+                }
+            }
+        };
+        let status = resp.status();
+        let after = retry_after(resp.headers());
+        let body = match read_body(resp).await {
+            Ok(b) => b,
+            Err(BodyError::Timeout) => {
+                return Attempt::Retry {
+                    reason: format!("judge_timeout: endpoint `{name}` gave no reply within {}s", self.config.timeout_s),
+                    after: None,
+                }
+            }
+            Err(BodyError::TooLarge) => {
+                return Attempt::Fail(format!(
+                    "judge_bad_response: the reply of endpoint `{name}` is over {MAX_BODY} bytes"
+                ))
+            }
+            Err(BodyError::Other(e)) => {
+                return Attempt::Retry { reason: format!("judge_unreachable: endpoint `{name}`: {e}"), after: None }
+            }
+        };
+        let code = status.as_u16();
+        if status.is_success() {
+            let json: Json = match serde_json::from_slice(&body) {
+                Ok(j) => j,
+                Err(_) => {
+                    return Attempt::Fail(format!(
+                        "judge_bad_response: endpoint `{name}` answered {code} with a body that is not JSON: {:?}",
+                        snippet(&body)
+                    ))
+                }
+            };
+            return match Reply::from_completion(&json, sent_model) {
+                Ok(r) => Attempt::Done(r),
+                Err(reason) => Attempt::Fail(reason),
+            };
+        }
+        let message = error_message(&body);
+        let reason = format!("judge_http_{code}: endpoint `{name}` answered {status}{message}");
+        if code == 408 || code == 429 || status.is_server_error() {
+            Attempt::Retry { reason, after }
+        } else {
+            Attempt::Fail(reason)
+        }
+    }
+}
+
+enum BodyError {
+    Timeout,
+    TooLarge,
+    Other(String),
+}
+
+async fn read_body(mut resp: reqwest::Response) -> Result<Vec<u8>, BodyError> {
+    let mut out = Vec::new();
+    loop {
+        match resp.chunk().await {
+            Ok(Some(c)) => {
+                if out.len() + c.len() > MAX_BODY {
+                    return Err(BodyError::TooLarge);
+                }
+                out.extend_from_slice(&c);
+            }
+            Ok(None) => return Ok(out),
+            Err(e) if e.is_timeout() => return Err(BodyError::Timeout),
+            Err(e) => return Err(BodyError::Other(error_chain(&e))),
+        }
+    }
+}
+
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut src = e.source();
+    while let Some(x) = src {
+        s.push_str(": ");
+        s.push_str(&x.to_string());
+        src = x.source();
+    }
+    s
+}
+
+fn snippet(body: &[u8]) -> String {
+    let s = String::from_utf8_lossy(body);
+    match s.char_indices().nth(120) {
+        Some((i, _)) => format!("{}…", &s[..i]),
+        None => s.into_owned(),
+    }
+}
+
+/// `: message` from an OpenAI-style error body, else a snippet of the body.
+fn error_message(body: &[u8]) -> String {
+    if body.is_empty() {
+        return String::new();
+    }
+    let msg = serde_json::from_slice::<Json>(body)
+        .ok()
+        .and_then(|j| j.pointer("/error/message").and_then(Json::as_str).map(str::to_string))
+        .unwrap_or_else(|| snippet(body));
+    let msg = match msg.char_indices().nth(200) {
+        Some((i, _)) => format!("{}…", &msg[..i]),
+        None => msg,
+    };
+    format!(": {msg}")
+}
+
+/// `retry-after-ms` (milliseconds, as OpenAI sends), else `Retry-After` in seconds.
+fn retry_after(h: &HeaderMap) -> Option<Duration> {
+    let get = |n: &str| h.get(n).and_then(|v| v.to_str().ok()).and_then(|s| s.trim().parse::<f64>().ok());
+    if let Some(ms) = get("retry-after-ms").filter(|x| x.is_finite() && *x >= 0.0) {
+        return Some(Duration::from_secs_f64(ms / 1000.0));
+    }
+    get("retry-after").filter(|x| x.is_finite() && *x >= 0.0).map(Duration::from_secs_f64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn loopback_hosts() {
+        assert!(is_loopback("http://127.0.0.1:8080/v1"));
+        assert!(is_loopback("http://localhost/v1"));
+        assert!(is_loopback("http://[::1]:9/v1"));
+        assert!(!is_loopback("https://api.openai.com/v1"));
+    }
+
+    #[test]
+    fn backoff_grows_is_capped_and_honours_retry_after() {
+        let mut cfg = EndpointConfig::new("http://127.0.0.1:1/v1");
+        cfg.backoff_ms = 100;
+        cfg.max_backoff_ms = 300;
+        cfg.max_retry_after_s = 2.0;
+        let e = Endpoint::new("t", &cfg).unwrap();
+        for _ in 0..20 {
+            let d1 = e.backoff(1, None).as_secs_f64();
+            assert!((0.05..=0.1).contains(&d1), "{d1}");
+            let d5 = e.backoff(5, None).as_secs_f64();
+            assert!((0.15..=0.3).contains(&d5), "{d5}");
+            assert_eq!(e.backoff(1, Some(Duration::from_secs(1))), Duration::from_secs(1));
+            assert_eq!(e.backoff(1, Some(Duration::from_secs(100))), Duration::from_secs(2));
+        }
+        let mut h = HeaderMap::new();
+        h.insert("retry-after", HeaderValue::from_static("3"));
+        assert_eq!(retry_after(&h), Some(Duration::from_secs(3)));
+        h.insert("retry-after-ms", HeaderValue::from_static("25"));
+        assert_eq!(retry_after(&h), Some(Duration::from_millis(25)));
+    }
+}

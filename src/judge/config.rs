@@ -1,0 +1,339 @@
+//! `judges.toml`: binds each judge (by name, or by its model pin) to an OpenAI-compatible
+//! endpoint with its limits. Keys never appear here: an endpoint names the environment variable
+//! that holds its key (`api_key_env`), read once when the dispatcher starts.
+//!
+//! ```toml
+//! default = "local"                      # endpoint for judges bound by neither table below
+//!
+//! [endpoints.local]
+//! base_url = "http://127.0.0.1:8000/v1"  # the chat-completions URL is BASE/chat/completions
+//! model = "Qwen/Qwen2.5-7B-Instruct"     # optional: replaces the judge's model pin
+//! api_key_env = "LOCAL_API_KEY"          # optional
+//! concurrency = 16
+//! rpm = 600                              # requests per minute, 0 = unlimited
+//! timeout_s = 30
+//! attempts = 4
+//!
+//! [judges]                               # judge name -> endpoint
+//! grader = "local"
+//!
+//! [models]                               # judge model pin -> endpoint
+//! "gpt-4.1-mini" = "openai"
+//! ```
+
+use super::JudgeError;
+use crate::ir::JudgeDecl;
+use serde::Deserialize;
+use std::collections::BTreeMap;
+use std::path::Path;
+
+/// The whole `judges.toml`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct JudgesConfig {
+    /// The endpoint of judges bound neither by name nor by model.
+    #[serde(default)]
+    pub default: Option<String>,
+    #[serde(default)]
+    pub endpoints: BTreeMap<String, EndpointConfig>,
+    /// Judge name → endpoint name.
+    #[serde(default)]
+    pub judges: BTreeMap<String, String>,
+    /// Judge model pin → endpoint name.
+    #[serde(default)]
+    pub models: BTreeMap<String, String>,
+}
+
+/// How the reply schema is requested.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ResponseFormat {
+    /// `response_format: {"type": "json_schema", ...}` (OpenAI, vLLM, SGLang, llama.cpp, Ollama).
+    #[default]
+    JsonSchema,
+    /// `response_format: {"type": "json_object"}`: JSON, schema only in the prompt.
+    JsonObject,
+    /// No `response_format`: the prompt alone asks for the JSON reply.
+    None,
+}
+
+/// One endpoint: where to send, with which model and key, and its limits.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EndpointConfig {
+    /// Base URL of the OpenAI-compatible API, e.g. `https://api.openai.com/v1`.
+    pub base_url: String,
+    /// The model name sent; without it, the judge's `model` pin.
+    #[serde(default)]
+    pub model: Option<String>,
+    /// The environment variable holding the API key (never the key itself).
+    #[serde(default)]
+    pub api_key_env: Option<String>,
+    /// The header carrying the key: `authorization` (as `Bearer KEY`, the default) or another
+    /// header name that takes the bare key (e.g. Azure's `api-key`).
+    #[serde(default)]
+    pub api_key_header: Option<String>,
+    /// Requests in flight at once.
+    #[serde(default = "default_concurrency")]
+    pub concurrency: usize,
+    /// Requests started per minute; 0 = unlimited.
+    #[serde(default)]
+    pub rpm: u32,
+    /// Whole-request timeout per attempt, in seconds.
+    #[serde(default = "default_timeout")]
+    pub timeout_s: f64,
+    #[serde(default = "default_connect_timeout")]
+    pub connect_timeout_s: f64,
+    /// Attempts per request (the first one included) on timeouts, 408, 429 and 5xx.
+    #[serde(default = "default_attempts")]
+    pub attempts: u32,
+    /// The first backoff; it doubles with every retry, with jitter.
+    #[serde(default = "default_backoff")]
+    pub backoff_ms: u64,
+    #[serde(default = "default_max_backoff")]
+    pub max_backoff_ms: u64,
+    /// A longer `Retry-After` is cut to this.
+    #[serde(default = "default_max_retry_after")]
+    pub max_retry_after_s: f64,
+    #[serde(default)]
+    pub response_format: ResponseFormat,
+    /// `strict` in a `json_schema` response format.
+    #[serde(default = "default_true")]
+    pub strict: bool,
+    /// `top_logprobs` asked for under `scoring logprob`.
+    #[serde(default = "default_top_logprobs")]
+    pub top_logprobs: u32,
+}
+
+fn default_concurrency() -> usize {
+    8
+}
+fn default_timeout() -> f64 {
+    60.0
+}
+fn default_connect_timeout() -> f64 {
+    10.0
+}
+fn default_attempts() -> u32 {
+    4
+}
+fn default_backoff() -> u64 {
+    500
+}
+fn default_max_backoff() -> u64 {
+    30_000
+}
+fn default_max_retry_after() -> f64 {
+    120.0
+}
+fn default_true() -> bool {
+    true
+}
+fn default_top_logprobs() -> u32 {
+    10
+}
+
+impl EndpointConfig {
+    /// An endpoint at `base_url` with every limit at its default.
+    pub fn new(base_url: impl Into<String>) -> EndpointConfig {
+        EndpointConfig {
+            base_url: base_url.into(),
+            model: None,
+            api_key_env: None,
+            api_key_header: None,
+            concurrency: default_concurrency(),
+            rpm: 0,
+            timeout_s: default_timeout(),
+            connect_timeout_s: default_connect_timeout(),
+            attempts: default_attempts(),
+            backoff_ms: default_backoff(),
+            max_backoff_ms: default_max_backoff(),
+            max_retry_after_s: default_max_retry_after(),
+            response_format: ResponseFormat::default(),
+            strict: true,
+            top_logprobs: default_top_logprobs(),
+        }
+    }
+
+    /// `BASE/chat/completions`.
+    pub fn completions_url(&self) -> String {
+        format!("{}/chat/completions", self.base_url.trim_end_matches('/'))
+    }
+
+    fn validate(&self, name: &str) -> Result<(), String> {
+        let url = self.base_url.trim();
+        if !(url.starts_with("http://") || url.starts_with("https://")) {
+            return Err(format!("endpoint `{name}`: base_url must start with http:// or https://"));
+        }
+        if url.split("://").nth(1).is_some_and(|rest| rest.split('/').next().unwrap_or("").contains('@')) {
+            return Err(format!(
+                "endpoint `{name}`: base_url must not carry credentials; name the key's variable in `api_key_env`"
+            ));
+        }
+        if self.concurrency == 0 {
+            return Err(format!("endpoint `{name}`: concurrency must be at least 1"));
+        }
+        if self.attempts == 0 {
+            return Err(format!("endpoint `{name}`: attempts must be at least 1"));
+        }
+        if !(self.timeout_s > 0.0 && self.timeout_s.is_finite()) {
+            return Err(format!("endpoint `{name}`: timeout_s must be a positive number of seconds"));
+        }
+        if !(self.connect_timeout_s > 0.0 && self.connect_timeout_s.is_finite()) {
+            return Err(format!("endpoint `{name}`: connect_timeout_s must be a positive number of seconds"));
+        }
+        if !(self.max_retry_after_s >= 0.0 && self.max_retry_after_s.is_finite()) {
+            return Err(format!("endpoint `{name}`: max_retry_after_s must be a number of seconds"));
+        }
+        if let Some(var) = &self.api_key_env {
+            if var.is_empty() || var.contains(|c: char| !(c.is_ascii_alphanumeric() || c == '_')) {
+                return Err(format!(
+                    "endpoint `{name}`: api_key_env is the *name* of an environment variable (letters, digits, `_`)"
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+impl JudgesConfig {
+    /// Every judge goes to one endpoint.
+    pub fn single(name: &str, endpoint: EndpointConfig) -> JudgesConfig {
+        JudgesConfig {
+            default: Some(name.to_string()),
+            endpoints: BTreeMap::from([(name.to_string(), endpoint)]),
+            judges: BTreeMap::new(),
+            models: BTreeMap::new(),
+        }
+    }
+
+    pub fn parse(text: &str) -> Result<JudgesConfig, JudgeError> {
+        // A key written into the file is refused with a clear message before anything else.
+        if let Ok(raw) = text.parse::<toml::Table>() {
+            if let Some(toml::Value::Table(eps)) = raw.get("endpoints") {
+                for (name, ep) in eps {
+                    if ep.get("api_key").is_some() {
+                        return Err(JudgeError::Config(format!(
+                            "endpoint `{name}` has an `api_key`: keys never go into files; set `api_key_env` to the \
+                             name of the environment variable that holds it"
+                        )));
+                    }
+                }
+            }
+        }
+        let cfg: JudgesConfig = toml::from_str(text).map_err(|e| JudgeError::Config(e.to_string()))?;
+        cfg.validate()?;
+        Ok(cfg)
+    }
+
+    pub fn load(path: &Path) -> Result<JudgesConfig, JudgeError> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| JudgeError::Io { path: path.display().to_string(), message: e.to_string() })?;
+        JudgesConfig::parse(&text).map_err(|e| match e {
+            JudgeError::Config(m) => JudgeError::Config(format!("{}: {m}", path.display())),
+            other => other,
+        })
+    }
+
+    pub fn validate(&self) -> Result<(), JudgeError> {
+        for (name, ep) in &self.endpoints {
+            ep.validate(name).map_err(JudgeError::Config)?;
+        }
+        let refs = self
+            .default
+            .iter()
+            .map(|e| ("default".to_string(), e))
+            .chain(self.judges.iter().map(|(j, e)| (format!("judge `{j}`"), e)))
+            .chain(self.models.iter().map(|(m, e)| (format!("model `{m}`"), e)));
+        for (what, ep) in refs {
+            if !self.endpoints.contains_key(ep) {
+                return Err(JudgeError::Config(format!("{what} names endpoint `{ep}`, which is not defined")));
+            }
+        }
+        Ok(())
+    }
+
+    /// The endpoint a judge is bound to: by its name, else by its model pin, else the default.
+    pub fn endpoint_for(&self, judge: &JudgeDecl) -> Option<(&str, &EndpointConfig)> {
+        let name = self
+            .judges
+            .get(&judge.name)
+            .or_else(|| judge.model.as_ref().and_then(|m| self.models.get(m)))
+            .or(self.default.as_ref())?;
+        self.endpoints.get_key_value(name).map(|(k, v)| (k.as_str(), v))
+    }
+
+    /// The model name sent for a judge: the endpoint's `model`, else the judge's pin.
+    pub fn model_for(&self, judge: &JudgeDecl) -> Option<String> {
+        self.endpoint_for(judge).and_then(|(_, e)| e.model.clone()).or_else(|| judge.model.clone())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_bindings_and_defaults() {
+        let cfg = JudgesConfig::parse(
+            r#"
+            default = "a"
+            [endpoints.a]
+            base_url = "http://127.0.0.1:9/v1/"
+            [endpoints.b]
+            base_url = "https://example.invalid/v1"
+            model = "m-b"
+            api_key_env = "B_KEY"
+            timeout_s = 0.5
+            [judges]
+            grader = "b"
+            [models]
+            "pin-x" = "b"
+            "#,
+        )
+        .unwrap();
+        assert_eq!(cfg.endpoints["a"].concurrency, 8);
+        assert_eq!(cfg.endpoints["a"].completions_url(), "http://127.0.0.1:9/v1/chat/completions");
+        assert_eq!(cfg.endpoints["b"].timeout_s, 0.5);
+        let mut j = crate::ir::JudgeDecl {
+            name: "grader".into(),
+            model: Some("pin".into()),
+            temperature: None,
+            top_p: None,
+            max_tokens: None,
+            seed: None,
+            samples: 1,
+            vote: crate::ir::Vote::Majority,
+            sees: vec![],
+            returns: "verdict".into(),
+            reply_fields: vec![],
+            evidence_from: None,
+            template: None,
+            system: None,
+            scoring: crate::ir::Scoring::Label,
+            per_call: 1,
+        };
+        assert_eq!(cfg.endpoint_for(&j).unwrap().0, "b");
+        assert_eq!(cfg.model_for(&j).as_deref(), Some("m-b"));
+        j.name = "other".into();
+        assert_eq!(cfg.endpoint_for(&j).unwrap().0, "a");
+        assert_eq!(cfg.model_for(&j).as_deref(), Some("pin"));
+        j.model = Some("pin-x".into());
+        assert_eq!(cfg.endpoint_for(&j).unwrap().0, "b");
+    }
+
+    #[test]
+    fn refuses_keys_unknown_fields_and_dangling_names() {
+        let e = JudgesConfig::parse("[endpoints.a]\nbase_url = \"http://x\"\napi_key = \"sk-1\"\n").unwrap_err();
+        assert!(e.to_string().contains("keys never go into files"), "{e}");
+        assert!(!e.to_string().contains("sk-1"));
+        let e = JudgesConfig::parse("[endpoints.a]\nbase_url = \"http://x\"\nconcurrenc = 3\n").unwrap_err();
+        assert!(e.to_string().contains("concurrenc"), "{e}");
+        let e = JudgesConfig::parse("default = \"zz\"\n").unwrap_err();
+        assert!(e.to_string().contains("`zz`"), "{e}");
+        let e = JudgesConfig::parse("[endpoints.a]\nbase_url = \"ftp://x\"\n").unwrap_err();
+        assert!(e.to_string().contains("http://"), "{e}");
+        let e = JudgesConfig::parse("[endpoints.a]\nbase_url = \"https://u:p@x/v1\"\n").unwrap_err();
+        assert!(e.to_string().contains("credentials"), "{e}");
+    }
+}

@@ -1,0 +1,815 @@
+//! `rubric mock-judge`: a real HTTP server (hyper) on loopback that speaks the chat-completions
+//! API — structured output and logprobs included — and answers by rules from a file instead of
+//! a model. It is what the judge tests, demos and benchmarks run against.
+//!
+//! Rules (TOML, or JSON for a `.json` file):
+//!
+//! ```toml
+//! latency_ms = 5                 # added to every reply
+//! model = "mock-1"               # the model the replies name (default: the one asked for)
+//! require_key_env = "MOCK_KEY"   # answer 401 unless the request carries this variable's value
+//!
+//! [default]                      # when no rule matches
+//! verdict = "unmet"
+//!
+//! [[rule]]                       # the first rule whose regexes match decides
+//! criterion = "(?i)emergency"    # regex on the criterion text (the entry schema's description)
+//! prompt = "911"                 # regex on the rendered prompt (all messages)
+//! verdict = "met"                # or level = 3, label = "warm", value = 0.7 (or an extracted value)
+//! quote = "Call \\d+ now"        # evidence: the first match of this regex in the prompt
+//! evidence = "..."               # or a literal quote
+//! rationale = "..."
+//! p_yes = 0.83                   # P(yes) at the answer token, under logprobs
+//! samples = ["met", "unmet", "met"]  # the answer for sample k (header x-rubric-sample), cycling
+//!
+//! [[fault]]                      # injected before the rules; the first applicable one fires
+//! kind = "status"                # timeout | status | malformed | bad_body |
+//!                                # schema_violation | wrong_evidence | no_logprobs | refusal
+//! status = 429
+//! retry_after_s = 1              # a Retry-After header; retry_after_ms sends retry-after-ms
+//! times = 1                      # per distinct request body; absent = every time
+//! prompt = "..."                 # optional regexes, as for rules
+//! ```
+//!
+//! `GET /stats` returns the request counters, `GET /requests` every chat body received,
+//! `GET /v1/models` the model list.
+
+use http_body_util::{BodyExt, Full};
+use hyper::body::{Bytes, Incoming};
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper::{Method, Request, Response, StatusCode};
+use hyper_util::rt::TokioIo;
+use regex::Regex;
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value as Json};
+use std::collections::HashMap;
+use std::convert::Infallible;
+use std::hash::{Hash, Hasher};
+use std::net::SocketAddr;
+use std::path::Path;
+use std::process::ExitCode;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use tokio::net::TcpListener;
+use tokio::task::JoinSet;
+
+/// The rules file.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MockRules {
+    #[serde(default)]
+    pub latency_ms: u64,
+    #[serde(default)]
+    pub model: Option<String>,
+    #[serde(default)]
+    pub require_key_env: Option<String>,
+    #[serde(default)]
+    pub default: Rule,
+    #[serde(default, rename = "rule")]
+    pub rules: Vec<Rule>,
+    #[serde(default, rename = "fault")]
+    pub faults: Vec<Fault>,
+}
+
+/// How to answer the criteria it matches.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Rule {
+    #[serde(default)]
+    pub criterion: Option<String>,
+    #[serde(default)]
+    pub prompt: Option<String>,
+    #[serde(default)]
+    pub verdict: Option<String>,
+    #[serde(default)]
+    pub level: Option<f64>,
+    #[serde(default)]
+    pub label: Option<String>,
+    #[serde(default)]
+    pub value: Option<Json>,
+    #[serde(default)]
+    pub p_yes: Option<f64>,
+    #[serde(default)]
+    pub evidence: Option<String>,
+    #[serde(default)]
+    pub quote: Option<String>,
+    #[serde(default)]
+    pub rationale: Option<String>,
+    #[serde(default)]
+    pub samples: Option<Vec<Json>>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FaultKind {
+    /// Stall for `delay_ms` (default 30 s) before answering.
+    Timeout,
+    /// Answer `status` (default 500), with `Retry-After` / `retry-after-ms` when given.
+    Status,
+    /// A reply whose content is not JSON.
+    Malformed,
+    /// A 200 response whose body is not JSON.
+    BadBody,
+    /// JSON content whose answers break the schema.
+    SchemaViolation,
+    /// Evidence that does not occur in the prompt.
+    WrongEvidence,
+    /// No `logprobs` even when asked for.
+    NoLogprobs,
+    /// A refusal instead of content.
+    Refusal,
+}
+
+/// An injected fault.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Fault {
+    pub kind: FaultKind,
+    #[serde(default)]
+    pub prompt: Option<String>,
+    #[serde(default)]
+    pub criterion: Option<String>,
+    #[serde(default)]
+    pub status: Option<u16>,
+    #[serde(default)]
+    pub retry_after_s: Option<u64>,
+    #[serde(default)]
+    pub retry_after_ms: Option<u64>,
+    #[serde(default)]
+    pub delay_ms: Option<u64>,
+    /// How many times each distinct request body gets the fault; absent = always.
+    #[serde(default)]
+    pub times: Option<u32>,
+}
+
+impl Fault {
+    pub fn new(kind: FaultKind) -> Fault {
+        Fault {
+            kind,
+            prompt: None,
+            criterion: None,
+            status: None,
+            retry_after_s: None,
+            retry_after_ms: None,
+            delay_ms: None,
+            times: None,
+        }
+    }
+}
+
+impl MockRules {
+    pub fn parse_toml(text: &str) -> Result<MockRules, String> {
+        toml::from_str(text).map_err(|e| e.to_string())
+    }
+
+    pub fn load(path: &Path) -> Result<MockRules, String> {
+        let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+        let parsed = if path.extension().is_some_and(|e| e == "json") {
+            serde_json::from_str(&text).map_err(|e| e.to_string())
+        } else {
+            MockRules::parse_toml(&text)
+        };
+        parsed.map_err(|e| format!("{}: {e}", path.display()))
+    }
+}
+
+fn regex(what: &str, r: &Option<String>) -> Result<Option<Regex>, String> {
+    r.as_deref().map(|s| Regex::new(s).map_err(|e| format!("{what}: {e}"))).transpose()
+}
+
+struct Matcher {
+    rule: Rule,
+    criterion: Option<Regex>,
+    prompt: Option<Regex>,
+    quote: Option<Regex>,
+}
+
+impl Matcher {
+    fn new(rule: Rule) -> Result<Matcher, String> {
+        Ok(Matcher {
+            criterion: regex("rule criterion", &rule.criterion)?,
+            prompt: regex("rule prompt", &rule.prompt)?,
+            quote: regex("rule quote", &rule.quote)?,
+            rule,
+        })
+    }
+
+    fn matches(&self, criterion: &str, prompt: &str) -> bool {
+        self.criterion.as_ref().is_none_or(|r| r.is_match(criterion))
+            && self.prompt.as_ref().is_none_or(|r| r.is_match(prompt))
+    }
+}
+
+struct Compiled {
+    latency: Duration,
+    model: Option<String>,
+    key: Option<String>,
+    default: Matcher,
+    rules: Vec<Matcher>,
+    faults: Vec<(Fault, Option<Regex>, Option<Regex>)>,
+}
+
+/// What the server has seen.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct MockStats {
+    /// Chat-completion requests received (each attempt of a client counts).
+    pub requests: u64,
+    /// Requests answered by the rules.
+    pub replies: u64,
+    /// Requests answered with an injected fault.
+    pub faults: u64,
+    /// Requests refused for a missing or wrong key.
+    pub unauthorized: u64,
+    /// The most chat requests it was handling at once.
+    pub max_in_flight: u64,
+    /// Milliseconds since the server started at which each chat request arrived.
+    pub arrivals_ms: Vec<f64>,
+}
+
+struct State {
+    rules: Compiled,
+    started: Instant,
+    stats: Mutex<MockStats>,
+    in_flight: std::sync::atomic::AtomicU64,
+    bodies: Mutex<Vec<Json>>,
+    fault_counts: Mutex<HashMap<(usize, u64), u32>>,
+}
+
+/// A running mock server; dropping it stops it.
+pub struct MockServer {
+    addr: SocketAddr,
+    state: Arc<State>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for MockServer {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+impl MockServer {
+    /// Bind `addr` (a loopback address; port 0 picks a free one) and serve in the background
+    /// of the current tokio runtime.
+    pub async fn start(rules: MockRules, addr: SocketAddr) -> Result<MockServer, String> {
+        if !addr.ip().is_loopback() {
+            return Err(format!("the mock judge serves on loopback only, not on {addr}"));
+        }
+        let key = match &rules.require_key_env {
+            Some(var) => Some(std::env::var(var).map_err(|_| format!("require_key_env: `{var}` is not set"))?),
+            None => None,
+        };
+        let compiled = Compiled {
+            latency: Duration::from_millis(rules.latency_ms),
+            model: rules.model.clone(),
+            key,
+            default: Matcher::new(rules.default.clone())?,
+            rules: rules.rules.iter().cloned().map(Matcher::new).collect::<Result<_, _>>()?,
+            faults: rules
+                .faults
+                .iter()
+                .map(|f| Ok((f.clone(), regex("fault prompt", &f.prompt)?, regex("fault criterion", &f.criterion)?)))
+                .collect::<Result<_, String>>()?,
+        };
+        let listener = TcpListener::bind(addr).await.map_err(|e| format!("cannot bind {addr}: {e}"))?;
+        let addr = listener.local_addr().map_err(|e| e.to_string())?;
+        let state = Arc::new(State {
+            rules: compiled,
+            started: Instant::now(),
+            stats: Mutex::new(MockStats::default()),
+            in_flight: std::sync::atomic::AtomicU64::new(0),
+            bodies: Mutex::new(Vec::new()),
+            fault_counts: Mutex::new(HashMap::new()),
+        });
+        let st = state.clone();
+        let task = tokio::spawn(async move {
+            // Connections live in this set: stopping the server drops (aborts) them all.
+            let mut conns = JoinSet::new();
+            loop {
+                tokio::select! {
+                    acc = listener.accept() => match acc {
+                        Ok((stream, _)) => {
+                            let _ = stream.set_nodelay(true);
+                            let st = st.clone();
+                            conns.spawn(async move {
+                                let svc = service_fn(move |req| {
+                                    let st = st.clone();
+                                    async move { Ok::<_, Infallible>(handle(st, req).await) }
+                                });
+                                let _ = http1::Builder::new().serve_connection(TokioIo::new(stream), svc).await;
+                            });
+                        }
+                        Err(_) => tokio::time::sleep(Duration::from_millis(5)).await,
+                    },
+                    Some(_) = conns.join_next(), if !conns.is_empty() => {}
+                }
+            }
+        });
+        Ok(MockServer { addr, state, task })
+    }
+
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// `http://ADDR/v1`, the base URL for a `judges.toml` endpoint.
+    pub fn base_url(&self) -> String {
+        format!("http://{}/v1", self.addr)
+    }
+
+    pub fn stats(&self) -> MockStats {
+        self.state.stats.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// Chat-completion requests received so far.
+    pub fn requests(&self) -> u64 {
+        self.stats().requests
+    }
+
+    /// Every chat-completion body received, in arrival order.
+    pub fn bodies(&self) -> Vec<Json> {
+        self.state.bodies.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+}
+
+type Resp = Response<Full<Bytes>>;
+
+fn respond(status: u16, content_type: &str, body: impl Into<Bytes>) -> Resp {
+    let mut r = Response::new(Full::new(body.into()));
+    *r.status_mut() = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    if let Ok(v) = hyper::header::HeaderValue::from_str(content_type) {
+        r.headers_mut().insert(hyper::header::CONTENT_TYPE, v);
+    }
+    r
+}
+
+fn json_response(status: u16, j: &Json) -> Resp {
+    respond(status, "application/json", serde_json::to_vec(j).unwrap_or_default())
+}
+
+fn api_error(status: u16, message: &str) -> Resp {
+    json_response(status, &json!({"error": {"message": message, "type": "mock_error", "code": status}}))
+}
+
+async fn handle(st: Arc<State>, req: Request<Incoming>) -> Resp {
+    let path = req.uri().path().to_string();
+    match (req.method().clone(), path.as_str()) {
+        (Method::POST, "/v1/chat/completions" | "/chat/completions") => {
+            use std::sync::atomic::Ordering::SeqCst;
+            let now = st.in_flight.fetch_add(1, SeqCst) + 1;
+            {
+                let mut s = st.stats.lock().unwrap_or_else(|e| e.into_inner());
+                s.max_in_flight = s.max_in_flight.max(now);
+            }
+            // Counted down even when the client goes away and the handler is dropped.
+            struct Done<'a>(&'a std::sync::atomic::AtomicU64);
+            impl Drop for Done<'_> {
+                fn drop(&mut self) {
+                    self.0.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+                }
+            }
+            let _done = Done(&st.in_flight);
+            chat(st.clone(), req).await
+        }
+        (Method::GET, "/stats") => {
+            let s = st.stats.lock().unwrap_or_else(|e| e.into_inner()).clone();
+            json_response(200, &serde_json::to_value(s).unwrap_or(Json::Null))
+        }
+        (Method::GET, "/requests") => {
+            let b = st.bodies.lock().unwrap_or_else(|e| e.into_inner()).clone();
+            json_response(200, &Json::Array(b))
+        }
+        (Method::GET, "/v1/models" | "/models") => {
+            let id = st.rules.model.clone().unwrap_or_else(|| "mock-judge".into());
+            json_response(
+                200,
+                &json!({"object": "list", "data": [{"id": id, "object": "model", "owned_by": "rubric"}]}),
+            )
+        }
+        _ => api_error(404, "not found"),
+    }
+}
+
+/// One entry the reply must contain: its key in a multi-criterion reply, the criterion text
+/// (the schema's description) and the entry schema.
+struct EntryAsk {
+    key: Option<String>,
+    criterion: String,
+    schema: Json,
+}
+
+fn entries_of(body: &Json) -> Vec<EntryAsk> {
+    let schema = body.pointer("/response_format/json_schema/schema").cloned().unwrap_or(Json::Null);
+    let desc = |s: &Json| s.get("description").and_then(Json::as_str).unwrap_or("").to_string();
+    match schema.get("properties").and_then(Json::as_object) {
+        Some(props) if !props.is_empty() && props.values().all(|p| p.get("type") == Some(&json!("object"))) => props
+            .iter()
+            .map(|(k, s)| EntryAsk { key: Some(k.clone()), criterion: desc(s), schema: s.clone() })
+            .collect(),
+        Some(_) => vec![EntryAsk { key: None, criterion: desc(&schema), schema }],
+        // No schema: one binary verdict.
+        None => vec![EntryAsk {
+            key: None,
+            criterion: String::new(),
+            schema: json!({"properties": {"verdict": {"type": "string", "enum": ["met", "unmet"]}}}),
+        }],
+    }
+}
+
+async fn chat(st: Arc<State>, req: Request<Incoming>) -> Resp {
+    let headers = req.headers().clone();
+    let bytes = match req.into_body().collect().await {
+        Ok(b) => b.to_bytes(),
+        Err(_) => return api_error(400, "cannot read the request body"),
+    };
+    {
+        let mut s = st.stats.lock().unwrap_or_else(|e| e.into_inner());
+        s.requests += 1;
+        s.arrivals_ms.push(st.started.elapsed().as_secs_f64() * 1000.0);
+    }
+    if let Some(key) = &st.rules.key {
+        let get = |n: &str| headers.get(n).and_then(|v| v.to_str().ok()).map(str::to_string);
+        let ok =
+            get("authorization").as_deref() == Some(&format!("Bearer {key}")) || get("api-key").as_ref() == Some(key);
+        if !ok {
+            st.stats.lock().unwrap_or_else(|e| e.into_inner()).unauthorized += 1;
+            return api_error(401, "missing or wrong API key");
+        }
+    }
+    let body: Json = match serde_json::from_slice(&bytes) {
+        Ok(b) => b,
+        Err(e) => return api_error(400, &format!("the body is not JSON: {e}")),
+    };
+    st.bodies.lock().unwrap_or_else(|e| e.into_inner()).push(body.clone());
+    if !st.rules.latency.is_zero() {
+        tokio::time::sleep(st.rules.latency).await;
+    }
+    let prompt: String = body
+        .get("messages")
+        .and_then(Json::as_array)
+        .map(|ms| ms.iter().filter_map(|m| m.get("content").and_then(Json::as_str)).collect::<Vec<_>>().join("\n"))
+        .unwrap_or_default();
+    let sample: usize =
+        headers.get("x-rubric-sample").and_then(|v| v.to_str().ok()).and_then(|s| s.parse().ok()).unwrap_or(0);
+    let entries = entries_of(&body);
+    let body_hash = {
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        bytes.hash(&mut h);
+        h.finish()
+    };
+    let mut flags = Flags::default();
+    for (i, (f, p, c)) in st.rules.faults.iter().enumerate() {
+        let applies = p.as_ref().is_none_or(|r| r.is_match(&prompt))
+            && c.as_ref().is_none_or(|r| entries.iter().any(|e| r.is_match(&e.criterion)));
+        if !applies {
+            continue;
+        }
+        {
+            let mut counts = st.fault_counts.lock().unwrap_or_else(|e| e.into_inner());
+            let n = counts.entry((i, body_hash)).or_insert(0);
+            if f.times.is_some_and(|t| *n >= t) {
+                continue;
+            }
+            *n += 1;
+        }
+        st.stats.lock().unwrap_or_else(|e| e.into_inner()).faults += 1;
+        match f.kind {
+            FaultKind::Timeout => {
+                tokio::time::sleep(Duration::from_millis(f.delay_ms.unwrap_or(30_000))).await;
+            }
+            FaultKind::Status => {
+                let status = f.status.unwrap_or(500);
+                let mut r = api_error(status, "injected fault");
+                if let Some(s) = f.retry_after_s {
+                    r.headers_mut().insert("retry-after", s.into());
+                }
+                if let Some(ms) = f.retry_after_ms {
+                    r.headers_mut().insert("retry-after-ms", ms.into());
+                }
+                return r;
+            }
+            FaultKind::BadBody => return respond(200, "text/html", "<html><body>upstream hiccup</body></html>"),
+            FaultKind::Malformed => flags.malformed = true,
+            FaultKind::SchemaViolation => flags.schema = true,
+            FaultKind::WrongEvidence => flags.wrong_evidence = true,
+            FaultKind::NoLogprobs => flags.no_logprobs = true,
+            FaultKind::Refusal => flags.refusal = true,
+        }
+        break;
+    }
+    let faulted = flags != Flags::default();
+    if !faulted {
+        st.stats.lock().unwrap_or_else(|e| e.into_inner()).replies += 1;
+    }
+    let model = st.rules.model.clone().or_else(|| body.get("model").and_then(Json::as_str).map(str::to_string));
+    let want_logprobs = body.get("logprobs").and_then(Json::as_bool).unwrap_or(false) && !flags.no_logprobs;
+    let top_n = body.get("top_logprobs").and_then(Json::as_u64).unwrap_or(5).max(1) as usize;
+    let mut toks = Tokens::default();
+    if flags.malformed {
+        toks.push("Sure! My verdict: met, because the response {is fine", None);
+    } else {
+        let multi = entries.iter().any(|e| e.key.is_some());
+        if multi {
+            toks.push("{", None);
+        }
+        for (i, e) in entries.iter().enumerate() {
+            if let Some(k) = &e.key {
+                if i > 0 {
+                    toks.push(", ", None);
+                }
+                toks.push(&serde_json::to_string(k).unwrap_or_default(), None);
+                toks.push(": ", None);
+            }
+            let rule = st.rules.rules.iter().find(|r| r.matches(&e.criterion, &prompt)).unwrap_or(&st.rules.default);
+            emit_entry(&mut toks, e, rule, sample, &prompt, &flags);
+        }
+        if multi {
+            toks.push("}", None);
+        }
+    }
+    let content: String = toks.0.iter().map(|(t, _)| t.as_str()).collect();
+    let message = if flags.refusal {
+        json!({"role": "assistant", "content": null, "refusal": "I can't help with grading this."})
+    } else {
+        json!({"role": "assistant", "content": content})
+    };
+    let logprobs = if want_logprobs && !flags.refusal { toks.logprobs(top_n) } else { Json::Null };
+    let reply = json!({
+        "id": format!("mock-{body_hash:016x}"),
+        "object": "chat.completion",
+        "created": 0,
+        "model": model.unwrap_or_else(|| "mock-judge".into()),
+        "choices": [{"index": 0, "message": message, "logprobs": logprobs, "finish_reason": "stop"}],
+        "usage": {
+            "prompt_tokens": prompt.len() / 4 + 1,
+            "completion_tokens": toks.0.len(),
+            "total_tokens": prompt.len() / 4 + 1 + toks.0.len(),
+        },
+    });
+    json_response(200, &reply)
+}
+
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+struct Flags {
+    malformed: bool,
+    schema: bool,
+    wrong_evidence: bool,
+    no_logprobs: bool,
+    refusal: bool,
+}
+
+/// The two alternatives of an answer token and the probability of the first: (yes, no, P(yes)).
+type Alt = (String, String, f64);
+
+/// The content as tokens, each with its alternatives when it is an answer.
+#[derive(Default)]
+struct Tokens(Vec<(String, Option<Alt>)>);
+
+impl Tokens {
+    fn push(&mut self, t: &str, alt: Option<Alt>) {
+        self.0.push((t.to_string(), alt));
+    }
+
+    fn logprobs(&self, top_n: usize) -> Json {
+        let content: Vec<Json> = self
+            .0
+            .iter()
+            .map(|(t, alt)| match alt {
+                None => json!({"token": t, "logprob": 0.0, "top_logprobs": [{"token": t, "logprob": 0.0}]}),
+                Some((yes, no, p)) => {
+                    let p = p.clamp(1e-6, 1.0 - 1e-6);
+                    let mut top = vec![(yes.clone(), p.ln()), (no.clone(), (1.0 - p).ln())];
+                    top.sort_by(|a, b| b.1.total_cmp(&a.1));
+                    top.truncate(top_n);
+                    let own = if t == yes { p.ln() } else { (1.0 - p).ln() };
+                    json!({
+                        "token": t,
+                        "logprob": own,
+                        "top_logprobs": top.iter().map(|(k, lp)| json!({"token": k, "logprob": lp})).collect::<Vec<_>>(),
+                    })
+                }
+            })
+            .collect();
+        json!({ "content": content })
+    }
+}
+
+/// The answer the rule gives for sample `k`: a sample override, else the rule's fields.
+fn sample_override(rule: &Rule, k: usize) -> Option<&Json> {
+    rule.samples.as_ref().filter(|s| !s.is_empty()).map(|s| &s[k % s.len()])
+}
+
+/// P(yes) for sample `k`.
+fn p_yes(rule: &Rule, k: usize) -> f64 {
+    match sample_override(rule, k) {
+        Some(Json::Number(n)) => n.as_f64().unwrap_or(0.0),
+        Some(Json::Bool(b)) => {
+            if *b {
+                0.9
+            } else {
+                0.1
+            }
+        }
+        Some(Json::String(s)) => {
+            if matches!(s.as_str(), "met" | "yes" | "true") {
+                0.9
+            } else {
+                0.1
+            }
+        }
+        _ => rule.p_yes.unwrap_or_else(|| if rule.verdict.as_deref() == Some("met") { 0.9 } else { 0.1 }),
+    }
+}
+
+fn emit_entry(toks: &mut Tokens, e: &EntryAsk, cr: &Matcher, k: usize, prompt: &str, flags: &Flags) {
+    let rule = &cr.rule;
+    let props = e.schema.get("properties").and_then(Json::as_object).cloned().unwrap_or_default();
+    let over = sample_override(rule, k);
+    let p = p_yes(rule, k);
+    toks.push("{", None);
+    let mut first_answer = true;
+    for (i, (name, s)) in props.iter().enumerate() {
+        if i > 0 {
+            toks.push(", ", None);
+        }
+        toks.push(&serde_json::to_string(name).unwrap_or_default(), None);
+        toks.push(": ", None);
+        let ty = s.get("type").cloned().unwrap_or(Json::Null);
+        let is = |t: &str| ty == json!(t) || ty.as_array().is_some_and(|a| a.contains(&json!(t)));
+        let enumv = s.get("enum").and_then(Json::as_array).cloned();
+        let is_answer = enumv.is_some() || is("boolean") || (name == "value");
+        if flags.schema && is_answer && first_answer {
+            first_answer = false;
+            toks.push("\"perhaps\"", None);
+            continue;
+        }
+        // Yes/no style answers are three tokens (quote, word, quote) so the word has logprobs.
+        let yes_no = |yes: &str, no: &str| -> (String, Option<Alt>) {
+            let word = if p >= 0.5 { yes } else { no };
+            (word.to_string(), Some((yes.to_string(), no.to_string(), p)))
+        };
+        match enumv {
+            Some(opts) if opts == [json!("met"), json!("unmet")] || opts == [json!("yes"), json!("no")] => {
+                let (y, n) = (opts[0].as_str().unwrap_or(""), opts[1].as_str().unwrap_or(""));
+                let (word, alt) = yes_no(y, n);
+                toks.push("\"", None);
+                toks.push(&word, alt);
+                toks.push("\"", None);
+            }
+            Some(opts) => {
+                let wanted = over
+                    .cloned()
+                    .or_else(|| rule.level.map(crate::value::number_to_json))
+                    .or_else(|| rule.label.clone().map(Json::String))
+                    .or_else(|| rule.value.clone());
+                let same = |o: &Json, w: &Json| o == w || (o.is_number() && o.as_f64() == w.as_f64());
+                let pick = wanted
+                    .and_then(|w| opts.iter().find(|o| same(o, &w)).cloned())
+                    .or_else(|| opts.first().cloned())
+                    .unwrap_or(Json::Null);
+                toks.push(&pick.to_string(), None);
+            }
+            None if is("boolean") => {
+                let (word, alt) = yes_no("true", "false");
+                toks.push(&word, alt);
+            }
+            None if name == "evidence" || name == "quote" => {
+                let ev = if flags.wrong_evidence {
+                    "A sentence that the response never contained.".to_string()
+                } else {
+                    rule.evidence
+                        .clone()
+                        .or_else(|| cr.quote.as_ref().and_then(|r| r.find(prompt)).map(|m| m.as_str().to_string()))
+                        .unwrap_or_default()
+                };
+                toks.push(&serde_json::to_string(&ev).unwrap_or_default(), None);
+            }
+            None if matches!(name.as_str(), "rationale" | "reason" | "reasoning" | "explanation") => {
+                let r = rule.rationale.clone().unwrap_or_else(|| "Decided by the mock judge's rules.".into());
+                toks.push(&serde_json::to_string(&r).unwrap_or_default(), None);
+            }
+            None => {
+                let v = over
+                    .cloned()
+                    .or_else(|| rule.value.clone())
+                    .or_else(|| rule.level.map(crate::value::number_to_json));
+                let v = match v {
+                    Some(v) => v,
+                    None if is("null") => Json::Null,
+                    None if is("number") => json!(0),
+                    None if is("string") => json!(""),
+                    None => Json::Null,
+                };
+                toks.push(&v.to_string(), None);
+            }
+        }
+    }
+    toks.push("}", None);
+}
+
+/// `rubric mock-judge`: serve until killed; the first line on stdout is the base URL.
+pub fn main(rules: Option<&Path>, addr: &str, latency_ms: Option<u64>) -> ExitCode {
+    let mut r = match rules {
+        Some(p) => match MockRules::load(p) {
+            Ok(r) => r,
+            Err(e) => {
+                eprintln!("error: {e}");
+                return ExitCode::from(2);
+            }
+        },
+        None => MockRules::default(),
+    };
+    if let Some(l) = latency_ms {
+        r.latency_ms = l;
+    }
+    let addr: SocketAddr = match addr.parse::<SocketAddr>().or_else(|_| format!("127.0.0.1:{addr}").parse()) {
+        Ok(a) => a,
+        Err(_) => {
+            eprintln!("error: `{addr}` is not an address (e.g. 127.0.0.1:8080) or a port");
+            return ExitCode::from(2);
+        }
+    };
+    let rt = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: cannot start the runtime: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    rt.block_on(async move {
+        let n_rules = r.rules.len();
+        let n_faults = r.faults.len();
+        let server = match MockServer::start(r, addr).await {
+            Ok(s) => s,
+            Err(e) => {
+                eprintln!("error: {e}");
+                return ExitCode::from(2);
+            }
+        };
+        {
+            use std::io::Write as _;
+            let mut out = std::io::stdout();
+            let _ = writeln!(out, "{}", server.base_url());
+            let _ = out.flush();
+        }
+        eprintln!(
+            "mock-judge: serving chat completions at {}/chat/completions ({n_rules} rules, {n_faults} faults); \
+             GET /stats for counters; stop with Ctrl-C",
+            server.base_url()
+        );
+        std::future::pending::<()>().await;
+        ExitCode::SUCCESS
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rules_parse_from_toml() {
+        let r = MockRules::parse_toml(
+            r#"
+            latency_ms = 3
+            [default]
+            verdict = "unmet"
+            [[rule]]
+            criterion = "(?i)emergency"
+            verdict = "met"
+            samples = ["met", "unmet", 3]
+            [[fault]]
+            kind = "status"
+            status = 429
+            retry_after_ms = 20
+            times = 1
+            "#,
+        )
+        .unwrap();
+        assert_eq!(r.latency_ms, 3);
+        assert_eq!(r.rules.len(), 1);
+        assert_eq!(r.faults[0].kind, FaultKind::Status);
+        assert!(MockRules::parse_toml("[[fault]]\nkind = \"meteor\"\n").is_err());
+        assert!(MockRules::parse_toml("bogus = 1\n").is_err());
+    }
+
+    #[test]
+    fn entries_read_the_schema() {
+        let body = json!({"response_format": {"json_schema": {"schema": {
+            "type": "object",
+            "properties": {
+                "c1": {"type": "object", "description": "first", "properties": {}},
+                "c2": {"type": "object", "description": "second", "properties": {}},
+            }
+        }}}});
+        let e = entries_of(&body);
+        assert_eq!(e.len(), 2);
+        assert_eq!(e[1].criterion, "second");
+        assert_eq!(e[1].key.as_deref(), Some("c2"));
+        let single = json!({"response_format": {"json_schema": {"schema": {
+            "type": "object", "description": "only", "properties": {"verdict": {"type": "string"}}
+        }}}});
+        assert_eq!(entries_of(&single)[0].criterion, "only");
+        assert!(entries_of(&json!({}))[0].key.is_none());
+    }
+}

@@ -1,0 +1,588 @@
+//! Judge dispatch (the `judges` feature): turns judge criteria into calls to OpenAI-compatible
+//! chat-completions endpoints and their replies into the recorded-verdict JSON forms that the
+//! engines already apply (`interp::verdict`), so a dispatched verdict and a recorded one mean
+//! the same thing.
+//!
+//! A `Task` is one judge, the criteria of one row it must decide, and the inputs it sees — only
+//! those: `Task::new` copies no other input, so a hidden input cannot reach a request. The
+//! `Dispatcher` renders each task (`prompt`), in calls of `per_call` criteria, one request per
+//! sample; identifies each request by the hash of its canonical form (`request`); deduplicates
+//! identical requests; answers them from memory, the SQLite `cache`, a `transcript` replay, or
+//! over HTTP (`client`: limits, retries, timeouts); and reads every reply (`reply`). Failures
+//! become `{"unscored": "judge_...: ..."}` samples, never panics or hangs.
+//!
+//! `mock` is `rubric mock-judge`, a loopback server speaking the same API, driven by rules.
+
+pub mod cache;
+pub mod client;
+pub mod config;
+pub mod mock;
+pub mod prompt;
+pub mod reply;
+pub mod request;
+pub mod transcript;
+
+pub use cache::Cache;
+pub use config::{EndpointConfig, JudgesConfig, ResponseFormat};
+pub use reply::Reply;
+pub use transcript::{Replay, TranscriptWriter};
+
+use crate::ir::{CriterionDecl, CriterionKind, InputDecl, JudgeDecl, Program, Type, Verifier};
+use crate::value::Value;
+use client::Endpoint;
+use request::{Prepared, Wire};
+use serde::Serialize;
+use serde_json::{json, Value as Json};
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex, OnceLock};
+
+/// Errors that stop a dispatcher from being built (bad configuration, missing key, cache file).
+/// Nothing that happens to one request is an error: it is an unscored verdict.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum JudgeError {
+    #[error("judges configuration: {0}")]
+    Config(String),
+    #[error("{path}: {message}")]
+    Io { path: String, message: String },
+    #[error("judge cache: {0}")]
+    Cache(String),
+    #[error("endpoint `{endpoint}` reads its API key from the environment variable `{var}`, which is not set")]
+    MissingKey { endpoint: String, var: String },
+}
+
+/// What a judge is asked about a criterion.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Ask {
+    /// A verdict of this kind (binary, ordinal, nominal, continuous).
+    Verdict(CriterionKind),
+    /// A value of type `ty` extracted from input `from` (`extract ... by JUDGE`).
+    Extract { ty: Type, from: String },
+}
+
+/// One criterion as a judge sees it: its id (as in results, e.g. `items[3]`), its text (already
+/// evaluated for per-instance criteria) and what is asked.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Criterion {
+    pub id: String,
+    pub text: String,
+    pub ask: Ask,
+}
+
+impl Criterion {
+    /// The judge criterion `decl` with its evaluated `id` and `text`; `None` when its verifier is
+    /// not a judge.
+    pub fn for_decl(program: &Program, decl: &CriterionDecl, id: String, text: String) -> Option<Criterion> {
+        let ask = match &decl.verifier {
+            Verifier::Judge { .. } => Ask::Verdict(decl.kind.clone()),
+            Verifier::Extract { from, ty, .. } => {
+                Ask::Extract { ty: ty.clone(), from: program.inputs.get(*from as usize)?.name.clone() }
+            }
+            _ => return None,
+        };
+        Some(Criterion { id, text, ask })
+    }
+}
+
+/// An input a judge sees, with its value for the row.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SeenInput {
+    /// Index into `Program::inputs`.
+    pub index: u32,
+    pub name: String,
+    pub ty: Type,
+    pub value: Value,
+}
+
+/// One judge, criteria of one row, and the inputs the judge sees.
+#[derive(Debug, Clone)]
+pub struct Task {
+    judge: Arc<JudgeDecl>,
+    criteria: Vec<Criterion>,
+    seen: Vec<SeenInput>,
+}
+
+impl Task {
+    /// Copies from `row` (the row's inputs, in `inputs` order) only the inputs `judge` sees.
+    pub fn new(judge: Arc<JudgeDecl>, inputs: &[InputDecl], criteria: Vec<Criterion>, row: &[Value]) -> Task {
+        let seen = judge
+            .sees
+            .iter()
+            .filter_map(|&i| {
+                let d = inputs.get(i as usize)?;
+                let v = row.get(i as usize)?;
+                Some(SeenInput { index: i, name: d.name.clone(), ty: d.ty.clone(), value: v.clone() })
+            })
+            .collect();
+        Task { judge, criteria, seen }
+    }
+
+    /// `Task::new` for judge number `judge` of `program`.
+    pub fn for_program(program: &Program, judge: u32, criteria: Vec<Criterion>, row: &[Value]) -> Option<Task> {
+        let j = program.judges.get(judge as usize)?;
+        Some(Task::new(Arc::new(j.clone()), &program.inputs, criteria, row))
+    }
+
+    pub fn judge(&self) -> &JudgeDecl {
+        &self.judge
+    }
+
+    pub fn criteria(&self) -> &[Criterion] {
+        &self.criteria
+    }
+
+    pub fn seen(&self) -> &[SeenInput] {
+        &self.seen
+    }
+}
+
+/// A criterion's verdict, in a recorded-verdict JSON form.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CriterionVerdict {
+    pub id: String,
+    /// One sample (`{"verdict": "met", "evidence": .., "model": ..}`, `{"level": 3, ..}`,
+    /// `{"unscored": "judge_timeout: .."}`, ...) or `{"samples": [..]}` for `samples N`.
+    pub verdict: Json,
+    /// The models that answered, in sample order, without repeats.
+    pub models: Vec<String>,
+    /// The hash of each sample's request (empty for a sample that was never sent).
+    pub requests: Vec<String>,
+}
+
+/// Counters of one dispatcher's life.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct Stats {
+    /// Requests planned (calls × samples), before deduplication.
+    pub planned: u64,
+    /// Distinct requests among them.
+    pub unique: u64,
+    /// Planned requests answered by an identical request of the same batch.
+    pub deduplicated: u64,
+    /// Distinct requests answered by an identical request of an earlier batch.
+    pub memo_hits: u64,
+    pub cache_hits: u64,
+    pub replayed: u64,
+    /// Requests sent over HTTP (each with one or more attempts).
+    pub http_requests: u64,
+    pub http_attempts: u64,
+    pub retries: u64,
+    /// Requests that got no reply (every entry unscored).
+    pub failed: u64,
+    /// Replies with at least one entry that did not validate.
+    pub invalid_replies: u64,
+    pub tokens_in: u64,
+    pub tokens_out: u64,
+    pub cache_errors: u64,
+    pub transcript_errors: u64,
+    /// Milliseconds of each successful HTTP request, by endpoint.
+    #[serde(skip)]
+    pub latency_ms: BTreeMap<String, Vec<f64>>,
+}
+
+/// Latency percentiles of one endpoint, in milliseconds.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Percentiles {
+    pub n: usize,
+    pub p50: f64,
+    pub p90: f64,
+    pub p99: f64,
+    pub max: f64,
+}
+
+impl Stats {
+    pub fn percentiles(&self, endpoint: &str) -> Option<Percentiles> {
+        let mut v = self.latency_ms.get(endpoint)?.clone();
+        if v.is_empty() {
+            return None;
+        }
+        v.sort_by(f64::total_cmp);
+        let at = |q: f64| v[((q * v.len() as f64).ceil() as usize).clamp(1, v.len()) - 1];
+        Some(Percentiles { n: v.len(), p50: at(0.5), p90: at(0.9), p99: at(0.99), max: v[v.len() - 1] })
+    }
+
+    /// The counters, with latency percentiles per endpoint.
+    pub fn to_json(&self) -> Json {
+        let mut j = serde_json::to_value(self).unwrap_or(Json::Null);
+        let lat: serde_json::Map<String, Json> = self
+            .latency_ms
+            .keys()
+            .filter_map(|e| Some((e.clone(), serde_json::to_value(self.percentiles(e)?).ok()?)))
+            .collect();
+        j["latency_ms"] = Json::Object(lat);
+        j
+    }
+}
+
+enum Backend {
+    Http(BTreeMap<String, Arc<Endpoint>>),
+    Replay(Replay),
+}
+
+struct Inner {
+    config: JudgesConfig,
+    backend: Backend,
+    cache: Option<Cache>,
+    transcript: Option<TranscriptWriter>,
+    /// Validated replies of this dispatcher's earlier batches.
+    memo: Mutex<HashMap<String, Reply>>,
+    stats: Mutex<Stats>,
+}
+
+/// Sends judge requests and reads their replies; cheap to clone (shared state).
+#[derive(Clone)]
+pub struct Dispatcher {
+    inner: Arc<Inner>,
+}
+
+/// Builds a `Dispatcher`.
+pub struct DispatcherBuilder {
+    config: JudgesConfig,
+    replay: Option<Replay>,
+    cache: Option<Cache>,
+    transcript: Option<TranscriptWriter>,
+}
+
+impl DispatcherBuilder {
+    /// Answer from this transcript instead of over HTTP (the configuration then only names
+    /// models, and may be empty).
+    pub fn replay(mut self, replay: Replay) -> Self {
+        self.replay = Some(replay);
+        self
+    }
+
+    pub fn cache(mut self, cache: Cache) -> Self {
+        self.cache = Some(cache);
+        self
+    }
+
+    /// Record every request and reply.
+    pub fn record(mut self, transcript: TranscriptWriter) -> Self {
+        self.transcript = Some(transcript);
+        self
+    }
+
+    /// Build the HTTP clients (reading API keys from the environment) unless replaying.
+    pub fn build(self) -> Result<Dispatcher, JudgeError> {
+        self.config.validate()?;
+        let backend = match self.replay {
+            Some(r) => Backend::Replay(r),
+            None => {
+                let mut eps = BTreeMap::new();
+                for (name, cfg) in &self.config.endpoints {
+                    eps.insert(name.clone(), Arc::new(Endpoint::new(name, cfg)?));
+                }
+                Backend::Http(eps)
+            }
+        };
+        Ok(Dispatcher {
+            inner: Arc::new(Inner {
+                config: self.config,
+                backend,
+                cache: self.cache,
+                transcript: self.transcript,
+                memo: Mutex::new(HashMap::new()),
+                stats: Mutex::new(Stats::default()),
+            }),
+        })
+    }
+}
+
+/// What one distinct request produced: a sample per entry, and the model that answered.
+#[derive(Debug, Clone)]
+struct Fetched {
+    samples: Vec<Json>,
+    model: Option<String>,
+}
+
+/// A sample slot of a criterion: a distinct request and the entry in it, or why none was sent.
+type Slot = Result<(usize, usize), String>;
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl Dispatcher {
+    pub fn builder(config: JudgesConfig) -> DispatcherBuilder {
+        DispatcherBuilder { config, replay: None, cache: None, transcript: None }
+    }
+
+    pub fn stats(&self) -> Stats {
+        lock(&self.inner.stats).clone()
+    }
+
+    /// Where a judge's requests go: endpoint name, wire settings and model.
+    fn route(&self, judge: &JudgeDecl) -> Result<(Option<String>, Wire, String), String> {
+        let bound = self.inner.config.endpoint_for(judge);
+        let model = self.inner.config.model_for(judge);
+        match (&self.inner.backend, bound) {
+            (Backend::Http(_), None) => {
+                Err(format!("judge_no_endpoint: the judges configuration binds no endpoint to judge `{}`", judge.name))
+            }
+            (Backend::Http(_), Some((name, cfg))) => {
+                let model = model.ok_or_else(|| {
+                    format!("judge_no_model: judge `{}` pins no model and endpoint `{name}` names none", judge.name)
+                })?;
+                Ok((Some(name.to_string()), Wire::of(cfg), model))
+            }
+            (Backend::Replay(_), Some((name, cfg))) => {
+                Ok((Some(name.to_string()), Wire::of(cfg), model.unwrap_or_default()))
+            }
+            (Backend::Replay(_), None) => Ok((None, Wire::default(), model.unwrap_or_default())),
+        }
+    }
+
+    /// Every request `tasks` need, rendered and hashed: the distinct requests, and for each
+    /// task, criterion and sample, the slot that answers it.
+    fn plan(&self, tasks: &[Task]) -> (Vec<Arc<Prepared>>, Vec<Vec<Vec<Slot>>>) {
+        let mut uniques: Vec<Arc<Prepared>> = Vec::new();
+        let mut by_hash: HashMap<String, usize> = HashMap::new();
+        let mut planned = 0u64;
+        let mut plan = Vec::with_capacity(tasks.len());
+        for t in tasks {
+            let per_call = t.judge.per_call.max(1) as usize;
+            let samples = t.judge.samples.max(1);
+            let route = self.route(&t.judge);
+            let mut slots: Vec<Vec<Slot>> = vec![Vec::new(); t.criteria.len()];
+            for (c, chunk) in t.criteria.chunks(per_call).enumerate() {
+                let refs: Vec<&Criterion> = chunk.iter().collect();
+                let rendered = prompt::render(&t.judge, &refs, &t.seen);
+                for k in 0..samples {
+                    let slot = match &route {
+                        Err(reason) => Err(reason.clone()),
+                        Ok((endpoint, wire, model)) => {
+                            planned += 1;
+                            let p = request::prepare(&t.judge, rendered.clone(), model, k, endpoint.as_deref(), *wire);
+                            let u = *by_hash.entry(p.hash.clone()).or_insert_with(|| {
+                                uniques.push(Arc::new(p));
+                                uniques.len() - 1
+                            });
+                            Ok(u)
+                        }
+                    };
+                    for e in 0..chunk.len() {
+                        slots[c * per_call + e].push(slot.clone().map(|u| (u, e)));
+                    }
+                }
+            }
+            plan.push(slots);
+        }
+        let mut s = lock(&self.inner.stats);
+        s.planned += planned;
+        s.unique += uniques.len() as u64;
+        s.deduplicated += planned - uniques.len() as u64;
+        (uniques, plan)
+    }
+
+    /// Decide every criterion of every task: one `CriterionVerdict` per criterion, in order.
+    pub async fn resolve(&self, tasks: &[Task]) -> Vec<Vec<CriterionVerdict>> {
+        let (uniques, plan) = self.plan(tasks);
+        let mut fetched: Vec<Option<Fetched>> = vec![None; uniques.len()];
+        let mut set = tokio::task::JoinSet::new();
+        let mut ids = HashMap::new();
+        for (i, p) in uniques.iter().enumerate() {
+            let me = self.clone();
+            let p = p.clone();
+            let h = set.spawn(async move { me.fetch(&p).await });
+            ids.insert(h.id(), i);
+        }
+        // A task that panicked leaves its slot empty: its criteria are unscored below.
+        while let Some(r) = set.join_next_with_id().await {
+            if let Ok((id, f)) = r {
+                fetched[ids[&id]] = Some(f);
+            }
+        }
+        tasks
+            .iter()
+            .zip(plan)
+            .map(|(t, slots)| {
+                t.criteria
+                    .iter()
+                    .zip(slots)
+                    .map(|(c, slots)| {
+                        let mut samples = Vec::with_capacity(slots.len());
+                        let mut models: Vec<String> = Vec::new();
+                        let mut requests = Vec::new();
+                        for s in slots {
+                            match s {
+                                Ok((u, e)) => {
+                                    requests.push(uniques[u].hash.clone());
+                                    match &fetched[u] {
+                                        Some(f) => {
+                                            samples.push(f.samples[e].clone());
+                                            if let Some(m) = &f.model {
+                                                if !models.contains(m) {
+                                                    models.push(m.clone());
+                                                }
+                                            }
+                                        }
+                                        None => samples.push(json!({"unscored": "judge_internal: the request failed"})),
+                                    }
+                                }
+                                Err(reason) => {
+                                    requests.push(String::new());
+                                    samples.push(json!({ "unscored": reason }));
+                                }
+                            }
+                        }
+                        // An extractor takes one sample; a judge with `samples 1` gives a bare verdict.
+                        let verdict = if samples.len() == 1 || matches!(c.ask, Ask::Extract { .. }) {
+                            samples
+                                .into_iter()
+                                .next()
+                                .unwrap_or_else(|| json!({"unscored": "judge_internal: no sample"}))
+                        } else {
+                            json!({ "samples": samples })
+                        };
+                        CriterionVerdict { id: c.id.clone(), verdict, models, requests }
+                    })
+                    .collect()
+            })
+            .collect()
+    }
+
+    /// `resolve` from synchronous code (e.g. rayon workers), on a runtime shared by the process.
+    /// Do not call it from inside an async context.
+    pub fn resolve_blocking(&self, tasks: &[Task]) -> Vec<Vec<CriterionVerdict>> {
+        runtime().block_on(self.resolve(tasks))
+    }
+
+    async fn fetch(&self, p: &Prepared) -> Fetched {
+        let memo = lock(&self.inner.memo).get(&p.hash).cloned();
+        if let Some(r) = memo {
+            lock(&self.inner.stats).memo_hits += 1;
+            return self.finish(p, r, "memo", 0, None);
+        }
+        if let Some(cache) = &self.inner.cache {
+            match cache.get(&p.hash) {
+                Ok(Some(r)) => {
+                    lock(&self.inner.stats).cache_hits += 1;
+                    return self.finish(p, r, "cache", 0, None);
+                }
+                Ok(None) => {}
+                Err(_) => lock(&self.inner.stats).cache_errors += 1,
+            }
+        }
+        match &self.inner.backend {
+            Backend::Replay(replay) => match replay.get(&p.hash) {
+                Some(r) => {
+                    lock(&self.inner.stats).replayed += 1;
+                    self.finish(p, r.clone(), "replay", 0, None)
+                }
+                None => self.fail(
+                    p,
+                    format!("judge_not_recorded: the transcript has no reply for request {}", p.hash),
+                    "replay",
+                    0,
+                ),
+            },
+            Backend::Http(eps) => {
+                let Some(ep) = p.endpoint.as_ref().and_then(|n| eps.get(n)) else {
+                    return self.fail(p, "judge_no_endpoint: no endpoint for this request".into(), "http", 0);
+                };
+                let sent = ep.send(&p.body, p.sample).await;
+                {
+                    let mut s = lock(&self.inner.stats);
+                    s.http_requests += 1;
+                    s.http_attempts += sent.attempts as u64;
+                    s.retries += sent.attempts.saturating_sub(1) as u64;
+                    if let Some(ms) = sent.latency_ms {
+                        s.latency_ms.entry(ep.name.clone()).or_default().push(ms);
+                    }
+                    if let Ok(r) = &sent.result {
+                        s.tokens_in += r.usage.prompt_tokens;
+                        s.tokens_out += r.usage.completion_tokens;
+                    }
+                }
+                match sent.result {
+                    Ok(mut r) => {
+                        // Whatever the server said, the key never travels further.
+                        r.content = r.content.map(|c| ep.redact(&c));
+                        r.refusal = r.refusal.map(|c| ep.redact(&c));
+                        r.model = ep.redact(&r.model);
+                        self.finish(p, r, "http", sent.attempts, sent.latency_ms)
+                    }
+                    Err(reason) => self.fail(p, reason, "http", sent.attempts),
+                }
+            }
+        }
+    }
+
+    fn redact(&self, s: String) -> String {
+        match &self.inner.backend {
+            Backend::Http(eps) => eps.values().fold(s, |s, e| e.redact(&s)),
+            Backend::Replay(_) => s,
+        }
+    }
+
+    fn record(&self, e: &transcript::Entry) {
+        if let Some(t) = &self.inner.transcript {
+            if t.write(e).is_err() {
+                lock(&self.inner.stats).transcript_errors += 1;
+            }
+        }
+    }
+
+    fn finish(&self, p: &Prepared, reply: Reply, source: &str, attempts: u32, latency_ms: Option<f64>) -> Fetched {
+        let (samples, ok) = reply::interpret(&p.rendered, &reply);
+        if ok {
+            lock(&self.inner.memo).insert(p.hash.clone(), reply.clone());
+            if matches!(source, "http" | "replay") {
+                if let Some(cache) = &self.inner.cache {
+                    if cache.put(&p.hash, &reply).is_err() {
+                        lock(&self.inner.stats).cache_errors += 1;
+                    }
+                }
+            }
+        } else {
+            lock(&self.inner.stats).invalid_replies += 1;
+        }
+        let error = (!ok).then(|| {
+            let reasons: Vec<&str> = samples.iter().filter_map(|s| s.get("unscored").and_then(Json::as_str)).collect();
+            self.redact(reasons.join("; "))
+        });
+        self.record(&transcript::Entry {
+            hash: p.hash.clone(),
+            judge: p.judge.clone(),
+            endpoint: p.endpoint.clone(),
+            sample: p.sample,
+            request: p.body.clone(),
+            reply: Some(reply.clone()),
+            error,
+            source: source.to_string(),
+            attempts,
+            latency_ms,
+        });
+        Fetched { samples, model: Some(reply.model) }
+    }
+
+    fn fail(&self, p: &Prepared, reason: String, source: &str, attempts: u32) -> Fetched {
+        let reason = self.redact(reason);
+        lock(&self.inner.stats).failed += 1;
+        self.record(&transcript::Entry {
+            hash: p.hash.clone(),
+            judge: p.judge.clone(),
+            endpoint: p.endpoint.clone(),
+            sample: p.sample,
+            request: p.body.clone(),
+            reply: None,
+            error: Some(reason.clone()),
+            source: source.to_string(),
+            attempts,
+            latency_ms: None,
+        });
+        Fetched { samples: p.rendered.entries.iter().map(|_| json!({ "unscored": reason })).collect(), model: None }
+    }
+}
+
+/// The runtime `resolve_blocking` runs on: created once, never dropped (so its pooled
+/// connections stay valid).
+fn runtime() -> &'static tokio::runtime::Runtime {
+    static RT: OnceLock<tokio::runtime::Runtime> = OnceLock::new();
+    RT.get_or_init(|| {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .thread_name("rubric-judge")
+            .enable_all()
+            .build()
+            .expect("cannot start the judge runtime")
+    })
+}

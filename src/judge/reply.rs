@@ -1,0 +1,465 @@
+//! Replies: the normalised form of a chat completion (`Reply`, what the cache and transcripts
+//! store), and its interpretation into the recorded-verdict JSON forms that `interp` applies
+//! (`"met"`-style verdicts as `{"verdict": ..}`, `{"level": ..}`, `{"label": ..}`,
+//! `{"value": ..}`, with `evidence` and `rationale`, or `{"unscored": "judge_...: ..."}`).
+//! Every entry is validated against what was asked; under `scoring logprob` the value is
+//! P(yes) / (P(yes) + P(no)) at the first token of the answer.
+
+use super::prompt::{Answer, EntrySpec, Rendered, Role, Target};
+use crate::ir::Type;
+use crate::value::number_to_json;
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Map, Value as Json};
+
+/// A chat completion, reduced to what interpretation needs.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Reply {
+    /// The model that actually answered (the `model` of the completion).
+    pub model: String,
+    pub content: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub refusal: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub finish_reason: Option<String>,
+    /// The tokens of the content with their log-probabilities, when asked for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub logprobs: Option<Vec<TokenLogprob>>,
+    #[serde(default)]
+    pub usage: Usage,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TokenLogprob {
+    pub token: String,
+    pub logprob: f64,
+    /// The most likely tokens at this position, with their log-probabilities.
+    #[serde(default)]
+    pub top: Vec<(String, f64)>,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Usage {
+    pub prompt_tokens: u64,
+    pub completion_tokens: u64,
+}
+
+impl Reply {
+    /// Read a chat-completions response body.
+    pub fn from_completion(body: &Json, sent_model: &str) -> Result<Reply, String> {
+        let choice = body
+            .get("choices")
+            .and_then(Json::as_array)
+            .and_then(|c| c.first())
+            .ok_or_else(|| "judge_bad_response: the completion has no `choices`".to_string())?;
+        let message = choice.get("message").unwrap_or(&Json::Null);
+        let content = message.get("content").and_then(Json::as_str).map(str::to_string);
+        let refusal = message.get("refusal").and_then(Json::as_str).filter(|r| !r.is_empty()).map(str::to_string);
+        let finish_reason = choice.get("finish_reason").and_then(Json::as_str).map(str::to_string);
+        let logprobs = choice.get("logprobs").and_then(|l| l.get("content")).and_then(Json::as_array).map(|toks| {
+            toks.iter()
+                .map(|t| TokenLogprob {
+                    token: t.get("token").and_then(Json::as_str).unwrap_or("").to_string(),
+                    logprob: t.get("logprob").and_then(Json::as_f64).unwrap_or(f64::NEG_INFINITY),
+                    top: t
+                        .get("top_logprobs")
+                        .and_then(Json::as_array)
+                        .map(|tops| {
+                            tops.iter()
+                                .filter_map(|x| {
+                                    Some((x.get("token")?.as_str()?.to_string(), x.get("logprob")?.as_f64()?))
+                                })
+                                .collect()
+                        })
+                        .unwrap_or_default(),
+                })
+                .collect()
+        });
+        let usage = body.get("usage").map_or(Usage::default(), |u| Usage {
+            prompt_tokens: u.get("prompt_tokens").and_then(Json::as_u64).unwrap_or(0),
+            completion_tokens: u.get("completion_tokens").and_then(Json::as_u64).unwrap_or(0),
+        });
+        let model = body.get("model").and_then(Json::as_str).filter(|m| !m.is_empty()).unwrap_or(sent_model);
+        Ok(Reply { model: model.to_string(), content, refusal, finish_reason, logprobs, usage })
+    }
+}
+
+/// One sample per entry of `rendered`, in the recorded-verdict JSON forms (an entry that does
+/// not validate gives `{"unscored": ...}`), and whether every entry validated.
+pub fn interpret(rendered: &Rendered, reply: &Reply) -> (Vec<Json>, bool) {
+    let all = |reason: String| -> (Vec<Json>, bool) {
+        (rendered.entries.iter().map(|_| json!({ "unscored": reason })).collect(), false)
+    };
+    if let Some(r) = &reply.refusal {
+        return all(format!("judge_refused: {}", excerpt(r, 200)));
+    }
+    let Some(content) = reply.content.as_deref() else {
+        return all("judge_unparsable: the reply has no content".into());
+    };
+    let text = strip_code_fence(content);
+    let root: Json = match serde_json::from_str(text) {
+        Ok(v) => v,
+        Err(e) => {
+            let cut = if reply.finish_reason.as_deref() == Some("length") {
+                " (the reply was cut off at max_tokens)"
+            } else {
+                ""
+            };
+            return all(format!(
+                "judge_unparsable: the reply is not JSON{cut}: {e}; it begins {:?}",
+                excerpt(text, 80)
+            ));
+        }
+    };
+    // Byte offsets of values in `content`, for logprob scoring.
+    let offsets = if rendered.entries.iter().any(|e| e.logprob) {
+        let base = text.as_ptr() as usize - content.as_ptr() as usize;
+        value_offsets(text).into_iter().map(|(p, s, e)| (p, s + base, e + base)).collect()
+    } else {
+        Vec::new()
+    };
+    let mut ok = true;
+    let mut out = Vec::with_capacity(rendered.entries.len());
+    for (n, e) in rendered.entries.iter().enumerate() {
+        let (entry, path): (Option<&Json>, Vec<String>) = match &e.key {
+            Some(k) => (root.get(k), vec![k.clone(), e.answer_field().to_string()]),
+            None => (Some(&root), vec![e.answer_field().to_string()]),
+        };
+        let v = match entry {
+            None => Err(format!("judge_schema: the reply has no entry `{}`", e.key.as_deref().unwrap_or(""))),
+            Some(obj) => {
+                let p = if e.logprob { p_yes(reply, content, &offsets, &path, n).map(Some) } else { Ok(None) };
+                p.and_then(|p| entry_verdict(e, obj, p, &reply.model))
+            }
+        };
+        out.push(v.unwrap_or_else(|reason| {
+            ok = false;
+            json!({ "unscored": reason })
+        }));
+    }
+    (out, ok)
+}
+
+fn excerpt(s: &str, n: usize) -> String {
+    match s.char_indices().nth(n) {
+        Some((i, _)) => format!("{}…", &s[..i]),
+        None => s.to_string(),
+    }
+}
+
+/// The JSON inside a reply that wrapped it in a Markdown code fence.
+fn strip_code_fence(s: &str) -> &str {
+    let t = s.trim();
+    if let Some(rest) = t.strip_prefix("```") {
+        if let Some((_, body)) = rest.split_once('\n') {
+            return body.trim_end().strip_suffix("```").unwrap_or(body).trim();
+        }
+    }
+    t
+}
+
+fn entry_verdict(e: &EntrySpec, obj: &Json, p_yes: Option<f64>, model: &str) -> Result<Json, String> {
+    let whose = match &e.key {
+        Some(k) => format!("entry `{k}`"),
+        None => "the reply".to_string(),
+    };
+    let Json::Object(o) = obj else {
+        return Err(format!("judge_schema: {whose} is not an object"));
+    };
+    let field = e.answer_field();
+    let raw = o.get(field).ok_or_else(|| format!("judge_schema: {whose} has no `{field}`"))?;
+    let bad =
+        |what: &str| format!("judge_schema: `{field}` of {whose} is {}, not {what}", excerpt(&raw.to_string(), 60));
+    let yes_no = |v: &Json| -> Option<bool> {
+        match v {
+            Json::Bool(b) => Some(*b),
+            Json::String(s) => match s.trim().to_ascii_lowercase().as_str() {
+                "met" | "yes" | "true" => Some(true),
+                "unmet" | "no" | "false" => Some(false),
+                _ => None,
+            },
+            _ => None,
+        }
+    };
+    let number = |v: &Json| v.as_f64().or_else(|| v.as_str().and_then(|s| s.trim().parse::<f64>().ok()));
+    let mut m = Map::new();
+    match &e.answer {
+        Answer::Verdict | Answer::Bool | Answer::YesNo => {
+            let said = yes_no(raw).ok_or_else(|| {
+                bad(match e.answer {
+                    Answer::Verdict => "\"met\" or \"unmet\"",
+                    Answer::Bool => "true or false",
+                    _ => "\"yes\" or \"no\"",
+                })
+            })?;
+            match (e.target, p_yes) {
+                (Target::Continuous, Some(p)) => {
+                    m.insert("value".into(), number_to_json(p));
+                }
+                (_, Some(p)) => {
+                    m.insert("verdict".into(), json!(if p >= 0.5 { "met" } else { "unmet" }));
+                    m.insert("p_yes".into(), number_to_json(p));
+                }
+                (_, None) => {
+                    m.insert("verdict".into(), json!(if said { "met" } else { "unmet" }));
+                }
+            }
+        }
+        Answer::Level(levels) => {
+            let l = number(raw).ok_or_else(|| bad("a level number"))?;
+            if !levels.contains(&l) {
+                let all: Vec<String> = levels.iter().map(|x| number_to_json(*x).to_string()).collect();
+                return Err(bad(&format!("one of {}", all.join(", "))));
+            }
+            m.insert("level".into(), number_to_json(l));
+        }
+        Answer::Label(labels) => {
+            let s = raw.as_str().map(str::trim).ok_or_else(|| bad("a label"))?;
+            let l = labels
+                .iter()
+                .find(|l| l.as_str() == s)
+                .or_else(|| labels.iter().find(|l| l.eq_ignore_ascii_case(s)))
+                .ok_or_else(|| {
+                    let all: Vec<String> = labels.iter().map(|l| format!("\"{l}\"")).collect();
+                    bad(&format!("one of {}", all.join(", ")))
+                })?;
+            m.insert("label".into(), json!(l));
+        }
+        Answer::Unit => {
+            let x = number(raw).filter(|x| (0.0..=1.0).contains(x)).ok_or_else(|| bad("a number in [0, 1]"))?;
+            m.insert("value".into(), number_to_json(x));
+        }
+        Answer::Extract(ty) => {
+            let base = match ty {
+                Type::Optional(t) => t.as_ref(),
+                t => t,
+            };
+            let v = match (base, raw) {
+                (_, Json::Null) => {
+                    return Err(format!("judge_no_value: the judge found no value for `{}`", e.criterion));
+                }
+                (Type::Number, v) => number_to_json(number(v).ok_or_else(|| bad("a number"))?),
+                (Type::Text, Json::String(s)) => json!(s),
+                (Type::Bool, v) => json!(yes_no(v).ok_or_else(|| bad("true or false"))?),
+                (Type::Text, _) => return Err(bad("text")),
+                (_, v) => v.clone(),
+            };
+            m.insert("value".into(), v);
+        }
+    }
+    for (name, role) in &e.fields {
+        let Some(v) = o.get(name) else { continue };
+        match role {
+            Role::Evidence | Role::Rationale => match v {
+                Json::String(s) if s.trim().is_empty() => {}
+                Json::String(s) => {
+                    let key = if *role == Role::Evidence { "evidence" } else { "rationale" };
+                    m.insert(key.into(), json!(s));
+                }
+                Json::Null => {}
+                other => {
+                    return Err(format!(
+                        "judge_schema: `{name}` of {whose} is {}, not text",
+                        excerpt(&other.to_string(), 60)
+                    ))
+                }
+            },
+            Role::Other(_) => {
+                m.entry("fields").or_insert_with(|| json!({}))[name] = v.clone();
+            }
+            Role::Answer => {}
+        }
+    }
+    m.insert("model".into(), json!(model));
+    Ok(Json::Object(m))
+}
+
+/// `true` for a token that says yes, `false` for one that says no.
+fn token_class(tok: &str) -> Option<bool> {
+    let t = tok.trim().trim_matches(|c: char| !c.is_alphanumeric()).to_ascii_lowercase();
+    match t.as_str() {
+        "yes" | "true" | "met" => Some(true),
+        "no" | "false" | "unmet" => Some(false),
+        _ => None,
+    }
+}
+
+/// P(yes) / (P(yes) + P(no)) at the first token of the answer at `path`, or of the `nth`
+/// yes/no token when the tokens do not spell the content.
+fn p_yes(
+    reply: &Reply,
+    content: &str,
+    offsets: &[(Vec<String>, usize, usize)],
+    path: &[String],
+    nth: usize,
+) -> Result<f64, String> {
+    let toks = reply
+        .logprobs
+        .as_ref()
+        .filter(|t| !t.is_empty())
+        .ok_or("judge_no_logprobs: the endpoint returned no token log-probabilities")?;
+    let spelled: usize = toks.iter().map(|t| t.token.len()).sum();
+    let at = if spelled == content.len() && toks.iter().map(|t| t.token.as_str()).collect::<String>() == content {
+        let (_, start, end) = offsets
+            .iter()
+            .find(|(p, _, _)| p == path)
+            .ok_or_else(|| format!("judge_schema: the reply has no `{}`", path.join(".")))?;
+        let mut pos = 0;
+        let mut found = None;
+        for (i, t) in toks.iter().enumerate() {
+            let (s, e) = (pos, pos + t.token.len());
+            pos = e;
+            if e > *start && s < *end && token_class(&t.token).is_some() {
+                found = Some(i);
+                break;
+            }
+        }
+        found
+    } else {
+        toks.iter().enumerate().filter(|(_, t)| token_class(&t.token).is_some()).nth(nth).map(|(i, _)| i)
+    };
+    let t = &toks[at.ok_or("judge_unparsable: no yes/no token at the answer in the log-probabilities")?];
+    let (mut py, mut pn) = (0.0f64, 0.0f64);
+    let mut add = |tok: &str, lp: f64| match token_class(tok) {
+        Some(true) => py += lp.exp(),
+        Some(false) => pn += lp.exp(),
+        None => {}
+    };
+    let mut seen_self = false;
+    for (tok, lp) in &t.top {
+        seen_self |= *tok == t.token;
+        add(tok, *lp);
+    }
+    if !seen_self {
+        add(&t.token, t.logprob);
+    }
+    if py + pn <= 0.0 || (py + pn).is_nan() {
+        return Err("judge_unparsable: the answer token has no yes/no log-probabilities".into());
+    }
+    Ok(py / (py + pn))
+}
+
+/// Byte ranges of the values of a JSON text, with their object-key paths. Call only on text
+/// that parses (serde's recursion limit bounds the depth).
+pub fn value_offsets(s: &str) -> Vec<(Vec<String>, usize, usize)> {
+    struct Scan<'a> {
+        b: &'a [u8],
+        i: usize,
+        out: Vec<(Vec<String>, usize, usize)>,
+    }
+    impl Scan<'_> {
+        fn ws(&mut self) {
+            while self.i < self.b.len() && self.b[self.i].is_ascii_whitespace() {
+                self.i += 1;
+            }
+        }
+        fn peek(&self) -> Option<u8> {
+            self.b.get(self.i).copied()
+        }
+        fn string(&mut self) -> Option<String> {
+            let start = self.i;
+            self.i += 1;
+            while self.i < self.b.len() {
+                match self.b[self.i] {
+                    b'\\' => self.i += 2,
+                    b'"' => {
+                        self.i += 1;
+                        return serde_json::from_slice(&self.b[start..self.i]).ok();
+                    }
+                    _ => self.i += 1,
+                }
+            }
+            None
+        }
+        fn value(&mut self, path: &mut Vec<String>) -> Option<()> {
+            self.ws();
+            let start = self.i;
+            match self.peek()? {
+                b'{' => {
+                    self.i += 1;
+                    loop {
+                        self.ws();
+                        match self.peek()? {
+                            b'}' => {
+                                self.i += 1;
+                                break;
+                            }
+                            b',' => self.i += 1,
+                            b'"' => {
+                                let key = self.string()?;
+                                self.ws();
+                                (self.peek()? == b':').then_some(())?;
+                                self.i += 1;
+                                path.push(key);
+                                self.value(path)?;
+                                path.pop();
+                            }
+                            _ => return None,
+                        }
+                    }
+                }
+                b'[' => {
+                    self.i += 1;
+                    loop {
+                        self.ws();
+                        match self.peek()? {
+                            b']' => {
+                                self.i += 1;
+                                break;
+                            }
+                            b',' => self.i += 1,
+                            _ => self.value(path)?,
+                        }
+                    }
+                }
+                b'"' => {
+                    self.string()?;
+                }
+                _ => {
+                    while self.i < self.b.len() && !matches!(self.b[self.i], b',' | b'}' | b']') {
+                        if self.b[self.i].is_ascii_whitespace() {
+                            break;
+                        }
+                        self.i += 1;
+                    }
+                }
+            }
+            self.out.push((path.clone(), start, self.i));
+            Some(())
+        }
+    }
+    let mut scan = Scan { b: s.as_bytes(), i: 0, out: Vec::new() };
+    let _ = scan.value(&mut Vec::new());
+    scan.out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn offsets_follow_key_paths() {
+        let s = r#" {"c1": {"answer": "yes", "e": "a \"b\""}, "c2": {"answer":"no"}} "#;
+        let offs = value_offsets(s);
+        let find = |p: &[&str]| {
+            let (_, a, b) = offs.iter().find(|(q, _, _)| q.iter().map(String::as_str).eq(p.iter().copied())).unwrap();
+            &s[*a..*b]
+        };
+        assert_eq!(find(&["c1", "answer"]), "\"yes\"");
+        assert_eq!(find(&["c2", "answer"]), "\"no\"");
+        assert_eq!(find(&["c1", "e"]), r#""a \"b\"""#);
+    }
+
+    #[test]
+    fn code_fences_are_stripped() {
+        assert_eq!(strip_code_fence("```json\n{\"a\": 1}\n```"), "{\"a\": 1}");
+        assert_eq!(strip_code_fence("  {\"a\": 1} "), "{\"a\": 1}");
+    }
+
+    #[test]
+    fn token_classes() {
+        assert_eq!(token_class("\"yes"), Some(true));
+        assert_eq!(token_class(" No"), Some(false));
+        assert_eq!(token_class("true"), Some(true));
+        assert_eq!(token_class("maybe"), None);
+    }
+}

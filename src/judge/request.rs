@@ -1,0 +1,110 @@
+//! A judge request in canonical form: the chat-completions body exactly as sent (model, sampling
+//! parameters, rendered messages, response format) plus the reply schema and the sample index,
+//! serialised to compact JSON in a fixed key order. Its SHA-256 (`sha256:…`) identifies the
+//! request for deduplication, the cache and replay. Transport details (URL, headers, the key)
+//! are not part of it.
+
+use super::config::{EndpointConfig, ResponseFormat};
+use super::prompt::Rendered;
+use crate::ir::JudgeDecl;
+use serde_json::{json, Map, Value as Json};
+use sha2::{Digest, Sha256};
+
+/// Bumped whenever the canonical form changes (old cache entries then stop matching).
+pub const REQUEST_VERSION: u32 = 1;
+
+/// A request ready to send: its identity, its body, and how to read its reply.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Prepared {
+    /// `sha256:` of the canonical form.
+    pub hash: String,
+    pub judge: String,
+    /// The endpoint it goes to (`None` when replaying without a configuration).
+    pub endpoint: Option<String>,
+    /// Which of the judge's `samples` this is (0-based).
+    pub sample: u32,
+    /// The chat-completions body.
+    pub body: Json,
+    pub rendered: Rendered,
+}
+
+/// The wire settings an endpoint adds to a request.
+#[derive(Debug, Clone, Copy)]
+pub struct Wire {
+    pub response_format: ResponseFormat,
+    pub strict: bool,
+    pub top_logprobs: u32,
+}
+
+impl Default for Wire {
+    fn default() -> Wire {
+        Wire { response_format: ResponseFormat::JsonSchema, strict: true, top_logprobs: 10 }
+    }
+}
+
+impl Wire {
+    pub fn of(e: &EndpointConfig) -> Wire {
+        Wire { response_format: e.response_format, strict: e.strict, top_logprobs: e.top_logprobs }
+    }
+}
+
+/// Build the body for sample `sample` of `judge`. With a `seed`, sample `k` is sent with seed
+/// `seed + k`, so that samples differ yet stay reproducible.
+pub fn prepare(
+    judge: &JudgeDecl,
+    rendered: Rendered,
+    model: &str,
+    sample: u32,
+    endpoint: Option<&str>,
+    wire: Wire,
+) -> Prepared {
+    let mut body = Map::new();
+    body.insert("model".into(), json!(model));
+    body.insert("messages".into(), serde_json::to_value(&rendered.messages).unwrap_or(Json::Null));
+    if let Some(t) = judge.temperature {
+        body.insert("temperature".into(), json!(t));
+    }
+    if let Some(p) = judge.top_p {
+        body.insert("top_p".into(), json!(p));
+    }
+    if let Some(m) = judge.max_tokens {
+        body.insert("max_tokens".into(), json!(m));
+    }
+    if let Some(s) = judge.seed {
+        body.insert("seed".into(), json!(s.wrapping_add(sample as u64)));
+    }
+    match wire.response_format {
+        ResponseFormat::JsonSchema => {
+            body.insert(
+                "response_format".into(),
+                json!({
+                    "type": "json_schema",
+                    "json_schema": {"name": "rubric_reply", "strict": wire.strict, "schema": rendered.schema},
+                }),
+            );
+        }
+        ResponseFormat::JsonObject => {
+            body.insert("response_format".into(), json!({"type": "json_object"}));
+        }
+        ResponseFormat::None => {}
+    }
+    if rendered.entries.iter().any(|e| e.logprob) {
+        body.insert("logprobs".into(), json!(true));
+        body.insert("top_logprobs".into(), json!(wire.top_logprobs));
+    }
+    let body = Json::Object(body);
+    let hash = request_hash(&body, &rendered.schema, sample);
+    Prepared { hash, judge: judge.name.clone(), endpoint: endpoint.map(str::to_string), sample, body, rendered }
+}
+
+/// The canonical bytes of a request: compact JSON, keys in a fixed order.
+pub fn canonical_bytes(body: &Json, schema: &Json, sample: u32) -> Vec<u8> {
+    let canonical = json!({"v": REQUEST_VERSION, "sample": sample, "schema": schema, "body": body});
+    serde_json::to_vec(&canonical).unwrap_or_default()
+}
+
+pub fn request_hash(body: &Json, schema: &Json, sample: u32) -> String {
+    let digest = Sha256::digest(canonical_bytes(body, schema, sample));
+    let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
+    format!("sha256:{hex}")
+}
