@@ -50,8 +50,8 @@ impl super::ChunkJudge for Dispatching {
         &self,
         engine: &dyn Engine,
         program: &Program,
-        rows: Vec<(Vec<Value>, Vec<(String, Json)>)>,
-    ) -> Vec<(RowResult, BTreeMap<String, Vec<String>>)> {
+        rows: Vec<super::JudgeRow>,
+    ) -> Vec<(RowResult, super::ModelsByCriterion)> {
         let mut pending: Vec<PendingRow> = rows
             .into_iter()
             .map(|(inputs, verdicts)| PendingRow { inputs, verdicts, result: None, models: BTreeMap::new() })

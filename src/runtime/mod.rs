@@ -139,6 +139,12 @@ pub fn prepare_line(
     Ok(PreparedRow { out, inputs, verdicts })
 }
 
+/// A row handed to a [`ChunkJudge`]: its bound inputs and the verdicts recorded for it.
+pub type JudgeRow = (Vec<crate::value::Value>, Vec<(String, Json)>);
+
+/// The models that answered each dispatched criterion of a row, by criterion id.
+pub type ModelsByCriterion = std::collections::BTreeMap<String, Vec<String>>;
+
 /// Something that decides the judged criteria of a chunk of rows by calling judges (the
 /// `judges` feature's dispatcher), evaluating each row with `engine` until it needs no more.
 pub trait ChunkJudge: Sync {
@@ -148,8 +154,8 @@ pub trait ChunkJudge: Sync {
         &self,
         engine: &dyn Engine,
         program: &Program,
-        rows: Vec<(Vec<crate::value::Value>, Vec<(String, Json)>)>,
-    ) -> Vec<(RowResult, std::collections::BTreeMap<String, Vec<String>>)>;
+        rows: Vec<JudgeRow>,
+    ) -> Vec<(RowResult, ModelsByCriterion)>;
 
     /// Counters for the run summary (calls, cache hits, tokens...), as JSON.
     fn stats(&self) -> Json;
@@ -368,10 +374,8 @@ fn score_chunk_with_judges(
         chunk.par_iter().map(|(i, line)| prepare_line(program, ident, *i, line, verdicts)).collect();
     let mut outs = Vec::new();
     let mut rows = Vec::new();
-    for p in &prepared {
-        if let Ok(r) = p {
-            rows.push((r.inputs.clone(), r.verdicts.clone()));
-        }
+    for r in prepared.iter().flatten() {
+        rows.push((r.inputs.clone(), r.verdicts.clone()));
     }
     let mut evaluated = judges.evaluate_chunk(engine, program, rows).into_iter();
     for p in prepared {

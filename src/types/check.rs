@@ -472,23 +472,20 @@ impl<'a> Checker<'a> {
         }
         // The score reads every criterion, wherever it is declared: check it last.
         for item in &file.items {
-            match item {
-                ast::Item::Score(s) => {
-                    if let Some(prev) = self.score_seen {
-                        self.diags.push(
-                            Diagnostic::error("rubric::resolve::duplicate", "the score is defined twice")
-                                .with_label(s.span, "defined again here")
-                                .with_label(prev, "first defined here"),
-                        );
-                        continue;
-                    }
-                    self.score_seen = Some(s.span);
-                    let mut scope = Scope::new(Place::Score);
-                    let e = self.expr(&s.expr, &mut scope, Some(&Type::Number));
-                    self.expect_type(&e.ty, &Type::Number, s.expr.span, "the score");
-                    self.p.score = e;
+            if let ast::Item::Score(s) = item {
+                if let Some(prev) = self.score_seen {
+                    self.diags.push(
+                        Diagnostic::error("rubric::resolve::duplicate", "the score is defined twice")
+                            .with_label(s.span, "defined again here")
+                            .with_label(prev, "first defined here"),
+                    );
+                    continue;
                 }
-                _ => {}
+                self.score_seen = Some(s.span);
+                let mut scope = Scope::new(Place::Score);
+                let e = self.expr(&s.expr, &mut scope, Some(&Type::Number));
+                self.expect_type(&e.ty, &Type::Number, s.expr.span, "the score");
+                self.p.score = e;
             }
         }
         if self.score_seen.is_none() {
