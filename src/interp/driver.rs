@@ -514,15 +514,10 @@ impl Driver<'_, '_> {
             _ => None,
         };
         match &d.verifier {
-            Verifier::Check { expr } => match self.eval(root(Attr::Verifier), expr, locals) {
-                Ok(Value::Bool(b)) => {
-                    r.status = if b { Status::Met } else { Status::Unmet };
-                    r.value = Some(if b { 1.0 } else { 0.0 });
-                }
-                Ok(Value::Unscored(reason)) => r.reason = Some(reason.to_string()),
-                Ok(other) => r.reason = Some(format!("check produced {other}")),
-                Err(t) => r.reason = Some(trap_reason(&t)),
-            },
+            Verifier::Check { expr } => {
+                let v = self.eval(root(Attr::Verifier), expr, locals);
+                apply_check(&mut r, v);
+            }
             Verifier::Value { expr } => match self.eval(root(Attr::Verifier), expr, locals) {
                 Ok(Value::Number(n)) if (0.0..=1.0).contains(&n) => {
                     r.value = Some(n);
@@ -550,15 +545,8 @@ impl Driver<'_, '_> {
                             locals.resize(*local as usize + 1, Value::Null);
                         }
                         locals[*local as usize] = v;
-                        match self.eval(root(Attr::Verifier), check, locals) {
-                            Ok(Value::Bool(b)) => {
-                                r.status = if b { Status::Met } else { Status::Unmet };
-                                r.value = Some(if b { 1.0 } else { 0.0 });
-                            }
-                            Ok(Value::Unscored(reason)) => r.reason = Some(reason.to_string()),
-                            Ok(other) => r.reason = Some(format!("check produced {other}")),
-                            Err(t) => r.reason = Some(trap_reason(&t)),
-                        }
+                        let v = self.eval(root(Attr::Verifier), check, locals);
+                        apply_check(&mut r, v);
                     }
                     Err(reason) => r.reason = Some(reason),
                 }
@@ -824,5 +812,19 @@ fn score_site(e: &Expr) -> Option<u32> {
         | ExprKind::Call { site, .. } => Some(*site),
         ExprKind::If { cond, .. } => score_site(cond),
         _ => None,
+    }
+}
+
+/// A check's value decides a binary criterion: `true` met, `false` unmet, unscored or a trap
+/// unscored with the reason. Shared by `check` and `extract ... check`.
+fn apply_check(r: &mut CriterionResult, v: Result<Value, Trap>) {
+    match v {
+        Ok(Value::Bool(b)) => {
+            r.status = if b { Status::Met } else { Status::Unmet };
+            r.value = Some(if b { 1.0 } else { 0.0 });
+        }
+        Ok(Value::Unscored(reason)) => r.reason = Some(reason.to_string()),
+        Ok(other) => r.reason = Some(format!("check produced {other}")),
+        Err(t) => r.reason = Some(trap_reason(&t)),
     }
 }
