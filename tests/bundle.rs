@@ -13,44 +13,10 @@ use rubric::ir::Program;
 use rubric::runtime::{examples::run_examples, score_line, Identity, VerdictFile};
 use rubric::types::{compile_path, compile_source};
 use serde_json::Value as Json;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output};
-use std::sync::atomic::{AtomicUsize, Ordering};
 
-fn crate_root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
-
-/// A fresh, empty directory, removed when dropped.
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(name: &str) -> TempDir {
-        static NEXT: AtomicUsize = AtomicUsize::new(0);
-        let n = NEXT.fetch_add(1, Ordering::SeqCst);
-        let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
-        let dir = std::env::temp_dir().join(format!("rubric-bundle-{name}-{}-{n}-{nanos}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        TempDir(dir)
-    }
-
-    fn path(&self, rel: &str) -> PathBuf {
-        self.0.join(rel)
-    }
-
-    fn file(&self, rel: &str, text: &str) -> PathBuf {
-        let p = self.0.join(rel);
-        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-        std::fs::write(&p, text).unwrap();
-        p
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
+use crate::common::{crate_root, example_dirs, json_lines, TempDir};
 
 fn rubric_in(dir: &Path, args: &[&dyn AsRef<std::ffi::OsStr>]) -> Output {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_rubric"));
@@ -69,18 +35,6 @@ fn describe_output(o: &Output) -> String {
         String::from_utf8_lossy(&o.stdout),
         String::from_utf8_lossy(&o.stderr)
     )
-}
-
-/// Every example directory (`examples/NAME`, holding `main.rubric`), sorted.
-fn example_dirs() -> Vec<PathBuf> {
-    let mut dirs: Vec<PathBuf> = std::fs::read_dir(crate_root().join("examples"))
-        .unwrap()
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.join("main.rubric").is_file())
-        .collect();
-    dirs.sort();
-    assert!(dirs.len() >= 5, "expected the example directories, found {dirs:?}");
-    dirs
 }
 
 fn compile(path: &Path) -> rubric::types::Compiled {
@@ -638,10 +592,6 @@ score = mean(all, unscored: skip)
 }
 
 // ---------------------------------------------------------------- commands
-
-fn json_lines(text: &str) -> Vec<Json> {
-    text.lines().filter(|l| !l.trim().is_empty()).map(|l| serde_json::from_str(l).unwrap()).collect()
-}
 
 #[test]
 fn cli_build_inspect_run_and_test_a_bundle() {

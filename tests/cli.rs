@@ -4,39 +4,9 @@
 //! works in its own fresh directory under the system temp dir.
 
 use serde_json::Value as Json;
-use std::path::PathBuf;
 use std::process::{Command, Output};
-use std::sync::atomic::{AtomicUsize, Ordering};
 
-/// A fresh, empty directory, removed when dropped.
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(name: &str) -> TempDir {
-        static NEXT: AtomicUsize = AtomicUsize::new(0);
-        let n = NEXT.fetch_add(1, Ordering::SeqCst);
-        let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
-        let dir = std::env::temp_dir().join(format!("rubric-cli-{name}-{}-{n}-{nanos}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        TempDir(dir)
-    }
-
-    fn file(&self, name: &str, text: &str) -> PathBuf {
-        let p = self.0.join(name);
-        std::fs::write(&p, text).unwrap();
-        p
-    }
-
-    fn path(&self, name: &str) -> PathBuf {
-        self.0.join(name)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
+use crate::common::{json_lines, TempDir};
 
 fn rubric(args: &[&dyn AsRef<std::ffi::OsStr>]) -> Output {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_rubric"));
@@ -57,13 +27,6 @@ fn stderr(o: &Output) -> String {
 
 fn describe(o: &Output) -> String {
     format!("exit {:?}\n--- stdout\n{}\n--- stderr\n{}", o.status.code(), stdout(o), stderr(o))
-}
-
-fn json_lines(text: &str) -> Vec<Json> {
-    text.lines()
-        .filter(|l| !l.trim().is_empty())
-        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not a JSON line ({e}): {l}")))
-        .collect()
 }
 
 const BROKEN: &str = r#"rubric cli.broken @ 1.0.0

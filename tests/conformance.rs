@@ -21,6 +21,8 @@ use rubric::types::compile_path;
 use serde_json::Value as Json;
 use std::path::{Path, PathBuf};
 
+use crate::common::read_lines;
+
 /// Every engine the corpus runs on; the first is the reference the others are compared with.
 const ENGINES: &[&dyn Engine] = &[
     &Interpreter as &dyn Engine,
@@ -59,15 +61,6 @@ fn case_dirs() -> Vec<PathBuf> {
 
 fn case_name(dir: &Path) -> String {
     dir.file_name().unwrap().to_string_lossy().into_owned()
-}
-
-fn read_lines(path: &Path) -> Vec<String> {
-    std::fs::read_to_string(path)
-        .unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()))
-        .lines()
-        .filter(|l| !l.trim().is_empty())
-        .map(str::to_string)
-        .collect()
 }
 
 /// Drop the fields that may legitimately differ between engines.

@@ -20,9 +20,7 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-fn crate_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).to_path_buf()
-}
+use crate::common::crate_root;
 
 /// A directory of the shared conformance data; panics (fails the test) when it is missing.
 fn shared_dir(rel: &str) -> PathBuf {

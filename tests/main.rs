@@ -2,6 +2,7 @@
 //! `tests/` is a `mod` here.
 mod bundle;
 mod cli;
+mod common;
 mod conformance;
 mod conformance_data;
 mod ifeval;

@@ -18,15 +18,13 @@ use rubric::runtime::examples::run_examples;
 use rubric::runtime::{bind_row, score_line, Identity, VerdictFile};
 use rubric::types::{compile_path, compile_source};
 use serde_json::{json, Map, Value as Json};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Command;
 use std::time::Duration;
 
-const WASM: WasmEngine = WasmEngine::new();
+use crate::common::{crate_root, example_dirs, read_lines};
 
-fn crate_root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
+const WASM: WasmEngine = WasmEngine::new();
 
 fn compile(src: &str) -> Program {
     let c = compile_source("<test>", src);
@@ -52,26 +50,6 @@ fn without_engine(mut v: Json) -> Json {
     v
 }
 
-fn lines(path: &Path) -> Vec<String> {
-    std::fs::read_to_string(path)
-        .unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()))
-        .lines()
-        .filter(|l| !l.trim().is_empty())
-        .map(str::to_string)
-        .collect()
-}
-
-fn example_dirs() -> Vec<PathBuf> {
-    let mut dirs: Vec<PathBuf> = std::fs::read_dir(crate_root().join("examples"))
-        .unwrap()
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.join("main.rubric").is_file())
-        .collect();
-    dirs.sort();
-    assert!(dirs.len() >= 5, "expected the example directories, found {dirs:?}");
-    dirs
-}
-
 #[test]
 fn every_example_directory_gives_identical_results_on_both_engines() {
     let mut rows = 0;
@@ -82,7 +60,7 @@ fn every_example_directory_gives_identical_results_on_both_engines() {
         let verdicts = dir.join("verdicts.jsonl");
         let verdicts = verdicts.is_file().then(|| VerdictFile::load(&verdicts).unwrap());
         let ident = Identity::of(p);
-        for (i, line) in lines(&dir.join("inputs.jsonl")).iter().enumerate() {
+        for (i, line) in read_lines(&dir.join("inputs.jsonl")).iter().enumerate() {
             let a = score_line(&Interpreter, p, &ident, i, line, verdicts.as_ref());
             let b = score_line(&WASM, p, &ident, i, line, verdicts.as_ref());
             let engine = json!("wasm");
