@@ -9,6 +9,13 @@ use serde_json::{json, Map, Value as Json};
 /// Recorded judge verdicts for one row, keyed by criterion id (`er`, `items[3]`).
 pub trait VerdictSource {
     fn verdict(&self, criterion_id: &str) -> Option<&Json>;
+
+    /// Whether a judge criterion without a verdict is still to be asked for (the runtime is
+    /// planning judge calls): it is then `skipped` until the row's result needs it, instead of
+    /// `unscored(no_verdict)`. See `runtime::dispatch`.
+    fn planning(&self) -> bool {
+        false
+    }
 }
 
 /// No recorded verdicts: every judge criterion is `unscored(no_verdict)`.
@@ -43,6 +50,9 @@ pub enum Status {
     Met,
     Unmet,
     Unscored,
+    /// A judged criterion whose verdict the row's result does not need (a decided `all`/`any`
+    /// or `at_least` is all that reads it), so no judge call was made for it.
+    Skipped,
 }
 
 impl Status {
@@ -51,6 +61,7 @@ impl Status {
             Status::Met => "met",
             Status::Unmet => "unmet",
             Status::Unscored => "unscored",
+            Status::Skipped => "skipped",
         }
     }
 }
@@ -157,6 +168,9 @@ pub struct RowResult {
     /// Tree values of every group, in declaration order.
     pub groups: Vec<(String, Option<f64>)>,
     pub trap: Option<TrapInfo>,
+    /// Ids of the `skipped` criteria the result turned out to need (planning only; not
+    /// written): the runtime asks the judges for them and evaluates the row again.
+    pub demanded: Vec<String>,
 }
 
 impl RowResult {

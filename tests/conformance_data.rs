@@ -502,3 +502,78 @@ fn every_example_directory_passes_rubric_test() {
         }
     }
 }
+
+/// HealthBench end to end through a real judge endpoint: the 10 published rows, each answered
+/// by its physician-written ideal completion where it has one (else a fixed reply), scored by
+/// `rubric run --judges` against `rubric mock-judge` over HTTP, whose rules judge an item met
+/// when its text asks for advice or a recommendation. Every row must score what simple-evals
+/// computes from the same decisions, each item must record the model that answered it, and
+/// the run's mean score must follow.
+#[cfg(feature = "judges")]
+#[test]
+fn healthbench_rows_through_the_mock_judge_match_simple_evals() {
+    use crate::common::TempDir;
+    let dir = shared_dir("healthbench");
+    let tmp = TempDir::new("healthbench-judged");
+    let rt = crate::judge::rt();
+    let met_pattern = "(?i)(advis|recommend|suggest)";
+    let mock = rt.block_on(crate::judge::server(crate::judge::rules(&format!(
+        "model = \"mock-grader-1\"\n[default]\nverdict = \"unmet\"\n[[rule]]\ncriterion = \"{met_pattern}\"\nverdict = \"met\"\n"
+    ))));
+    let met_re = regex::Regex::new(met_pattern).unwrap();
+    let mut rows = String::new();
+    let mut expected = Vec::new();
+    for path in files_in(&dir, "example_", ".json") {
+        let example = read_json(&path);
+        let response = example["ideal_completions_data"]["ideal_completion"].as_str().unwrap_or(SYNTHETIC_RESPONSE);
+        let items = example["rubrics"].as_array().unwrap_or_else(|| panic!("`{}` has no rubrics", path.display()));
+        let points: Vec<f64> = items.iter().map(|i| i["points"].as_f64().unwrap()).collect();
+        let met: Vec<bool> = items.iter().map(|i| met_re.is_match(i["criterion"].as_str().unwrap())).collect();
+        expected.push((path.clone(), simple_evals_score(&points, &met), met));
+        let row = json!({
+            "id": example["prompt_id"], "prompt": example["prompt"], "response": response,
+            "rubrics": items, "canary": example["canary"],
+        });
+        rows.push_str(&format!("{row}\n"));
+    }
+    let input = tmp.file("rows.jsonl", &rows);
+    let judges = tmp.file(
+        "judges.toml",
+        &format!("default = \"mock\"\n[endpoints.mock]\nbase_url = \"{}\"\nconcurrency = 16\n", mock.base_url()),
+    );
+    let out = tmp.path("scores.jsonl");
+    let run = Command::new(env!("CARGO_BIN_EXE_rubric"))
+        .arg("run")
+        .arg(crate_root().join("examples/healthbench/main.rubric"))
+        .arg("--input")
+        .arg(&input)
+        .arg("--judges")
+        .arg(&judges)
+        .arg("--cache")
+        .arg(tmp.path("cache.sqlite"))
+        .arg("--output")
+        .arg(&out)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert!(run.status.success(), "rubric run failed: {stderr}");
+    let items_total: usize = expected.iter().map(|(_, _, m)| m.len()).sum();
+    assert_eq!(mock.stats().requests as usize, items_total, "one call per rubric item: {stderr}");
+    let lines = crate::common::json_lines(&std::fs::read_to_string(&out).unwrap());
+    assert_eq!(lines.len(), expected.len());
+    let mut sum = 0.0;
+    for (line, (path, want, met)) in lines.iter().zip(&expected) {
+        assert_eq!(line["score"].as_f64(), *want, "`{}`: {line}", path.display());
+        let criteria = line["criteria"].as_array().unwrap();
+        assert_eq!(criteria.len(), met.len());
+        for (c, m) in criteria.iter().zip(met) {
+            assert_eq!(c["status"], if *m { "met" } else { "unmet" }, "`{}`: {c}", path.display());
+            assert_eq!(c["model"], "mock-grader-1", "`{}`: {c}", path.display());
+        }
+        sum += want.unwrap();
+    }
+    assert!(
+        expected.iter().any(|(_, _, m)| m.iter().any(|x| *x)) && expected.iter().any(|(_, _, m)| m.iter().any(|x| !x))
+    );
+    assert!(stderr.contains(&format!("mean score {:.6}", sum / expected.len() as f64)), "{stderr}");
+}

@@ -16,7 +16,7 @@ use serde_json::{json, Map, Value as Json};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-fn rt() -> tokio::runtime::Runtime {
+pub(crate) fn rt() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap()
 }
 
@@ -81,11 +81,11 @@ fn criterion<'a>(r: &'a RowResult, id: &str) -> &'a rubric::engine::CriterionRes
     r.criteria.iter().find(|c| c.id == id).unwrap_or_else(|| panic!("no criterion {id}"))
 }
 
-fn rules(toml: &str) -> MockRules {
+pub(crate) fn rules(toml: &str) -> MockRules {
     MockRules::parse_toml(toml).unwrap()
 }
 
-async fn server(rules: MockRules) -> MockServer {
+pub(crate) async fn server(rules: MockRules) -> MockServer {
     MockServer::start(rules, "127.0.0.1:0".parse().unwrap()).await.unwrap()
 }
 
@@ -842,4 +842,96 @@ fn run_dispatches_only_reachable_criteria_and_reruns_from_cache() {
     run(&second);
     assert_eq!(mock.stats().requests, 4, "the re-run is answered from the cache");
     assert_eq!(std::fs::read(&first).unwrap(), std::fs::read(&second).unwrap());
+}
+
+const DECIDED: &str = r#"
+rubric judge.decided @ 1.0.0
+input response: Text
+judge grader {
+  model "grader-model"
+  sees response
+  returns verdict
+}
+tier essential {
+  criterion cites "Cites a source" check contains(response, "http")
+  criterion er "Advises the user to seek emergency care now" by grader
+}
+gate essentials: all(essential) else score 0 reason "essential"
+tier bonus {
+  criterion linked "Links a guideline" check contains(response, "guideline")
+  criterion followup "Arranges a follow-up visit" by grader
+}
+criterion calm "Stays calm" by grader
+score = if any(bonus) then 1 else fraction(all)
+"#;
+
+/// Planning spends calls only on verdicts the result needs: an `all` that a failed check
+/// already decided asks nothing, an `any` that a met check decided asks nothing, and a
+/// criterion read only in the branch not taken is never asked for. Counted on the server.
+#[test]
+fn decided_aggregations_spend_no_calls() {
+    use rubric::runtime::dispatch::{evaluate_chunk, PendingRow};
+    let rt = rt();
+    let mock = rt.block_on(server(rules(
+        r#"
+model = "mock-grader-1"
+[default]
+verdict = "unmet"
+[[rule]]
+criterion = "(?i)(emergency|calm)"
+verdict = "met"
+"#,
+    )));
+    let program = compile(DECIDED);
+    let rows = [
+        // cites unmet: `all(essential)` is false whatever `er` says; the gate fires. 0 calls.
+        "no sources, call 911",
+        // er asked (1); the gate passes; `linked` decides `any(bonus)`. 1 call.
+        "see http://x and the guideline",
+        // er (1), then followup (1, unmet), then `fraction(all)` needs calm (1). 3 calls.
+        "see http://x",
+    ];
+    let mut pending: Vec<PendingRow> = rows
+        .iter()
+        .map(|r| PendingRow {
+            inputs: rubric::runtime::bind_row(&program, &json!({ "response": r })).unwrap(),
+            verdicts: Vec::new(),
+            result: None,
+            models: Default::default(),
+        })
+        .collect();
+    let d = Dispatcher::builder(config(&mock)).build().unwrap();
+    let stats = evaluate_chunk(&Interpreter, &program, &mut pending, &d);
+    assert_eq!(mock.stats().requests, 4, "{stats:?}");
+    assert_eq!(stats.dispatched, 4);
+    let status = |row: usize, id: &str| {
+        let r = pending[row].result.as_ref().unwrap();
+        criterion(r, id).status.as_str().to_string()
+    };
+    let score = |row: usize| pending[row].result.as_ref().unwrap().score;
+    assert_eq!(score(0), Some(0.0));
+    assert_eq!(status(0, "er"), "skipped");
+    assert_eq!(status(0, "calm"), "unscored", "behind the gate that fired");
+    assert_eq!(score(1), Some(1.0));
+    assert_eq!(
+        (status(1, "er"), status(1, "followup"), status(1, "calm")),
+        ("met".into(), "skipped".into(), "skipped".into())
+    );
+    // cites, er, calm met; linked, followup unmet.
+    assert_eq!(score(2), Some(0.6));
+    assert_eq!(status(2, "followup"), "unmet");
+    assert_eq!(stats.not_needed, 3);
+    assert_eq!(stats.gated, 2, "row 0's followup and calm");
+    // Whatever the skipped verdicts would have been, the score is the one planning gave.
+    for row in &pending {
+        let planned = row.result.as_ref().unwrap();
+        let skipped: Vec<&str> =
+            planned.criteria.iter().filter(|c| c.status == Status::Skipped).map(|c| c.id.as_str()).collect();
+        for met in [true, false] {
+            let mut all = row.verdicts.clone();
+            all.extend(skipped.iter().map(|id| (id.to_string(), json!({ "verdict": met }))));
+            let again = Interpreter.evaluate(&program, &row.inputs, &all);
+            assert_eq!(again.score, planned.score, "{skipped:?} met={met} {again:?}");
+        }
+    }
 }

@@ -37,7 +37,7 @@ fn holds(expr: &str, import: Option<&str>) -> Result<(), String> {
     match c.status {
         Status::Met => Ok(()),
         Status::Unmet => Err("evaluates to false".into()),
-        Status::Unscored => Err(format!("unscored: {}", c.reason.clone().unwrap_or_default())),
+        Status::Unscored | Status::Skipped => Err(format!("unscored: {}", c.reason.clone().unwrap_or_default())),
     }
 }
 

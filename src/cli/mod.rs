@@ -300,7 +300,7 @@ pub fn main_with(cli: Cli) -> ExitCode {
                         s.mean_score().map(|m| format!("; mean score {m:.6}")).unwrap_or_default()
                     );
                     if let Some(d) = &dispatching {
-                        eprintln!("judges: {}", d.stats());
+                        eprintln!("{}", d.report());
                     }
                     eprintln!("results: {}", output.display());
                     ExitCode::SUCCESS

@@ -153,11 +153,22 @@ pub struct Decided {
     pub criteria: Vec<Option<CriterionResult>>,
     /// Results of each `Each` step, by step index.
     pub each: Vec<Vec<CriterionResult>>,
+    /// `skipped` criteria that an expression needed (read, or aggregated by something a
+    /// skipped member could still change): while planning, these are the verdicts to ask for.
+    pub demand: std::cell::RefCell<Vec<String>>,
 }
 
 impl Decided {
     pub fn new(p: &Program) -> Decided {
-        Decided { criteria: vec![None; p.criteria.len()], each: vec![Vec::new(); p.steps.len()] }
+        Decided {
+            criteria: vec![None; p.criteria.len()],
+            each: vec![Vec::new(); p.steps.len()],
+            demand: Default::default(),
+        }
+    }
+
+    fn demand(&self, id: &str) {
+        self.demand.borrow_mut().push(id.to_string());
     }
 }
 
@@ -433,6 +444,10 @@ impl Driver<'_, '_> {
                 result.groups.push((s.name.clone(), v));
             }
         }
+        let mut demanded = self.decided.demand.take();
+        demanded.sort();
+        demanded.dedup();
+        result.demanded = demanded;
         // A resource limit ends the row: whatever ran after it saw the same trap, and the row
         // is unscored with the trap at the root that hit it.
         if let Some((t, root)) = &self.limit {
@@ -528,6 +543,12 @@ impl Driver<'_, '_> {
                 Ok(other) => r.reason = Some(format!("value produced {other}")),
                 Err(t) => r.reason = Some(trap_reason(&t)),
             },
+            Verifier::Judge { .. } | Verifier::Extract { .. }
+                if self.verdicts.planning() && self.verdicts.verdict(id).is_none() =>
+            {
+                r.status = Status::Skipped;
+                r.reason = Some(NOT_NEEDED.into());
+            }
             Verifier::Judge { judge } => {
                 let j = &p.judges[*judge as usize];
                 let evidence_text = j
@@ -561,6 +582,9 @@ impl Driver<'_, '_> {
     }
 }
 
+/// The reason of a `skipped` criterion: planning found that the row's result does not need it.
+pub const NOT_NEEDED: &str = "not_needed: the row's result is decided without this verdict";
+
 fn trap_info(p: &Program, t: &Trap, site: u32) -> TrapInfo {
     TrapInfo { code: t.kind.code(), message: t.message.clone(), site: p.sites.get(site as usize).cloned() }
 }
@@ -570,6 +594,10 @@ pub fn verdict_value(decided: &Decided, c: u32) -> Value {
     let Some(Some(r)) = decided.criteria.get(c as usize) else {
         return unscored("criterion not evaluated");
     };
+    if r.status == Status::Skipped {
+        decided.demand(&r.id);
+        return unscored(format!("criterion `{}` is waiting for its verdict", r.id));
+    }
     let mut m = std::collections::BTreeMap::new();
     let reason =
         || unscored(format!("criterion `{}` is unscored ({})", r.id, r.reason.as_deref().unwrap_or("no reason")));
@@ -617,8 +645,10 @@ pub fn aggregate(
     members(p, decided, set, &mut all);
     let name = &p.sets[set as usize].name;
     let mut rs: Vec<(bool, f64, f64, f64)> = Vec::new(); // (met, value, weight, points)
+    let mut skipped: Vec<&str> = Vec::new();
     for r in &all {
         match r.status {
+            Status::Skipped => skipped.push(&r.id),
             Status::Unscored => match policy {
                 Policy::Propagate => {
                     return Ok(unscored(format!(
@@ -632,6 +662,34 @@ pub fn aggregate(
             },
             s => rs.push((s == Status::Met, r.value.unwrap_or(0.0), r.weight, r.points.unwrap_or(0.0))),
         }
+    }
+    if !skipped.is_empty() {
+        // Members still without a verdict: `all`, `any` and `at_least` may be decided by the
+        // others whatever those verdicts are; anything else needs them.
+        let met = rs.iter().filter(|r| r.0).count() as f64;
+        let open = skipped.len() as f64;
+        let settled = match op {
+            AggOp::All => rs.iter().any(|r| !r.0).then_some(false),
+            AggOp::Any => (met > 0.0).then_some(true),
+            AggOp::AtLeast => {
+                let k = args.first().and_then(Value::as_number).unwrap_or(f64::NAN);
+                if met >= k {
+                    Some(true)
+                } else if met + open < k {
+                    Some(false)
+                } else {
+                    None
+                }
+            }
+            _ => None,
+        };
+        if let Some(b) = settled {
+            return Ok(Value::Bool(b));
+        }
+        for id in &skipped {
+            decided.demand(id);
+        }
+        return Ok(unscored(format!("`{name}` is waiting for {} verdicts", skipped.len())));
     }
     let n = rs.len() as f64;
     let empty = || Ok(unscored(format!("no scored criteria in `{name}`")));
@@ -721,6 +779,10 @@ fn tree(p: &Program, decided: &Decided, set: u32, policy: Policy) -> Result<Valu
     for m in &p.sets[set as usize].members {
         let (score, weight): (Option<f64>, f64) = match m {
             Member::Criterion(c) => match &decided.criteria[*c as usize] {
+                Some(r) if r.status == Status::Skipped => {
+                    decided.demand(&r.id);
+                    return Ok(unscored(format!("criterion `{}` is waiting for its verdict", r.id)));
+                }
                 Some(r) if r.status != Status::Unscored => (r.value, r.weight),
                 Some(r) => match policy {
                     Policy::Propagate => {
@@ -749,6 +811,10 @@ fn tree(p: &Program, decided: &Decided, set: u32, policy: Policy) -> Result<Valu
             Member::Each(step) => {
                 for r in &decided.each[*step as usize] {
                     let (s, w) = match r.status {
+                        Status::Skipped => {
+                            decided.demand(&r.id);
+                            return Ok(unscored(format!("criterion `{}` is waiting for its verdict", r.id)));
+                        }
                         Status::Unscored => match policy {
                             Policy::Propagate => return Ok(unscored(format!("criterion `{}` is unscored", r.id))),
                             Policy::Skip => continue,

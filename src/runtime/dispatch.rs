@@ -1,35 +1,33 @@
 //! Judge dispatch for a chunk of rows: plan, call, and evaluate in rounds.
 //!
-//! A row is first evaluated with the verdicts it already has (recorded ones). The engine asks
-//! for a verdict only for the judge criteria it actually reaches: a criterion behind a gate that
-//! fired is never asked for, so it costs no call. The criteria asked for and not known are
-//! dispatched for the whole chunk at once (the dispatcher deduplicates identical requests across
-//! rows and runs them concurrently), and the rows are evaluated again with the answers. A gate
-//! that reads a judged criterion can let evaluation reach further criteria in the next round, so
-//! rounds repeat until no row asks for anything new (at most one round per gate, plus one).
+//! A row is evaluated with the verdicts it already has while planning: a judge criterion
+//! without a verdict is `skipped`, and the driver records which skipped criteria the row's
+//! result actually needed (`RowResult::demanded`): one read by an expression, or aggregated by
+//! anything other than an `all`/`any`/`at_least` that the other members already decide. Only
+//! those are dispatched, for the whole chunk at once (the dispatcher deduplicates identical
+//! requests across rows and runs them concurrently), and the rows that got answers are
+//! evaluated again. A criterion behind a gate that fired is never reached, so it is never asked
+//! for either. Rounds repeat until no row needs anything new; whatever is still skipped then
+//! cost no call and stays `skipped` in the result.
 
-use crate::engine::{Engine, RowResult, VerdictSource};
+use crate::engine::{Engine, RowResult, Status, VerdictSource};
 use crate::ir::{Program, Step};
 use crate::judge::{Criterion, Dispatcher, Task};
 use crate::value::Value;
 use rayon::prelude::*;
 use serde_json::{json, Value as Json};
-use std::cell::RefCell;
 use std::collections::BTreeMap;
 
-/// A verdict source that remembers which criteria were asked for and had no verdict.
-struct Recording<'a> {
-    known: &'a Vec<(String, Json)>,
-    missing: RefCell<Vec<String>>,
-}
+/// The verdicts a row has so far, with planning on: a judge criterion without one is skipped.
+struct Planning<'a>(&'a Vec<(String, Json)>);
 
-impl VerdictSource for Recording<'_> {
+impl VerdictSource for Planning<'_> {
     fn verdict(&self, id: &str) -> Option<&Json> {
-        let found = self.known.verdict(id);
-        if found.is_none() {
-            self.missing.borrow_mut().push(id.to_string());
-        }
-        found
+        self.0.verdict(id)
+    }
+
+    fn planning(&self) -> bool {
+        true
     }
 }
 
@@ -59,20 +57,76 @@ impl super::ChunkJudge for Dispatching {
         let s = evaluate_chunk(engine, program, &mut pending, &self.dispatcher);
         if let Ok(mut p) = self.planned.lock() {
             p.dispatched += s.dispatched;
-            p.skipped += s.skipped;
+            p.gated += s.gated;
+            p.not_needed += s.not_needed;
             p.rounds += s.rounds;
         }
         pending.into_iter().map(|r| (r.result.unwrap_or_default(), r.models)).collect()
+    }
+
+    fn report(&self) -> String {
+        report(&self.stats())
     }
 
     fn stats(&self) -> Json {
         let mut j = self.dispatcher.stats().to_json();
         if let (Some(o), Ok(p)) = (j.as_object_mut(), self.planned.lock()) {
             o.insert("criteria_dispatched".into(), json!(p.dispatched));
-            o.insert("criteria_skipped_by_gates".into(), json!(p.skipped));
+            o.insert("criteria_skipped_by_gates".into(), json!(p.gated));
+            o.insert("criteria_not_needed".into(), json!(p.not_needed));
+            o.insert("planning_rounds".into(), json!(p.rounds));
         }
         j
     }
+}
+
+/// The skipped criteria a row's latest result needs.
+fn wanted(r: &PendingRow) -> &[String] {
+    r.result.as_ref().map_or(&[][..], |x| &x.demanded[..])
+}
+
+/// The judge lines `rubric run` prints from [`super::ChunkJudge::stats`]: calls made, what
+/// planning, deduplication and the cache saved, tokens, and latency percentiles per endpoint.
+pub fn report(stats: &Json) -> String {
+    let n = |k: &str| stats.get(k).and_then(Json::as_u64).unwrap_or(0);
+    let mut out = format!(
+        "judges: {} calls over HTTP ({} attempts, {} retries, {} failed, {} invalid replies); \
+         {} answered from the cache, {} replayed, {} deduplicated in the batch, {} from earlier batches; \
+         tokens {} in, {} out",
+        n("http_requests"),
+        n("http_attempts"),
+        n("retries"),
+        n("failed"),
+        n("invalid_replies"),
+        n("cache_hits"),
+        n("replayed"),
+        n("deduplicated"),
+        n("memo_hits"),
+        n("tokens_in"),
+        n("tokens_out"),
+    );
+    out.push_str(&format!(
+        "\nplanning: {} judged criteria asked, {} never asked ({} behind a gate that fired, {} not needed by the result) in {} rounds",
+        n("criteria_dispatched"),
+        n("criteria_skipped_by_gates") + n("criteria_not_needed"),
+        n("criteria_skipped_by_gates"),
+        n("criteria_not_needed"),
+        n("planning_rounds"),
+    ));
+    if let Some(lat) = stats.get("latency_ms").and_then(Json::as_object) {
+        for (endpoint, p) in lat {
+            let f = |k: &str| p.get(k).and_then(Json::as_f64).unwrap_or(f64::NAN);
+            out.push_str(&format!(
+                "\nlatency `{endpoint}`: p50 {:.1} ms, p90 {:.1} ms, p99 {:.1} ms, max {:.1} ms over {} calls",
+                f("p50"),
+                f("p90"),
+                f("p99"),
+                f("max"),
+                p.get("n").and_then(Json::as_u64).unwrap_or(0)
+            ));
+        }
+    }
+    out
 }
 
 /// One row being scored: its bound inputs, the verdicts known so far and its latest result.
@@ -84,15 +138,21 @@ pub struct PendingRow {
     pub models: BTreeMap<String, Vec<String>>,
 }
 
-/// What planning saved: criteria a gate kept from being asked, counted over the chunk.
+/// What planning saved, counted over the chunk.
 #[derive(Debug, Default, Clone, Copy, PartialEq)]
 pub struct ChunkStats {
     /// Judge criteria that were asked for and dispatched.
     pub dispatched: u64,
     /// Judge criteria never asked for because a gate stopped evaluation before them.
-    pub skipped: u64,
+    pub gated: u64,
+    /// Judge criteria never asked for because the result was decided without them.
+    pub not_needed: u64,
     pub rounds: u64,
 }
+
+/// Rounds after which a row still asking for verdicts gives up on them (a chain of
+/// criteria, each read by the next one's check, asks one link per round).
+const MAX_ROUNDS: u64 = 64;
 
 /// The judge criterion with result id `id` (`er`, `items[3]`), with its evaluated text.
 fn criterion_for(program: &Program, id: &str, result: &RowResult) -> Option<(u32, Criterion)> {
@@ -119,51 +179,50 @@ pub fn evaluate_chunk(
     dispatcher: &Dispatcher,
 ) -> ChunkStats {
     let mut stats = ChunkStats::default();
-    let gated_judge_criteria = |r: &RowResult| {
-        r.criteria
-            .iter()
-            .filter(|c| c.source.starts_with("judge:") || c.source.starts_with("extract:"))
-            .filter(|c| c.reason.as_deref().is_some_and(|x| x.starts_with("gated:")))
-            .count() as u64
-    };
-    let max_rounds = program.steps.iter().filter(|s| matches!(s, Step::Gate(_))).count() + 2;
-    let mut asked_total = 0u64;
-    for _ in 0..max_rounds {
+    let is_judged =
+        |c: &&crate::engine::CriterionResult| c.source.starts_with("judge:") || c.source.starts_with("extract:");
+    // Rows whose verdicts changed since they were last evaluated.
+    let mut dirty = vec![true; rows.len()];
+    loop {
         stats.rounds += 1;
-        // Evaluate in parallel, each row recording what it asked for and did not have.
-        let missing: Vec<Vec<String>> = rows
-            .par_iter_mut()
-            .map(|row| {
-                let rec = Recording { known: &row.verdicts, missing: RefCell::new(Vec::new()) };
-                let result = engine.evaluate(program, &row.inputs, &rec);
-                row.result = Some(result);
-                let mut m = rec.missing.into_inner();
-                m.sort();
-                m.dedup();
-                m
-            })
-            .collect();
-        if missing.iter().all(Vec::is_empty) {
+        rows.par_iter_mut().zip(dirty.par_iter()).filter(|(_, d)| **d).for_each(|(row, _)| {
+            row.result = Some(engine.evaluate(program, &row.inputs, &Planning(&row.verdicts)));
+        });
+        if rows.iter().all(|r| wanted(r).is_empty()) {
+            break;
+        }
+        if stats.rounds >= MAX_ROUNDS {
+            for row in rows.iter_mut() {
+                for id in wanted(row).to_vec() {
+                    row.verdicts.push((id, json!({"unscored": "judge_plan: too many dependent rounds"})));
+                }
+                row.result = Some(engine.evaluate(program, &row.inputs, &row.verdicts));
+            }
             break;
         }
         // One task per (row, judge) with every criterion the row needs from that judge.
         let mut tasks = Vec::new();
         let mut owners = Vec::new();
-        for (ri, ids) in missing.iter().enumerate() {
-            let Some(result) = rows[ri].result.as_ref() else { continue };
+        for (ri, row) in rows.iter_mut().enumerate() {
+            dirty[ri] = false;
+            let Some(result) = row.result.as_ref() else { continue };
+            if result.demanded.is_empty() {
+                continue;
+            }
+            dirty[ri] = true;
             let mut by_judge: BTreeMap<u32, Vec<Criterion>> = BTreeMap::new();
-            for id in ids {
+            for id in &result.demanded {
                 match criterion_for(program, id, result) {
                     Some((j, c)) => by_judge.entry(j).or_default().push(c),
                     // Not a judge criterion we can ask about: settle it so the rounds end.
-                    None => rows[ri]
-                        .verdicts
-                        .push((id.clone(), json!({"unscored": "judge_internal: not a judged criterion"}))),
+                    None => {
+                        row.verdicts.push((id.clone(), json!({"unscored": "judge_internal: not a judged criterion"})))
+                    }
                 }
             }
             for (j, criteria) in by_judge {
-                asked_total += criteria.len() as u64;
-                if let Some(t) = Task::for_program(program, j, criteria, &rows[ri].inputs) {
+                stats.dispatched += criteria.len() as u64;
+                if let Some(t) = Task::for_program(program, j, criteria, &row.inputs) {
                     tasks.push(t);
                     owners.push(ri);
                 }
@@ -185,16 +244,24 @@ pub fn evaluate_chunk(
                 }
             }
         }
-        // Ids asked again after being answered would loop: they are settled by the push above.
-        for (ri, ids) in missing.iter().enumerate() {
-            for id in ids {
-                if rows[ri].verdicts.verdict(id).is_none() {
-                    rows[ri].verdicts.push((id.clone(), json!({"unscored": "judge_internal: no reply"})));
-                }
+        // A demanded id that got no verdict at all would be asked again forever: settle it.
+        for row in rows.iter_mut() {
+            let Some(result) = row.result.as_ref() else { continue };
+            let unanswered: Vec<String> =
+                result.demanded.iter().filter(|id| row.verdicts.verdict(id).is_none()).cloned().collect();
+            for id in unanswered {
+                row.verdicts.push((id, json!({"unscored": "judge_internal: no reply"})));
             }
         }
     }
-    stats.dispatched = asked_total;
-    stats.skipped = rows.iter().filter_map(|r| r.result.as_ref()).map(gated_judge_criteria).sum();
+    for r in rows.iter().filter_map(|r| r.result.as_ref()) {
+        for c in r.criteria.iter().filter(is_judged) {
+            match c.status {
+                Status::Skipped => stats.not_needed += 1,
+                Status::Unscored if c.reason.as_deref().is_some_and(|x| x.starts_with("gated:")) => stats.gated += 1,
+                _ => {}
+            }
+        }
+    }
     stats
 }

@@ -159,6 +159,11 @@ pub trait ChunkJudge: Sync {
 
     /// Counters for the run summary (calls, cache hits, tokens...), as JSON.
     fn stats(&self) -> Json;
+
+    /// The counters as the lines `rubric run` prints.
+    fn report(&self) -> String {
+        format!("judges: {}", self.stats())
+    }
 }
 
 fn kind_of(v: &Json) -> &'static str {
