@@ -935,3 +935,46 @@ verdict = "met"
         }
     }
 }
+
+/// A majority vote split evenly is broken by the mean P(yes) when the samples were scored by
+/// log-probability; without log-probabilities the tie stays `unscored(vote_tie)`.
+#[test]
+fn logprob_breaks_a_majority_tie() {
+    let src = r#"
+rubric judge.tie @ 1.0.0
+input response: Text
+judge lp { model "m" sees response samples 2 vote majority scoring logprob }
+judge plain { model "m" sees response samples 2 vote majority }
+criterion leans_yes "Leans yes" by lp
+criterion leans_no "Leans no" by lp
+criterion split "Split" by plain
+score = mean(all, unscored: skip)
+"#;
+    rt().block_on(async {
+        let s = server(rules(
+            r#"
+            [[rule]]
+            criterion = "yes"
+            samples = [0.9, 0.3]
+            [[rule]]
+            criterion = "no"
+            samples = [0.7, 0.1]
+            [[rule]]
+            criterion = "Split"
+            samples = ["met", "unmet"]
+            "#,
+        ))
+        .await;
+        let p = compile(src);
+        let row = json!({"response": "Maybe."});
+        let d = Dispatcher::builder(config(&s)).build().unwrap();
+        let vs = d.resolve(&tasks(&p, &row)).await;
+        let r = score(&p, &row, &vs);
+        assert_eq!(criterion(&r, "leans_yes").status, Status::Met, "mean P(yes) 0.6");
+        assert_eq!(criterion(&r, "leans_no").status, Status::Unmet, "mean P(yes) 0.4");
+        let split = criterion(&r, "split");
+        assert_eq!(split.status, Status::Unscored);
+        assert!(split.reason.as_deref().unwrap().starts_with("vote_tie"), "{split:?}");
+        assert_eq!(s.stats().requests, 6);
+    });
+}

@@ -13,6 +13,8 @@ struct Sample {
     level: Option<f64>,
     label: Option<String>,
     evidence: Option<String>,
+    /// P(yes) at the answer token, for a binary sample scored by log-probability.
+    p_yes: Option<f64>,
 }
 
 /// Fill `r` from a recorded verdict.
@@ -120,7 +122,7 @@ pub fn apply(
                 // For ordinal criteria the mean level is what `pass` is compared with.
                 let levels: Vec<f64> = decided.iter().filter_map(|s| s.level).collect();
                 let level = (levels.len() == n).then(|| levels.iter().sum::<f64>() / n as f64);
-                Sample { value: mean, level, label: None, evidence: None }
+                Sample { value: mean, level, label: None, evidence: None, p_yes: None }
             }
             Vote::Unanimous => {
                 if decided.iter().all(&threshold) {
@@ -140,11 +142,18 @@ pub fn apply(
                     }
                 }
                 counts.sort_by_key(|c| std::cmp::Reverse(c.1));
+                let mut top = counts[0].0;
                 if counts.len() > 1 && counts[0].1 == counts[1].1 {
-                    r.reason = Some(format!("vote_tie: {n} samples split evenly"));
-                    return;
+                    // Binary samples scored by log-probability break the tie: the mean P(yes)
+                    // decides (met from 0.5 up). Anything else is unscored.
+                    let p: Vec<f64> = decided.iter().filter_map(|s| s.p_yes).collect();
+                    if !matches!(kind, CriterionKind::Binary) || p.len() != n {
+                        r.reason = Some(format!("vote_tie: {n} samples split evenly"));
+                        return;
+                    }
+                    let mean = p.iter().sum::<f64>() / n as f64;
+                    top = if mean >= 0.5 { 1.0 } else { 0.0 };
                 }
-                let top = counts[0].0;
                 decided.into_iter().find(|s| s.value == top).unwrap()
             }
         }
@@ -174,11 +183,17 @@ fn sample(kind: &CriterionKind, v: &Json) -> Result<Sample, String> {
     };
     let mut s = match kind {
         CriterionKind::Binary => match core {
-            Json::String(x) if x == "met" => Sample { value: 1.0, level: None, label: None, evidence: None },
-            Json::String(x) if x == "unmet" => Sample { value: 0.0, level: None, label: None, evidence: None },
-            Json::Bool(b) => Sample { value: if *b { 1.0 } else { 0.0 }, level: None, label: None, evidence: None },
+            Json::String(x) if x == "met" => {
+                Sample { value: 1.0, level: None, label: None, evidence: None, p_yes: None }
+            }
+            Json::String(x) if x == "unmet" => {
+                Sample { value: 0.0, level: None, label: None, evidence: None, p_yes: None }
+            }
+            Json::Bool(b) => {
+                Sample { value: if *b { 1.0 } else { 0.0 }, level: None, label: None, evidence: None, p_yes: None }
+            }
             Json::Number(n) if n.as_f64() == Some(1.0) || n.as_f64() == Some(0.0) => {
-                Sample { value: n.as_f64().unwrap(), level: None, label: None, evidence: None }
+                Sample { value: n.as_f64().unwrap(), level: None, label: None, evidence: None, p_yes: None }
             }
             other => return Err(format!("invalid_verdict: a binary verdict is met or unmet, found {other}")),
         },
@@ -192,7 +207,7 @@ fn sample(kind: &CriterionKind, v: &Json) -> Result<Sample, String> {
             let lo = levels.first().map_or(0.0, |x| x.0);
             let hi = levels.last().map_or(1.0, |x| x.0);
             let value = if hi > lo { (l - lo) / (hi - lo) } else { 1.0 };
-            Sample { value, level: Some(l), label: None, evidence: None }
+            Sample { value, level: Some(l), label: None, evidence: None, p_yes: None }
         }
         CriterionKind::Nominal { labels } => {
             let name = core.as_str().ok_or(format!("invalid_verdict: a nominal verdict is a label, found {core}"))?;
@@ -200,17 +215,18 @@ fn sample(kind: &CriterionKind, v: &Json) -> Result<Sample, String> {
                 let all: Vec<&str> = labels.iter().map(|(n, _)| n.as_str()).collect();
                 format!("invalid_label: `{name}` is not one of {}", all.join(", "))
             })?;
-            Sample { value: *value, level: None, label: Some(name.to_string()), evidence: None }
+            Sample { value: *value, level: None, label: Some(name.to_string()), evidence: None, p_yes: None }
         }
         CriterionKind::Continuous => {
             let x = core.as_f64().ok_or(format!("invalid_verdict: a continuous verdict is a number, found {core}"))?;
             if !(0.0..=1.0).contains(&x) {
                 return Err(format!("value_out_of_range: {x} is outside [0, 1]"));
             }
-            Sample { value: x, level: None, label: None, evidence: None }
+            Sample { value: x, level: None, label: None, evidence: None, p_yes: None }
         }
     };
     s.evidence = evidence;
+    s.p_yes = v.get("p_yes").and_then(Json::as_f64).filter(|_| matches!(kind, CriterionKind::Binary));
     Ok(s)
 }
 
