@@ -329,13 +329,19 @@ fn error_message(body: &[u8]) -> String {
     format!(": {msg}")
 }
 
-/// `retry-after-ms` (milliseconds, as OpenAI sends), else `Retry-After` in seconds.
+/// `retry-after-ms` (milliseconds, as OpenAI sends), else `Retry-After` in seconds or as an
+/// HTTP date (a date in the past means now).
 fn retry_after(h: &HeaderMap) -> Option<Duration> {
-    let get = |n: &str| h.get(n).and_then(|v| v.to_str().ok()).and_then(|s| s.trim().parse::<f64>().ok());
+    let text = |n: &str| h.get(n).and_then(|v| v.to_str().ok()).map(str::trim);
+    let get = |n: &str| text(n).and_then(|s| s.parse::<f64>().ok());
     if let Some(ms) = get("retry-after-ms").filter(|x| x.is_finite() && *x >= 0.0) {
         return Some(Duration::from_secs_f64(ms / 1000.0));
     }
-    get("retry-after").filter(|x| x.is_finite() && *x >= 0.0).map(Duration::from_secs_f64)
+    if let Some(s) = get("retry-after") {
+        return (s.is_finite() && s >= 0.0).then(|| Duration::from_secs_f64(s));
+    }
+    let date = httpdate::parse_http_date(text("retry-after")?).ok()?;
+    Some(date.duration_since(std::time::SystemTime::now()).unwrap_or(Duration::ZERO))
 }
 
 #[cfg(test)]
@@ -368,6 +374,14 @@ mod tests {
         let mut h = HeaderMap::new();
         h.insert("retry-after", HeaderValue::from_static("3"));
         assert_eq!(retry_after(&h), Some(Duration::from_secs(3)));
+        let in_a_minute = httpdate::fmt_http_date(std::time::SystemTime::now() + Duration::from_secs(60));
+        h.insert("retry-after", HeaderValue::from_str(&in_a_minute).unwrap());
+        let d = retry_after(&h).unwrap().as_secs_f64();
+        assert!((55.0..=60.0).contains(&d), "{d}");
+        h.insert("retry-after", HeaderValue::from_static("Wed, 21 Oct 2015 07:28:00 GMT"));
+        assert_eq!(retry_after(&h), Some(Duration::ZERO));
+        h.insert("retry-after", HeaderValue::from_static("soon"));
+        assert_eq!(retry_after(&h), None);
         h.insert("retry-after-ms", HeaderValue::from_static("25"));
         assert_eq!(retry_after(&h), Some(Duration::from_millis(25)));
     }
