@@ -8,12 +8,20 @@ use rusqlite::{params, Connection, OptionalExtension};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
-/// A reply cache. Operations take microseconds; one connection behind a mutex is enough.
+/// A reply cache: one connection behind a mutex. Writes are buffered and committed in batches
+/// (one transaction per [`FLUSH_AT`] replies, and at every [`Cache::flush`], which the
+/// dispatcher calls after each batch of requests, and on drop), so storing thousands of replies
+/// costs a few transactions instead of one commit each on the async workers.
 #[derive(Debug)]
 pub struct Cache {
     conn: Mutex<Connection>,
     path: Option<PathBuf>,
+    /// Replies stored but not committed yet: (hash, model, reply JSON, created).
+    pending: Mutex<Vec<(String, String, String, i64)>>,
 }
+
+/// Buffered replies that trigger a commit.
+pub const FLUSH_AT: usize = 256;
 
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS judge_replies (
@@ -41,14 +49,14 @@ impl Cache {
         let _: String = conn.query_row("PRAGMA journal_mode=WAL", [], |r| r.get(0)).map_err(err)?;
         conn.execute_batch("PRAGMA synchronous=NORMAL;").map_err(err)?;
         conn.execute_batch(SCHEMA).map_err(err)?;
-        Ok(Cache { conn: Mutex::new(conn), path: Some(path.to_path_buf()) })
+        Ok(Cache { conn: Mutex::new(conn), path: Some(path.to_path_buf()), pending: Mutex::default() })
     }
 
     /// A cache that lives as long as the process.
     pub fn in_memory() -> Result<Cache, JudgeError> {
         let conn = Connection::open_in_memory().map_err(err)?;
         conn.execute_batch(SCHEMA).map_err(err)?;
-        Ok(Cache { conn: Mutex::new(conn), path: None })
+        Ok(Cache { conn: Mutex::new(conn), path: None, pending: Mutex::default() })
     }
 
     /// `$XDG_CACHE_HOME/rubric/judge-cache.sqlite`, else `~/.cache/rubric/judge-cache.sqlite`.
@@ -68,12 +76,20 @@ impl Cache {
         self.conn.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    fn pending(&self) -> std::sync::MutexGuard<'_, Vec<(String, String, String, i64)>> {
+        self.pending.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
     pub fn get(&self, hash: &str) -> Result<Option<Reply>, JudgeError> {
-        let text: Option<String> = self
-            .conn()
-            .query_row("SELECT reply FROM judge_replies WHERE hash = ?1", params![hash], |r| r.get(0))
-            .optional()
-            .map_err(err)?;
+        let buffered = self.pending().iter().rev().find(|p| p.0 == hash).map(|p| p.2.clone());
+        let text: Option<String> = match buffered {
+            Some(t) => Some(t),
+            None => self
+                .conn()
+                .prepare("SELECT reply FROM judge_replies WHERE hash = ?1")
+                .and_then(|mut st| st.query_row(params![hash], |r| r.get(0)).optional())
+                .map_err(err)?,
+        };
         match text {
             Some(t) => serde_json::from_str(&t).map(Some).map_err(|e| err(format!("entry {hash} is damaged: {e}"))),
             None => Ok(None),
@@ -83,16 +99,38 @@ impl Cache {
     pub fn put(&self, hash: &str, reply: &Reply) -> Result<(), JudgeError> {
         let text = serde_json::to_string(reply).map_err(err)?;
         let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs() as i64);
-        self.conn()
-            .execute(
-                "INSERT OR REPLACE INTO judge_replies (hash, model, reply, created) VALUES (?1, ?2, ?3, ?4)",
-                params![hash, reply.model, text, now],
-            )
-            .map_err(err)?;
+        let full = {
+            let mut p = self.pending();
+            p.push((hash.to_string(), reply.model.clone(), text, now));
+            p.len() >= FLUSH_AT
+        };
+        if full {
+            self.flush()?;
+        }
         Ok(())
     }
 
+    /// Commit the buffered replies in one transaction.
+    pub fn flush(&self) -> Result<(), JudgeError> {
+        let batch = std::mem::take(&mut *self.pending());
+        if batch.is_empty() {
+            return Ok(());
+        }
+        let mut conn = self.conn();
+        let tx = conn.transaction().map_err(err)?;
+        {
+            let mut st = tx
+                .prepare("INSERT OR REPLACE INTO judge_replies (hash, model, reply, created) VALUES (?1, ?2, ?3, ?4)")
+                .map_err(err)?;
+            for (hash, model, text, created) in &batch {
+                st.execute(params![hash, model, text, created]).map_err(err)?;
+            }
+        }
+        tx.commit().map_err(err)
+    }
+
     pub fn len(&self) -> usize {
+        let _ = self.flush();
         self.conn().query_row("SELECT COUNT(*) FROM judge_replies", [], |r| r.get::<_, i64>(0)).unwrap_or(0) as usize
     }
 
@@ -101,10 +139,42 @@ impl Cache {
     }
 }
 
+impl Drop for Cache {
+    fn drop(&mut self) {
+        let _ = self.flush();
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::judge::reply::Usage;
+
+    #[test]
+    fn buffered_replies_reach_the_file_on_drop_and_in_batches() {
+        let dir = std::env::temp_dir().join(format!("rubric-cache-test-{}", std::process::id()));
+        let path = dir.join("c.sqlite");
+        let _ = std::fs::remove_file(&path);
+        let r = Reply {
+            model: "m".into(),
+            content: Some("{}".into()),
+            refusal: None,
+            finish_reason: None,
+            logprobs: None,
+            usage: Usage::default(),
+        };
+        {
+            let c = Cache::open(&path).unwrap();
+            for i in 0..FLUSH_AT + 3 {
+                c.put(&format!("h{i}"), &r).unwrap();
+            }
+            assert_eq!(c.pending().len(), 3, "a full buffer was committed");
+        }
+        let again = Cache::open(&path).unwrap();
+        assert_eq!(again.len(), FLUSH_AT + 3);
+        assert_eq!(again.get("h2").unwrap(), Some(r));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 
     #[test]
     fn round_trip() {
@@ -119,7 +189,8 @@ mod tests {
             usage: Usage { prompt_tokens: 3, completion_tokens: 1 },
         };
         c.put("sha256:x", &r).unwrap();
-        assert_eq!(c.get("sha256:x").unwrap(), Some(r));
+        assert_eq!(c.get("sha256:x").unwrap(), Some(r.clone()), "buffered");
         assert_eq!(c.len(), 1);
+        assert_eq!(c.get("sha256:x").unwrap(), Some(r), "committed");
     }
 }

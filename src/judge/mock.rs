@@ -418,6 +418,8 @@ fn entries_of(body: &Json) -> Vec<EntryAsk> {
 }
 
 async fn chat(st: Arc<State>, req: Request<Incoming>) -> Resp {
+    // The latency counts from the request's arrival, whatever reading and checking it took.
+    let arrived = tokio::time::Instant::now();
     let headers = req.headers().clone();
     let bytes = match req.into_body().collect().await {
         Ok(b) => b.to_bytes(),
@@ -443,7 +445,7 @@ async fn chat(st: Arc<State>, req: Request<Incoming>) -> Resp {
     };
     st.bodies.lock().unwrap_or_else(|e| e.into_inner()).push(body.clone());
     if !st.rules.latency.is_zero() {
-        tokio::time::sleep(st.rules.latency).await;
+        tokio::time::sleep_until(arrived + st.rules.latency).await;
     }
     let prompt: String = body
         .get("messages")

@@ -390,6 +390,11 @@ impl Dispatcher {
                 fetched[ids[&id]] = Some(f);
             }
         }
+        if let Some(cache) = &self.inner.cache {
+            if cache.flush().is_err() {
+                lock(&self.inner.stats).cache_errors += 1;
+            }
+        }
         tasks
             .iter()
             .zip(plan)
