@@ -2,6 +2,9 @@
 
 use clap::Parser;
 
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> std::process::ExitCode {
     rubric::cli::main_with(rubric::cli::Cli::parse())
 }

@@ -280,25 +280,35 @@ pub fn run_batch_as(
     bar.inc(skip as u64);
     let flush =
         |chunk: &mut Vec<(usize, String)>, summary: &mut Summary, out: &mut BufWriter<File>| -> Result<(), RunError> {
-            let results: Vec<Json> = match opts.judges {
+            // Each record becomes its line on the worker that scored it: a chunk holds 512
+            // lines of text, not 512 JSON trees (ten times the memory for wide rubrics).
+            let line_of = |r: Json| {
+                let outcome =
+                    if r.get("error").is_some() { Err(()) } else { Ok(r.get("score").and_then(Json::as_f64)) };
+                let mut line = serde_json::to_string(&r).expect("result serialises");
+                line.push('\n');
+                (line, outcome)
+            };
+            let lines: Vec<(String, Result<Option<f64>, ()>)> = match opts.judges {
                 None => chunk
                     .par_iter()
-                    .map(|(i, line)| score_line(engine, program, ident, *i, line, opts.verdicts))
+                    .map(|(i, line)| line_of(score_line(engine, program, ident, *i, line, opts.verdicts)))
                     .collect(),
-                Some(judges) => score_chunk_with_judges(engine, program, ident, chunk, opts.verdicts, judges),
+                Some(judges) => score_chunk_with_judges(engine, program, ident, chunk, opts.verdicts, judges)
+                    .into_par_iter()
+                    .map(line_of)
+                    .collect(),
             };
-            for r in &results {
+            for (line, outcome) in &lines {
                 summary.rows += 1;
-                if r.get("error").is_some() {
-                    summary.errors += 1;
-                } else if let Some(s) = r.get("score").and_then(Json::as_f64) {
-                    summary.scored += 1;
-                    summary.score_sum += s;
-                } else {
-                    summary.unscored += 1;
+                match outcome {
+                    Err(()) => summary.errors += 1,
+                    Ok(Some(s)) => {
+                        summary.scored += 1;
+                        summary.score_sum += s;
+                    }
+                    Ok(None) => summary.unscored += 1,
                 }
-                let mut line = serde_json::to_string(r).expect("result serialises");
-                line.push('\n');
                 out.write_all(line.as_bytes()).map_err(write_err)?;
             }
             out.flush().map_err(write_err)?;
