@@ -18,6 +18,7 @@ macro_rules! out {
     }};
 }
 
+mod bench;
 pub mod bundle;
 mod import;
 pub mod suite;
@@ -126,6 +127,21 @@ pub enum Command {
         engine: EngineKind,
         #[arg(long, value_enum, default_value = "human")]
         error_format: ErrorFormat,
+    },
+    /// Measure the engines on one rubric and one set of rows, in the same run: cold start,
+    /// rows per second on one thread and on all cores, ratios, and agreement.
+    Bench {
+        file: PathBuf,
+        #[arg(long)]
+        input: PathBuf,
+        /// Rows per run (the input is cycled to this many).
+        #[arg(long, default_value_t = 20000)]
+        rows: usize,
+        #[arg(long, default_value_t = 3)]
+        runs: usize,
+        /// Engines to compare, the first being the baseline (default: every engine).
+        #[arg(long, value_enum, value_delimiter = ',')]
+        engines: Vec<EngineKind>,
     },
     /// Show, for one row, every gate and check with the values it computed.
     Explain {
@@ -313,6 +329,10 @@ pub fn main_with(cli: Cli) -> ExitCode {
         }
         Command::Test { paths, engine, error_format } => {
             suite::test_command(&paths, engine.engine().as_ref(), error_format)
+        }
+        Command::Bench { file, input, rows, runs, engines } => {
+            let engines = if engines.is_empty() { EngineKind::value_variants().to_vec() } else { engines };
+            bench::bench_command(&file, &bench::BenchOptions { input: &input, rows, runs, engines: &engines })
         }
         Command::Explain { file, input, row, verdicts, engine } => {
             explain(&file, &input, row, verdicts.as_deref(), engine)

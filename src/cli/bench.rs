@@ -1,0 +1,139 @@
+//! `rubric bench`: the engines side by side on one rubric and one set of rows, measured in the
+//! same run. Rows are read, parsed and bound once, outside the timings; then, per engine: the
+//! cold start (building the engine for the program: nothing for the interpreter, compiling the
+//! module for Wasm, compiling to native code for the JIT), rows per second on one thread (a
+//! plain loop on the calling thread) and on all cores (rayon), best of `--runs`, and agreement
+//! with the first engine on every row. Ratios are against the first engine listed. Judged
+//! criteria get no verdicts (they are `unscored`), so this measures the deterministic path.
+
+use super::{bundle, EngineKind, ErrorFormat};
+use crate::engine::{NoVerdicts, RowResult};
+use crate::runtime::bind_row;
+use crate::value::Value;
+use rayon::prelude::*;
+use std::io::BufRead;
+use std::path::Path;
+use std::process::ExitCode;
+use std::time::Instant;
+
+pub struct BenchOptions<'a> {
+    pub input: &'a Path,
+    /// Rows to score per run: the input is cycled (or cut) to this many.
+    pub rows: usize,
+    pub runs: usize,
+    pub engines: &'a [EngineKind],
+}
+
+struct Measured {
+    name: &'static str,
+    cold_ms: f64,
+    one_core: f64,
+    all_cores: f64,
+    disagree: usize,
+}
+
+pub fn bench_command(file: &Path, opts: &BenchOptions<'_>) -> ExitCode {
+    let Some(rubric) = bundle::load_or_report(file, ErrorFormat::Human) else { return ExitCode::from(1) };
+    let program = rubric.program();
+    let rows = match load_rows(program, opts.input, opts.rows) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let threads = rayon::current_num_threads();
+    println!(
+        "bench: {} ({} criteria, {} steps), {} rows from {}, best of {}, {} threads for `all cores`",
+        file.display(),
+        program.criteria.len(),
+        program.steps.len(),
+        rows.len(),
+        opts.input.display(),
+        opts.runs.max(1),
+        threads
+    );
+    let mut oracle: Option<Vec<RowResult>> = None;
+    let mut measured = Vec::new();
+    for kind in opts.engines {
+        let start = Instant::now();
+        let engine = kind.engine_for(program);
+        let cold_ms = start.elapsed().as_secs_f64() * 1000.0;
+        let one = |inputs: &Vec<Value>| engine.evaluate(program, inputs, &NoVerdicts);
+        // Agreement first (also the warm-up: per-thread instances, caches).
+        let results: Vec<RowResult> = rows.par_iter().map(one).collect();
+        let disagree = match &oracle {
+            Some(o) => o.iter().zip(&results).filter(|(a, b)| a != b).count(),
+            None => 0,
+        };
+        oracle.get_or_insert(results);
+        let mut best_one = f64::INFINITY;
+        let mut best_all = f64::INFINITY;
+        for _ in 0..opts.runs.max(1) {
+            let t = Instant::now();
+            let mut scored = 0usize;
+            for r in &rows {
+                scored += usize::from(one(r).score.is_some());
+            }
+            std::hint::black_box(scored);
+            best_one = best_one.min(t.elapsed().as_secs_f64());
+            let t = Instant::now();
+            let scored: usize = rows.par_iter().map(|r| usize::from(one(r).score.is_some())).sum();
+            std::hint::black_box(scored);
+            best_all = best_all.min(t.elapsed().as_secs_f64());
+        }
+        measured.push(Measured {
+            name: engine.name(),
+            cold_ms,
+            one_core: rows.len() as f64 / best_one,
+            all_cores: rows.len() as f64 / best_all,
+            disagree,
+        });
+    }
+    println!(
+        "{:<8} {:>12} {:>16} {:>16} {:>10} {:>10} {:>10}",
+        "engine", "cold start", "rows/s 1 thread", "rows/s all", "x 1 thread", "x all", "disagree"
+    );
+    let base = &measured[0];
+    for m in &measured {
+        println!(
+            "{:<8} {:>9.1} ms {:>16.0} {:>16.0} {:>9.2}x {:>9.2}x {:>10}",
+            m.name,
+            m.cold_ms,
+            m.one_core,
+            m.all_cores,
+            m.one_core / base.one_core,
+            m.all_cores / base.all_cores,
+            m.disagree
+        );
+    }
+    if measured.iter().any(|m| m.disagree > 0) {
+        eprintln!("error: engines disagree with `{}` on some rows", base.name);
+        return ExitCode::from(1);
+    }
+    ExitCode::SUCCESS
+}
+
+/// Parse and bind the input's rows once, then cycle them to `want` rows.
+fn load_rows(program: &crate::ir::Program, input: &Path, want: usize) -> Result<Vec<Vec<Value>>, String> {
+    let file = std::fs::File::open(input).map_err(|e| format!("cannot read `{}`: {e}", input.display()))?;
+    let mut bound = Vec::new();
+    for (i, line) in std::io::BufReader::new(file).lines().enumerate() {
+        let line = line.map_err(|e| format!("cannot read `{}`: {e}", input.display()))?;
+        if line.trim().is_empty() {
+            continue;
+        }
+        let json: serde_json::Value =
+            serde_json::from_str(&line).map_err(|e| format!("`{}` line {}: {e}", input.display(), i + 1))?;
+        bound.push(bind_row(program, &json).map_err(|e| format!("`{}` line {}: {e}", input.display(), i + 1))?);
+        if bound.len() >= want {
+            break;
+        }
+    }
+    if bound.is_empty() {
+        return Err(format!("`{}` has no rows", input.display()));
+    }
+    let distinct = bound.len();
+    let rows = (0..want.max(1)).map(|i| bound[i % distinct].clone()).collect();
+    Ok(rows)
+}
