@@ -512,3 +512,23 @@ fn usage_errors_exit_with_code_2() {
     let o = rubric(&[&"frobnicate"]);
     assert_eq!(o.status.code(), Some(2), "{}", describe(&o));
 }
+
+/// `rubric bench` runs every engine on the same rows, reports each one's figures against the
+/// first, and checks that they agree on every row (it fails when they do not).
+#[test]
+fn bench_compares_every_engine_on_the_same_rows() {
+    let root = crate::common::crate_root();
+    let file = root.join("examples/tiers/main.rubric");
+    let input = root.join("examples/tiers/inputs.jsonl");
+    let o = rubric(&[&"bench", &file, &"--input", &input, &"--rows", &"40", &"--runs", &"1"]);
+    assert_eq!(o.status.code(), Some(0), "{}", describe(&o));
+    let out = stdout(&o);
+    assert!(out.contains("40 rows from"), "{out}");
+    let engine_lines: Vec<&str> = out.lines().filter(|l| l.starts_with("interp ") || l.starts_with("wasm ")).collect();
+    assert_eq!(engine_lines.len(), 2, "{out}");
+    for l in engine_lines {
+        assert_eq!(l.split_whitespace().last(), Some("0"), "no disagreement: {l}");
+    }
+    let only = rubric(&[&"bench", &file, &"--input", &input, &"--rows", &"5", &"--runs", &"1", &"--engines", &"wasm"]);
+    assert!(stdout(&only).lines().any(|l| l.starts_with("wasm ")) && !stdout(&only).contains("interp "));
+}

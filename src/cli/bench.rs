@@ -114,24 +114,33 @@ pub fn bench_command(file: &Path, opts: &BenchOptions<'_>) -> ExitCode {
     ExitCode::SUCCESS
 }
 
-/// Parse and bind the input's rows once, then cycle them to `want` rows.
+/// Parse and bind the input's rows once, then cycle them to `want` rows. Rows that are not
+/// JSON or do not bind are left out (`rubric run` would write error records for them).
 fn load_rows(program: &crate::ir::Program, input: &Path, want: usize) -> Result<Vec<Vec<Value>>, String> {
     let file = std::fs::File::open(input).map_err(|e| format!("cannot read `{}`: {e}", input.display()))?;
     let mut bound = Vec::new();
+    let mut left_out = Vec::new();
     for (i, line) in std::io::BufReader::new(file).lines().enumerate() {
         let line = line.map_err(|e| format!("cannot read `{}`: {e}", input.display()))?;
         if line.trim().is_empty() {
             continue;
         }
-        let json: serde_json::Value =
-            serde_json::from_str(&line).map_err(|e| format!("`{}` line {}: {e}", input.display(), i + 1))?;
-        bound.push(bind_row(program, &json).map_err(|e| format!("`{}` line {}: {e}", input.display(), i + 1))?);
+        let row = serde_json::from_str::<serde_json::Value>(&line)
+            .map_err(|e| e.to_string())
+            .and_then(|json| bind_row(program, &json).map_err(|e| e.to_string()));
+        match row {
+            Ok(r) => bound.push(r),
+            Err(e) => left_out.push(format!("line {}: {e}", i + 1)),
+        }
         if bound.len() >= want {
             break;
         }
     }
+    if !left_out.is_empty() {
+        eprintln!("note: {} rows left out of the benchmark ({})", left_out.len(), left_out.join("; "));
+    }
     if bound.is_empty() {
-        return Err(format!("`{}` has no rows", input.display()));
+        return Err(format!("`{}` has no rows that bind to the rubric's inputs", input.display()));
     }
     let distinct = bound.len();
     let rows = (0..want.max(1)).map(|i| bound[i % distinct].clone()).collect();
