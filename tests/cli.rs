@@ -532,3 +532,43 @@ fn bench_compares_every_engine_on_the_same_rows() {
     let only = rubric(&[&"bench", &file, &"--input", &input, &"--rows", &"5", &"--runs", &"1", &"--engines", &"wasm"]);
     assert!(stdout(&only).lines().any(|l| l.starts_with("wasm ")) && !stdout(&only).contains("interp "));
 }
+
+/// `--compact` writes each criterion's value in criteria order instead of the criteria list:
+/// the same values, `null` where the full record says unscored.
+#[test]
+fn run_compact_writes_the_values_of_the_full_record() {
+    let dir = TempDir::new("compact");
+    let file = dir.file("good.rubric", GOOD);
+    let input = dir.file("rows.jsonl", &many_rows(30));
+    let verdicts = dir.file("verdicts.jsonl", &verdicts_for(20));
+    let (full, short) = (dir.path("full.jsonl"), dir.path("short.jsonl"));
+    for (out, extra) in [(&full, None), (&short, Some("--compact"))] {
+        let mut args: Vec<&dyn AsRef<std::ffi::OsStr>> =
+            vec![&"run", &file, &"--input", &input, &"--output", out, &"--verdicts", &verdicts, &"--no-progress"];
+        if let Some(x) = &extra {
+            args.push(x);
+        }
+        let o = rubric(&args);
+        assert_eq!(o.status.code(), Some(0), "{}", describe(&o));
+    }
+    let full = json_lines(&std::fs::read_to_string(&full).unwrap());
+    let short = json_lines(&std::fs::read_to_string(&short).unwrap());
+    assert_eq!(full.len(), short.len());
+    let mut nulls = 0;
+    for (f, s) in full.iter().zip(&short) {
+        assert_eq!(f["score"], s["score"]);
+        assert!(s.get("criteria").is_none() && s.get("gates").is_none(), "{s}");
+        let criteria = f["criteria"].as_array().unwrap();
+        let values = s["values"].as_array().unwrap();
+        assert_eq!(criteria.len(), values.len());
+        for (c, v) in criteria.iter().zip(values) {
+            if c["status"] == "unscored" {
+                assert!(v.is_null());
+                nulls += 1;
+            } else {
+                assert_eq!(&c["value"], v);
+            }
+        }
+    }
+    assert!(nulls > 0, "rows without verdicts have unscored criteria");
+}

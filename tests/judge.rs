@@ -824,6 +824,7 @@ fn run_dispatches_only_reachable_criteria_and_reruns_from_cache() {
             resume: false,
             progress: false,
             judges: Some(&judges),
+            compact: false,
         };
         run_batch(&Interpreter, &program, &opts).unwrap()
     };

@@ -103,6 +103,10 @@ pub enum Command {
         /// Never show a progress bar.
         #[arg(long)]
         no_progress: bool,
+        /// Compact records: instead of the `criteria` list (and `gates`, `groups`), `values`:
+        /// each criterion's value in criteria order, `null` when unscored or skipped.
+        #[arg(long)]
+        compact: bool,
         /// Call judges for criteria without a recorded verdict: the endpoints of `judges.toml`.
         #[arg(long)]
         judges: Option<PathBuf>,
@@ -260,6 +264,7 @@ pub fn main_with(cli: Cli) -> ExitCode {
             engine,
             error_format,
             no_progress,
+            compact,
             judges,
             judge,
             record,
@@ -297,6 +302,7 @@ pub fn main_with(cli: Cli) -> ExitCode {
                 resume,
                 progress: !no_progress,
                 judges: dispatching.as_deref(),
+                compact,
             };
             match runtime::run_batch_as(engine.as_ref(), program, &rubric.identity(), &opts) {
                 Ok(s) => {

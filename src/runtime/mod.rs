@@ -17,7 +17,7 @@ use crate::value::Value;
 use rayon::prelude::*;
 use serde_json::{json, Map, Value as Json};
 use std::fs::{File, OpenOptions};
-use std::io::{BufRead, BufReader, BufWriter, Read, Seek, SeekFrom, Write};
+use std::io::{BufRead, BufReader, BufWriter, Seek, SeekFrom, Write};
 use std::path::Path;
 
 /// Rows evaluated together; memory is bounded by one chunk of rows and results.
@@ -208,6 +208,26 @@ pub struct RunOptions<'a> {
     pub progress: bool,
     /// Judge dispatch for criteria without a recorded verdict; `None`: recorded verdicts only.
     pub judges: Option<&'a dyn ChunkJudge>,
+    /// Write compact records: the criteria list, gates and groups replaced by `values`.
+    pub compact: bool,
+}
+
+/// A compact record: `values` holds each criterion's value in the order of the full record's
+/// `criteria` list (`null` when unscored or skipped); `criteria`, `gates` and `groups` go.
+fn compact(record: &mut Json) {
+    let Some(o) = record.as_object_mut() else { return };
+    if let Some(Json::Array(cs)) = o.remove("criteria") {
+        let values = cs
+            .iter()
+            .map(|c| match c.get("status").and_then(Json::as_str) {
+                Some("met" | "unmet") => c.get("value").cloned().unwrap_or(Json::Null),
+                _ => Json::Null,
+            })
+            .collect();
+        o.insert("values".into(), Json::Array(values));
+    }
+    o.remove("gates");
+    o.remove("groups");
 }
 
 /// Count complete result lines already in `output` (resume), truncating a torn last line.
@@ -218,15 +238,20 @@ fn resume_point(output: &Path, ident: &Identity) -> Result<usize, RunError> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(0),
         Err(e) => return Err(RunError::Read { path: output.display().to_string(), source: e }),
     };
-    let mut text = String::new();
-    f.read_to_string(&mut text).map_err(|e| RunError::Read { path: output.display().to_string(), source: e })?;
+    // Streamed line by line: an output of millions of rows is never held in memory.
+    let mut reader = BufReader::new(&mut f);
+    let mut line = String::new();
     let mut good_bytes = 0usize;
     let mut done = 0usize;
-    for line in text.split_inclusive('\n') {
-        if !line.ends_with('\n') {
-            break; // torn write: dropped and redone
+    loop {
+        line.clear();
+        let n = reader
+            .read_line(&mut line)
+            .map_err(|e| RunError::Read { path: output.display().to_string(), source: e })?;
+        if n == 0 || !line.ends_with('\n') {
+            break; // end, or a torn write: dropped and redone
         }
-        let v: Json = match serde_json::from_str(line) {
+        let v: Json = match serde_json::from_str(&line) {
             Ok(v) => v,
             Err(_) => break,
         };
@@ -245,6 +270,7 @@ fn resume_point(output: &Path, ident: &Identity) -> Result<usize, RunError> {
         good_bytes += line.len();
         done += 1;
     }
+    drop(reader);
     f.set_len(good_bytes as u64).map_err(|e| RunError::Write { path: output.display().to_string(), source: e })?;
     f.seek(SeekFrom::End(0)).map_err(|e| RunError::Write { path: output.display().to_string(), source: e })?;
     Ok(done)
@@ -282,7 +308,10 @@ pub fn run_batch_as(
         |chunk: &mut Vec<(usize, String)>, summary: &mut Summary, out: &mut BufWriter<File>| -> Result<(), RunError> {
             // Each record becomes its line on the worker that scored it: a chunk holds 512
             // lines of text, not 512 JSON trees (ten times the memory for wide rubrics).
-            let line_of = |r: Json| {
+            let line_of = |mut r: Json| {
+                if opts.compact {
+                    compact(&mut r);
+                }
                 let outcome =
                     if r.get("error").is_some() { Err(()) } else { Ok(r.get("score").and_then(Json::as_f64)) };
                 let mut line = serde_json::to_string(&r).expect("result serialises");
