@@ -227,7 +227,66 @@ pub struct MockStats {
     pub arrivals_ms: Vec<f64>,
 }
 
+/// Precise delays for the configured latency. tokio's timer rounds a sleep up to its next
+/// millisecond tick and wakes late under load, which added 1.5–2.5 ms to every reply of a
+/// "20 ms" mock; one thread waiting on a heap of deadlines (a futex with a timeout, tens of
+/// microseconds late) keeps the latency what the rules say.
+struct Delays {
+    tx: Mutex<std::sync::mpsc::Sender<(Instant, tokio::sync::oneshot::Sender<()>)>>,
+}
+
+impl Delays {
+    fn start() -> Delays {
+        let (tx, rx) = std::sync::mpsc::channel::<(Instant, tokio::sync::oneshot::Sender<()>)>();
+        std::thread::Builder::new()
+            .name("mock-judge-delays".into())
+            .spawn(move || {
+                use std::cmp::Reverse;
+                use std::sync::mpsc::RecvTimeoutError;
+                let mut heap: std::collections::BinaryHeap<(Reverse<Instant>, u64)> = Default::default();
+                let mut waiting: HashMap<u64, tokio::sync::oneshot::Sender<()>> = HashMap::new();
+                let mut next_id = 0u64;
+                loop {
+                    let now = Instant::now();
+                    while let Some((Reverse(at), id)) = heap.peek().copied() {
+                        if at > now {
+                            break;
+                        }
+                        heap.pop();
+                        if let Some(tx) = waiting.remove(&id) {
+                            let _ = tx.send(());
+                        }
+                    }
+                    let got = match heap.peek() {
+                        Some((Reverse(at), _)) => rx.recv_timeout(at.saturating_duration_since(now)),
+                        None => rx.recv().map_err(|_| RecvTimeoutError::Disconnected),
+                    };
+                    match got {
+                        Ok((at, tx)) => {
+                            heap.push((Reverse(at), next_id));
+                            waiting.insert(next_id, tx);
+                            next_id += 1;
+                        }
+                        Err(RecvTimeoutError::Timeout) => {}
+                        Err(RecvTimeoutError::Disconnected) => return,
+                    }
+                }
+            })
+            .expect("cannot start the mock judge's delay thread");
+        Delays { tx: Mutex::new(tx) }
+    }
+
+    async fn until(&self, at: Instant) {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let sent = self.tx.lock().unwrap_or_else(|e| e.into_inner()).send((at, tx)).is_ok();
+        if !sent || rx.await.is_err() {
+            tokio::time::sleep_until(at.into()).await;
+        }
+    }
+}
+
 struct State {
+    delays: Delays,
     rules: Compiled,
     started: Instant,
     stats: Mutex<MockStats>,
@@ -275,6 +334,7 @@ impl MockServer {
         let listener = TcpListener::bind(addr).await.map_err(|e| format!("cannot bind {addr}: {e}"))?;
         let addr = listener.local_addr().map_err(|e| e.to_string())?;
         let state = Arc::new(State {
+            delays: Delays::start(),
             rules: compiled,
             started: Instant::now(),
             stats: Mutex::new(MockStats::default()),
@@ -419,7 +479,7 @@ fn entries_of(body: &Json) -> Vec<EntryAsk> {
 
 async fn chat(st: Arc<State>, req: Request<Incoming>) -> Resp {
     // The latency counts from the request's arrival, whatever reading and checking it took.
-    let arrived = tokio::time::Instant::now();
+    let arrived = Instant::now();
     let headers = req.headers().clone();
     let bytes = match req.into_body().collect().await {
         Ok(b) => b.to_bytes(),
@@ -445,7 +505,7 @@ async fn chat(st: Arc<State>, req: Request<Incoming>) -> Resp {
     };
     st.bodies.lock().unwrap_or_else(|e| e.into_inner()).push(body.clone());
     if !st.rules.latency.is_zero() {
-        tokio::time::sleep_until(arrived + st.rules.latency).await;
+        st.delays.until(arrived + st.rules.latency).await;
     }
     let prompt: String = body
         .get("messages")

@@ -332,7 +332,13 @@ impl Dispatcher {
 
     /// Every request `tasks` need, rendered and hashed: the distinct requests, and for each
     /// task, criterion and sample, the slot that answers it.
-    fn plan(&self, tasks: &[Task]) -> (Vec<Arc<Prepared>>, Vec<Vec<Vec<Slot>>>) {
+    /// `on_new` sees each distinct request as soon as it is prepared, so the first calls go out
+    /// while the rest of the batch is still being rendered.
+    fn plan(
+        &self,
+        tasks: &[Task],
+        mut on_new: impl FnMut(usize, &Arc<Prepared>),
+    ) -> (Vec<Arc<Prepared>>, Vec<Vec<Vec<Slot>>>) {
         let mut uniques: Vec<Arc<Prepared>> = Vec::new();
         let mut by_hash: HashMap<String, usize> = HashMap::new();
         let mut planned = 0u64;
@@ -352,7 +358,9 @@ impl Dispatcher {
                             planned += 1;
                             let p = request::prepare(&t.judge, rendered.clone(), model, k, endpoint.as_deref(), *wire);
                             let u = *by_hash.entry(p.hash.clone()).or_insert_with(|| {
-                                uniques.push(Arc::new(p));
+                                let p = Arc::new(p);
+                                on_new(uniques.len(), &p);
+                                uniques.push(p);
                                 uniques.len() - 1
                             });
                             Ok(u)
@@ -374,16 +382,15 @@ impl Dispatcher {
 
     /// Decide every criterion of every task: one `CriterionVerdict` per criterion, in order.
     pub async fn resolve(&self, tasks: &[Task]) -> Vec<Vec<CriterionVerdict>> {
-        let (uniques, plan) = self.plan(tasks);
-        let mut fetched: Vec<Option<Fetched>> = vec![None; uniques.len()];
         let mut set = tokio::task::JoinSet::new();
         let mut ids = HashMap::new();
-        for (i, p) in uniques.iter().enumerate() {
+        let (uniques, plan) = self.plan(tasks, |i, p| {
             let me = self.clone();
             let p = p.clone();
             let h = set.spawn(async move { me.fetch(&p).await });
             ids.insert(h.id(), i);
-        }
+        });
+        let mut fetched: Vec<Option<Fetched>> = vec![None; uniques.len()];
         // A task that panicked leaves its slot empty: its criteria are unscored below.
         while let Some(r) = set.join_next_with_id().await {
             if let Ok((id, f)) = r {
