@@ -168,6 +168,10 @@ pub struct RowResult {
     /// Tree values of every group, in declaration order.
     pub groups: Vec<(String, Option<f64>)>,
     pub trap: Option<TrapInfo>,
+    /// `None` when the rubric declares no `reward`; else the score less the penalty (`None`
+    /// inside when the score or the penalty is unscored, with `reward_reason` for the latter).
+    pub reward: Option<Option<f64>>,
+    pub reward_reason: Option<String>,
     /// Ids of the `skipped` criteria the result turned out to need (planning only; not
     /// written): the runtime asks the judges for them and evaluates the row again.
     pub demanded: Vec<String>,
@@ -188,6 +192,12 @@ impl RowResult {
             m.insert("unscored_reason".into(), json!(r));
         }
         m.insert("failure_class".into(), self.failure_class.as_ref().map_or(Json::Null, |f| json!(f)));
+        if let Some(r) = self.reward {
+            m.insert("reward".into(), r.map_or(Json::Null, number_to_json));
+            if let Some(why) = &self.reward_reason {
+                m.insert("reward_reason".into(), json!(why));
+            }
+        }
         m.insert(
             "gates".into(),
             Json::Array(

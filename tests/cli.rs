@@ -572,3 +572,76 @@ fn run_compact_writes_the_values_of_the_full_record() {
     }
     assert!(nulls > 0, "rows without verdicts have unscored criteria");
 }
+
+const RL: &str = r#"rubric cli.rl @ 1.0.0
+input response: Text
+criterion short "Short" check word_count(response) <= 20
+criterion polite "Says please" check contains_ci(response, "please")
+score = fraction(all)
+reward {
+  advantage mean
+  penalty 0.01 * max(0, word_count(response) - 10)
+  unscored zero
+}
+"#;
+
+/// `--groups`: consecutive rows with the same `group` form a group; every record gets its
+/// reward (score less the declared penalty), its advantage against the group mean (as the
+/// rubric declares), its verdicts and the group's statistics — figures checked by hand. An
+/// interrupted grouped run resumes at the start of its last group and ends byte-identical.
+#[test]
+fn run_groups_adds_rewards_and_advantages_and_resumes_by_group() {
+    let dir = TempDir::new("groups");
+    let file = dir.file("rl.rubric", RL);
+    let mut rows = String::new();
+    let please13 = vec!["please"; 13].join(" ");
+    for (g, r) in
+        [("p1", "Please wait."), ("p1", "No."), ("p1", please13.as_str()), ("p2", "Sure, please."), ("p2", "ok")]
+    {
+        rows.push_str(&format!("{}\n", serde_json::json!({"group": g, "response": r})));
+    }
+    // 400 more groups of three, so that an interruption can fall mid-group across chunks.
+    for i in 0..1200 {
+        rows.push_str(&format!(
+            "{}\n",
+            serde_json::json!({"group": format!("q{}", i / 3), "response": if i % 2 == 0 { "please" } else { "no" }})
+        ));
+    }
+    let input = dir.file("rows.jsonl", &rows);
+    let out = dir.path("out.jsonl");
+    let run = |resume: bool| {
+        let mut args: Vec<&dyn AsRef<std::ffi::OsStr>> =
+            vec![&"run", &file, &"--input", &input, &"--output", &out, &"--groups", &"--no-progress"];
+        if resume {
+            args.push(&"--resume");
+        }
+        let o = rubric(&args);
+        assert_eq!(o.status.code(), Some(0), "{}", describe(&o));
+    };
+    run(false);
+    let text = std::fs::read_to_string(&out).unwrap();
+    let lines = json_lines(&text);
+    assert_eq!(lines.len(), 1205);
+    // p1: rewards 1, 0.5, 1 - 0.03 = 0.97; mean 0.8233..; advantages r - mean.
+    let mean = (1.0 + 0.5 + 0.97) / 3.0;
+    for (i, r) in [1.0, 0.5, 0.97].iter().enumerate() {
+        assert!((lines[i]["reward"].as_f64().unwrap() - r).abs() < 1e-12, "{}", lines[i]);
+        assert!((lines[i]["advantage"].as_f64().unwrap() - (r - mean)).abs() < 1e-12, "{}", lines[i]);
+        assert_eq!(lines[i]["group"], "p1");
+        assert_eq!(lines[i]["group_stats"]["size"], 3);
+    }
+    assert_eq!(lines[1]["verdicts"], serde_json::json!([1, 0]));
+    assert_eq!(
+        (lines[0]["strict"].clone(), lines[1]["strict"].clone()),
+        (serde_json::json!(true), serde_json::json!(false))
+    );
+    assert_eq!(lines[0]["group_stats"]["saturated_met"], serde_json::json!(["short"]));
+    assert_eq!(lines[3]["advantage"], 0.25);
+    assert_eq!(lines[4]["advantage"], -0.25);
+    // Torn mid-group, past the first chunk (line 702 is the first of group q232 and line 703
+    // is cut): the resumed run redoes that whole group and matches.
+    let cut = text.match_indices('\n').nth(701).unwrap().0 + 40;
+    std::fs::write(&out, &text[..cut]).unwrap();
+    run(true);
+    assert_eq!(std::fs::read_to_string(&out).unwrap(), text);
+}

@@ -825,6 +825,7 @@ fn run_dispatches_only_reachable_criteria_and_reruns_from_cache() {
             progress: false,
             judges: Some(&judges),
             compact: false,
+            groups: None,
         };
         run_batch(&Interpreter, &program, &opts).unwrap()
     };

@@ -8,8 +8,7 @@
 
 use super::{bundle, EngineKind, ErrorFormat};
 use crate::engine::{NoVerdicts, RowResult};
-use crate::runtime::bind_row;
-use crate::value::Value;
+use crate::runtime::{bind_row, BoundRow};
 use rayon::prelude::*;
 use std::io::BufRead;
 use std::path::Path;
@@ -59,7 +58,7 @@ pub fn bench_command(file: &Path, opts: &BenchOptions<'_>) -> ExitCode {
         let start = Instant::now();
         let engine = kind.engine_for(program);
         let cold_ms = start.elapsed().as_secs_f64() * 1000.0;
-        let one = |inputs: &Vec<Value>| engine.evaluate(program, inputs, &NoVerdicts);
+        let one = |inputs: &BoundRow| engine.evaluate(program, inputs, &NoVerdicts);
         // Agreement first (also the warm-up: per-thread instances, caches).
         let results: Vec<RowResult> = rows.par_iter().map(one).collect();
         let disagree = match &oracle {
@@ -116,7 +115,7 @@ pub fn bench_command(file: &Path, opts: &BenchOptions<'_>) -> ExitCode {
 
 /// Parse and bind the input's rows once, then cycle them to `want` rows. Rows that are not
 /// JSON or do not bind are left out (`rubric run` would write error records for them).
-fn load_rows(program: &crate::ir::Program, input: &Path, want: usize) -> Result<Vec<Vec<Value>>, String> {
+fn load_rows(program: &crate::ir::Program, input: &Path, want: usize) -> Result<Vec<BoundRow>, String> {
     let file = std::fs::File::open(input).map_err(|e| format!("cannot read `{}`: {e}", input.display()))?;
     let mut bound = Vec::new();
     let mut left_out = Vec::new();

@@ -107,6 +107,11 @@ pub enum Command {
         /// each criterion's value in criteria order, `null` when unscored or skipped.
         #[arg(long)]
         compact: bool,
+        /// RL groups: rows with the same value of this field (default `group`), consecutive in
+        /// the input, form a group; each record gets its reward, group-relative advantage,
+        /// verdict vector, strict flag and the group's statistics (docs/rl.md).
+        #[arg(long, num_args = 0..=1, default_missing_value = "group", value_name = "FIELD")]
+        groups: Option<String>,
         /// Call judges for criteria without a recorded verdict: the endpoints of `judges.toml`.
         #[arg(long)]
         judges: Option<PathBuf>,
@@ -265,6 +270,7 @@ pub fn main_with(cli: Cli) -> ExitCode {
             error_format,
             no_progress,
             compact,
+            groups,
             judges,
             judge,
             record,
@@ -303,6 +309,7 @@ pub fn main_with(cli: Cli) -> ExitCode {
                 progress: !no_progress,
                 judges: dispatching.as_deref(),
                 compact,
+                groups: groups.as_deref(),
             };
             match runtime::run_batch_as(engine.as_ref(), program, &rubric.identity(), &opts) {
                 Ok(s) => {

@@ -50,10 +50,20 @@ pub enum Attr {
 /// A top-level expression the driver evaluates: the unit an engine compiles and runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Root {
-    Gate { step: u32, part: GatePart },
-    EachList { step: u32 },
-    Criterion { owner: Owner, attr: Attr },
+    Gate {
+        step: u32,
+        part: GatePart,
+    },
+    EachList {
+        step: u32,
+    },
+    Criterion {
+        owner: Owner,
+        attr: Attr,
+    },
     Score,
+    /// The `penalty` of the `reward` declaration.
+    Penalty,
 }
 
 impl Root {
@@ -75,6 +85,7 @@ impl Root {
             Root::Criterion { owner: Owner::Criterion(c), attr: a } => format!("c{c}.{}", attr(a)),
             Root::Criterion { owner: Owner::Each(s), attr: a } => format!("each{s}.{}", attr(a)),
             Root::Score => "score".into(),
+            Root::Penalty => "penalty".into(),
         }
     }
 
@@ -94,6 +105,7 @@ impl Root {
                 p.criteria.get(c as usize).map_or(u32::MAX, |d| d.site)
             }
             Root::Score => score_site(&p.score).unwrap_or(u32::MAX),
+            Root::Penalty => p.reward.as_ref().map_or(u32::MAX, |r| r.site),
         }
     }
 }
@@ -143,6 +155,9 @@ pub fn roots(p: &Program) -> Vec<(Root, &Expr)> {
         }
     }
     out.push((Root::Score, &p.score));
+    if let Some(e) = p.reward.as_ref().and_then(|r| r.penalty.as_ref()) {
+        out.push((Root::Penalty, e));
+    }
     out
 }
 
@@ -421,6 +436,33 @@ impl Driver<'_, '_> {
                     result.unscored_reason = Some(trap_reason(&t));
                 }
             }
+        }
+        // The reward: the score less the penalty.
+        if let Some(rw) = &p.reward {
+            let reward = match (result.score, &rw.penalty) {
+                (None, _) => None,
+                (Some(s), None) => Some(s),
+                (Some(s), Some(e)) => {
+                    self.set_step("reward".into());
+                    let mut locals = Vec::new();
+                    match self.eval(Root::Penalty, e, &mut locals) {
+                        Ok(Value::Number(n)) if n.is_finite() => Some(s - n),
+                        Ok(Value::Unscored(r)) => {
+                            result.reward_reason = Some(format!("the penalty is unscored: {r}"));
+                            None
+                        }
+                        Ok(other) => {
+                            result.reward_reason = Some(format!("the penalty produced {other}"));
+                            None
+                        }
+                        Err(t) => {
+                            result.reward_reason = Some(format!("the penalty failed: {}", trap_reason(&t)));
+                            None
+                        }
+                    }
+                }
+            };
+            result.reward = Some(reward);
         }
         // Criteria in step order.
         for (si, step) in p.steps.iter().enumerate() {

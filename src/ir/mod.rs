@@ -30,8 +30,84 @@ pub struct Program {
     pub criteria: Vec<CriterionDecl>,
     pub sets: Vec<SetDecl>,
     pub score: Expr,
+    /// How the score becomes a training reward (`reward { ... }`); absent in rubrics that do
+    /// not declare one (and then not serialised, so their canonical bytes and hash are as
+    /// before the field existed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reward: Option<RewardDecl>,
     pub examples: Vec<Example>,
     pub sites: Vec<Site>,
+}
+
+/// Reward shaping declared in the rubric, hence part of its hash (docs/rl.md has the formulas).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RewardDecl {
+    pub advantage: AdvantageForm,
+    /// Added to the group's standard deviation (`zscore`).
+    pub epsilon: f64,
+    /// Advantages are clipped to `[lo, hi]`.
+    pub clip: Option<(f64, f64)>,
+    /// Subtracted from the score to give the reward (a length penalty, say).
+    pub penalty: Option<Expr>,
+    pub unscored: RewardUnscored,
+    /// The credit of a token no criterion's span covers.
+    pub uncovered: Uncovered,
+    pub site: SiteId,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AdvantageForm {
+    /// (r − mean) / (std + ε), with the sample standard deviation (GRPO).
+    Zscore,
+    /// r − mean.
+    Mean,
+    /// r − mean of the other members (RLOO).
+    LeaveOneOut,
+    /// Centred ranks in [−1, 1] (ties share their mean rank).
+    Rank,
+}
+
+impl AdvantageForm {
+    pub const ALL: &'static [(&'static str, AdvantageForm)] = &[
+        ("zscore", AdvantageForm::Zscore),
+        ("mean", AdvantageForm::Mean),
+        ("leave_one_out", AdvantageForm::LeaveOneOut),
+        ("rank", AdvantageForm::Rank),
+    ];
+}
+
+/// How an unscored row enters its group.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RewardUnscored {
+    /// Left out of the group's statistics; its reward and advantage are null.
+    Exclude,
+    /// Its reward is 0 and it counts in the group.
+    Zero,
+    /// Every advantage of its group is null and the group is flagged.
+    FlagGroup,
+}
+
+impl RewardUnscored {
+    pub const ALL: &'static [(&'static str, RewardUnscored)] = &[
+        ("exclude", RewardUnscored::Exclude),
+        ("zero", RewardUnscored::Zero),
+        ("flag_group", RewardUnscored::FlagGroup),
+    ];
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Uncovered {
+    /// The row's advantage.
+    Row,
+    Zero,
+}
+
+impl Uncovered {
+    pub const ALL: &'static [(&'static str, Uncovered)] = &[("row", Uncovered::Row), ("zero", Uncovered::Zero)];
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

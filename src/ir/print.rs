@@ -102,6 +102,11 @@ impl Sx {
 
 /// A number that reads back to the same `f64`: shortest digits, an exponent only for very
 /// large or very small magnitudes.
+/// The serde name of a unit enum value (a reward setting), for the text form.
+fn word<T: serde::Serialize>(x: &T) -> String {
+    serde_json::to_value(x).ok().and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default()
+}
+
 fn num(n: f64) -> String {
     if n.is_nan() {
         return "nan".into();
@@ -361,6 +366,25 @@ impl Writer<'_> {
             });
         }
         self.entry("score", |w| w.expr_line(0, "score", &p.score));
+        if let Some(r) = &p.reward {
+            self.entry("reward", |w| {
+                w.line(
+                    0,
+                    &format!(
+                        "reward advantage {} epsilon {} clip {} unscored {} uncovered {} @s{}",
+                        word(&r.advantage),
+                        num(r.epsilon),
+                        opt(&r.clip, |(lo, hi)| format!("[{}, {}]", num(*lo), num(*hi))),
+                        word(&r.unscored),
+                        word(&r.uncovered),
+                        r.site
+                    ),
+                );
+                if let Some(e) = &r.penalty {
+                    w.expr_line(2, "penalty", e);
+                }
+            });
+        }
         for (i, e) in p.examples.iter().enumerate() {
             self.entry("example", |w| w.example(i, e));
         }
@@ -663,6 +687,7 @@ mod tests {
                 },
                 Type::Number,
             ),
+            reward: None,
             examples: vec![],
             sites: vec![Site { file: "demo.rubric".into(), start: 0, end: 10 }],
         }

@@ -6,6 +6,7 @@ mod bind;
 #[cfg(feature = "judges")]
 pub mod dispatch;
 pub mod examples;
+pub mod groups;
 pub mod verdicts;
 
 pub use bind::{bind_row, BindError};
@@ -140,7 +141,10 @@ pub fn prepare_line(
 }
 
 /// A row handed to a [`ChunkJudge`]: its bound inputs and the verdicts recorded for it.
-pub type JudgeRow = (Vec<crate::value::Value>, Vec<(String, Json)>);
+pub type JudgeRow = (BoundRow, Vec<(String, Json)>);
+
+/// A row's inputs, bound to the program's declared types (`bind_row`).
+pub type BoundRow = Vec<crate::value::Value>;
 
 /// The models that answered each dispatched criterion of a row, by criterion id.
 pub type ModelsByCriterion = std::collections::BTreeMap<String, Vec<String>>;
@@ -210,6 +214,9 @@ pub struct RunOptions<'a> {
     pub judges: Option<&'a dyn ChunkJudge>,
     /// Write compact records: the criteria list, gates and groups replaced by `values`.
     pub compact: bool,
+    /// Group rows by this field (consecutive rows with the same value) and add rewards and
+    /// group-relative advantages (`runtime::groups`).
+    pub groups: Option<&'a str>,
 }
 
 /// A compact record: `values` holds each criterion's value in the order of the full record's
@@ -232,7 +239,8 @@ fn compact(record: &mut Json) {
 
 /// Count complete result lines already in `output` (resume), truncating a torn last line.
 /// Fails if a line was written by a different program.
-fn resume_point(output: &Path, ident: &Identity) -> Result<usize, RunError> {
+/// With groups, the last group written is dropped and redone: its lines may be incomplete.
+fn resume_point(output: &Path, ident: &Identity, groups: bool) -> Result<usize, RunError> {
     let mut f = match OpenOptions::new().read(true).write(true).open(output) {
         Ok(f) => f,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(0),
@@ -243,6 +251,8 @@ fn resume_point(output: &Path, ident: &Identity) -> Result<usize, RunError> {
     let mut line = String::new();
     let mut good_bytes = 0usize;
     let mut done = 0usize;
+    // Where the run of lines of the last group seen starts: (bytes, lines, group).
+    let mut group_start = (0usize, 0usize, Json::Null);
     loop {
         line.clear();
         let n = reader
@@ -267,8 +277,14 @@ fn resume_point(output: &Path, ident: &Identity) -> Result<usize, RunError> {
         if v.get("row").and_then(Json::as_u64) != Some(done as u64) {
             return Err(RunError::Resume(format!("`{}` line {} is not row {done}", output.display(), done + 1)));
         }
+        if let Some(g) = v.get("group").filter(|g| **g != group_start.2) {
+            group_start = (good_bytes, done, g.clone());
+        }
         good_bytes += line.len();
         done += 1;
+    }
+    if groups {
+        (good_bytes, done) = (group_start.0, group_start.1);
     }
     drop(reader);
     f.set_len(good_bytes as u64).map_err(|e| RunError::Write { path: output.display().to_string(), source: e })?;
@@ -290,7 +306,10 @@ pub fn run_batch_as(
 ) -> Result<Summary, RunError> {
     let read_err = |e| RunError::Read { path: opts.input.display().to_string(), source: e };
     let write_err = |e| RunError::Write { path: opts.output.display().to_string(), source: e };
-    let skip = if opts.resume { resume_point(opts.output, ident)? } else { 0 };
+    let skip = if opts.resume { resume_point(opts.output, ident, opts.groups.is_some())? } else { 0 };
+    let grouper = std::cell::RefCell::new(
+        opts.groups.map(|f| groups::Grouper::new(f, program.reward.clone().unwrap_or_else(groups::default_reward))),
+    );
     let out_file = if opts.resume {
         OpenOptions::new().create(true).append(true).open(opts.output).map_err(write_err)?
     } else {
@@ -318,15 +337,35 @@ pub fn run_batch_as(
                 line.push('\n');
                 (line, outcome)
             };
-            let lines: Vec<(String, Result<Option<f64>, ()>)> = match opts.judges {
-                None => chunk
+            let mut grouper = grouper.borrow_mut();
+            let lines: Vec<(String, Result<Option<f64>, ()>)> = match (opts.judges, grouper.as_mut()) {
+                (None, None) => chunk
                     .par_iter()
                     .map(|(i, line)| line_of(score_line(engine, program, ident, *i, line, opts.verdicts)))
                     .collect(),
-                Some(judges) => score_chunk_with_judges(engine, program, ident, chunk, opts.verdicts, judges)
+                (Some(judges), None) => score_chunk_with_judges(engine, program, ident, chunk, opts.verdicts, judges)
                     .into_par_iter()
                     .map(line_of)
                     .collect(),
+                (judges, Some(g)) => {
+                    // Records wait for the rest of their group; a group may span chunks.
+                    let records: Vec<Json> = match judges {
+                        None => chunk
+                            .par_iter()
+                            .map(|(i, line)| score_line(engine, program, ident, *i, line, opts.verdicts))
+                            .collect(),
+                        Some(judges) => score_chunk_with_judges(engine, program, ident, chunk, opts.verdicts, judges),
+                    };
+                    let mut ready = Vec::new();
+                    for ((_, line), record) in chunk.iter().zip(records) {
+                        let row: Option<Json> = serde_json::from_str(line).ok();
+                        ready.extend(g.push(record, row.as_ref()));
+                    }
+                    if chunk.is_empty() {
+                        ready.extend(g.flush());
+                    }
+                    ready.into_par_iter().map(line_of).collect()
+                }
             };
             for (line, outcome) in &lines {
                 summary.rows += 1;
@@ -359,6 +398,10 @@ pub fn run_batch_as(
         index += 1;
     }
     flush(&mut chunk, &mut summary, &mut out)?;
+    if grouper.borrow().is_some() {
+        // An empty chunk ends the last group.
+        flush(&mut chunk, &mut summary, &mut out)?;
+    }
     bar.finish_and_clear();
     Ok(summary)
 }

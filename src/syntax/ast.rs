@@ -55,6 +55,7 @@ pub enum Item {
     Fn(FnDef),
     Score(ScoreDef),
     Example(Example),
+    Reward(RewardDef),
 }
 
 impl Item {
@@ -72,6 +73,7 @@ impl Item {
             Item::Fn(i) => i.span,
             Item::Score(i) => i.span,
             Item::Example(i) => i.span,
+            Item::Reward(i) => i.span,
         }
     }
 }
@@ -269,6 +271,29 @@ pub struct Param {
 pub struct ScoreDef {
     pub expr: Expr,
     pub span: Span,
+}
+
+/// `reward { advantage zscore  epsilon 1e-6  clip -5, 5  penalty EXPR  unscored exclude  uncovered row }`
+#[derive(Debug, Clone, PartialEq)]
+pub struct RewardDef {
+    pub settings: Vec<RewardSetting>,
+    pub span: Span,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct RewardSetting {
+    pub kind: RewardSettingKind,
+    pub span: Span,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum RewardSettingKind {
+    Advantage(Name),
+    Epsilon(f64),
+    Clip(f64, f64),
+    Penalty(Expr),
+    Unscored(Name),
+    Uncovered(Name),
 }
 
 #[derive(Debug, Clone, PartialEq)]

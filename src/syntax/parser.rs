@@ -206,7 +206,7 @@ fn describe(rule: &Rule) -> Option<&'static str> {
     Some(match rule {
         Rule::EOI => "end of file",
         Rule::item | Rule::item_entry => {
-            "a declaration (`input`, `judge`, `gate`, `criterion`, `criteria`, `tier`, `group`, `let`, `fn`, `score`, `example`, `import`)"
+            "a declaration (`input`, `judge`, `gate`, `criterion`, `criteria`, `tier`, `group`, `let`, `fn`, `score`, `reward`, `example`, `import`)"
         }
         Rule::header => "`rubric NAME @ VERSION` or `module NAME`",
         Rule::ident => "a name",
@@ -219,6 +219,9 @@ fn describe(rule: &Rule) -> Option<&'static str> {
         | Rule::not_expr | Rule::cmp_expr | Rule::add_expr | Rule::mul_expr | Rule::unary_expr
         | Rule::postfix_expr | Rule::primary => "an expression",
         Rule::type_expr | Rule::type_atom => "a type",
+        Rule::reward_setting => {
+            "a reward setting (`advantage`, `epsilon`, `clip`, `penalty`, `unscored`, `uncovered`)"
+        }
         Rule::judge_setting => {
             "a judge setting (`model`, `temperature`, `top_p`, `max_tokens`, `seed`, `samples`, `vote`, `sees`, `returns`, `evidence`, `template`, `system`, `scoring`, `per_call`)"
         }
@@ -256,7 +259,7 @@ fn describe(rule: &Rule) -> Option<&'static str> {
         Rule::k_rubric | Rule::k_module | Rule::k_import | Rule::k_input | Rule::k_judge | Rule::k_gate
         | Rule::k_criterion | Rule::k_criteria | Rule::k_tier | Rule::k_group | Rule::k_let | Rule::k_fn
         | Rule::k_score | Rule::k_example => {
-            "a declaration (`input`, `judge`, `gate`, `criterion`, `criteria`, `tier`, `group`, `let`, `fn`, `score`, `example`, `import`)"
+            "a declaration (`input`, `judge`, `gate`, `criterion`, `criteria`, `tier`, `group`, `let`, `fn`, `score`, `reward`, `example`, `import`)"
         }
         Rule::kw_reason => "`reason`",
         _ => return None,
@@ -396,6 +399,7 @@ fn is_hard_keyword(r: Rule) -> bool {
             | Rule::k_fn
             | Rule::k_score
             | Rule::k_example
+            | Rule::k_reward
             | Rule::k_if
             | Rule::k_then
             | Rule::k_else
@@ -558,6 +562,10 @@ impl Lower {
                 let e = kids(inner).next().unwrap();
                 Item::Score(ScoreDef { expr: self.expr(e), span })
             }
+            Rule::reward_item => {
+                let settings = kids(inner).map(|s| self.reward_setting(s)).collect();
+                Item::Reward(RewardDef { settings, span })
+            }
             Rule::judge_item => {
                 let mut k = kids(inner);
                 let name = self.name(k.next().unwrap());
@@ -703,6 +711,28 @@ impl Lower {
             r => unreachable!("judge setting {r:?}"),
         };
         JudgeSetting { kind, span }
+    }
+
+    fn reward_setting(&self, p: Pair<'_, Rule>) -> RewardSetting {
+        let span = self.span(&p);
+        let s = p.into_inner().next().unwrap();
+        let rule = s.as_rule();
+        let mut k = kids(s);
+        let kind = match rule {
+            Rule::rs_advantage => RewardSettingKind::Advantage(self.name(k.next().unwrap())),
+            Rule::rs_epsilon => RewardSettingKind::Epsilon(self.number(k.next().unwrap())),
+            Rule::rs_clip => {
+                let mut nums = k.filter(|x| x.as_rule() == Rule::signed_number).map(|x| self.number(x));
+                RewardSettingKind::Clip(nums.next().unwrap(), nums.next().unwrap())
+            }
+            Rule::rs_penalty => RewardSettingKind::Penalty(self.expr(k.next().unwrap())),
+            Rule::rs_unscored => {
+                RewardSettingKind::Unscored(self.name(k.find(|x| x.as_rule() == Rule::ident).unwrap()))
+            }
+            Rule::rs_uncovered => RewardSettingKind::Uncovered(self.name(k.next().unwrap())),
+            r => unreachable!("reward setting {r:?}"),
+        };
+        RewardSetting { kind, span }
     }
 
     fn field_type(&self, p: Pair<'_, Rule>) -> FieldType {

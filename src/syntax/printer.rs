@@ -13,7 +13,7 @@ const INDENT: &str = "  ";
 pub const KEYWORDS: &[&str] = &[
     "rubric", "module", "import", "input", "judge", "gate", "criterion", "criteria", "tier", "group", "let", "fn",
     "score", "example", "if", "then", "else", "true", "false", "and", "or", "not", "in", "by", "check", "extract",
-    "from", "each", "null",
+    "from", "each", "null", "reward",
 ];
 
 /// Print a whole file in canonical form.
@@ -192,7 +192,9 @@ fn layout(item: &Item) -> Layout {
         Item::Let(_) => Layout::Line("let"),
         Item::Fn(_) => Layout::Line("fn"),
         Item::Score(_) => Layout::Line("score"),
-        Item::Judge(_) | Item::Criteria(_) | Item::Tier(_) | Item::Group(_) | Item::Example(_) => Layout::Block,
+        Item::Judge(_) | Item::Criteria(_) | Item::Tier(_) | Item::Group(_) | Item::Example(_) | Item::Reward(_) => {
+            Layout::Block
+        }
     }
 }
 
@@ -377,6 +379,37 @@ impl Printer {
                 self.nl();
             }
             Item::Example(e) => self.example(e),
+            Item::Reward(r) => {
+                self.w("reward");
+                self.block(&r.settings, |p, s| p.reward_setting(&s.kind));
+            }
+        }
+    }
+
+    fn reward_setting(&mut self, s: &RewardSettingKind) {
+        match s {
+            RewardSettingKind::Advantage(n) => {
+                self.w("advantage ");
+                self.w(&n.text);
+            }
+            RewardSettingKind::Epsilon(n) => self.setting_num("epsilon", *n),
+            RewardSettingKind::Clip(lo, hi) => {
+                self.setting_num("clip", *lo);
+                self.w(", ");
+                self.num(*hi);
+            }
+            RewardSettingKind::Penalty(e) => {
+                self.w("penalty ");
+                self.expr(e, Prec::Lowest);
+            }
+            RewardSettingKind::Unscored(n) => {
+                self.w("unscored ");
+                self.w(&n.text);
+            }
+            RewardSettingKind::Uncovered(n) => {
+                self.w("uncovered ");
+                self.w(&n.text);
+            }
         }
     }
 
@@ -1037,6 +1070,19 @@ fn erase_item(item: &mut Item) {
         Item::Score(s) => {
             s.span = Span::default();
             erase_expr(&mut s.expr);
+        }
+        Item::Reward(r) => {
+            r.span = Span::default();
+            for s in &mut r.settings {
+                s.span = Span::default();
+                match &mut s.kind {
+                    RewardSettingKind::Advantage(n)
+                    | RewardSettingKind::Unscored(n)
+                    | RewardSettingKind::Uncovered(n) => name(n),
+                    RewardSettingKind::Penalty(e) => erase_expr(e),
+                    RewardSettingKind::Epsilon(_) | RewardSettingKind::Clip(..) => {}
+                }
+            }
         }
         Item::Example(e) => {
             e.span = Span::default();

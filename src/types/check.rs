@@ -148,6 +148,7 @@ pub(super) fn check_modules(sources: &SourceMap, modules: &[Module]) -> (Program
             criteria: vec![],
             sets: vec![ir::SetDecl { name: "all".into(), kind: ir::SetKind::All, weight: None, members: vec![] }],
             score: Expr::constant(Const::Null),
+            reward: None,
             examples: vec![],
             sites: vec![],
         },
@@ -505,6 +506,21 @@ impl<'a> Checker<'a> {
                 *s = site;
             }
         }
+        let mut reward_seen: Option<Span> = None;
+        for item in &file.items {
+            if let ast::Item::Reward(r) = item {
+                if let Some(prev) = reward_seen {
+                    self.diags.push(
+                        Diagnostic::error("rubric::resolve::duplicate", "the reward is declared twice")
+                            .with_label(r.span, "declared again here")
+                            .with_label(prev, "first declared here"),
+                    );
+                    continue;
+                }
+                reward_seen = Some(r.span);
+                self.reward(r);
+            }
+        }
         // `all` holds every static criterion and every per-instance block.
         let mut all = Vec::new();
         for (i, step) in self.p.steps.iter().enumerate() {
@@ -533,6 +549,103 @@ impl<'a> Checker<'a> {
         let idx = self.p.inputs.len() as u32;
         self.p.inputs.push(ir::InputDecl { name: i.name.text.clone(), ty, default });
         self.define(&i.name.text, Global::Input(idx), i.name.span);
+    }
+
+    /// `reward { ... }`: each setting at most once, names from their closed lists, a penalty
+    /// that is a `Number` and may read anything the score reads.
+    fn reward(&mut self, r: &ast::RewardDef) {
+        use ast::RewardSettingKind as K;
+        let site = self.site(r.span);
+        let mut d = ir::RewardDecl {
+            advantage: ir::AdvantageForm::Zscore,
+            epsilon: 1e-6,
+            clip: None,
+            penalty: None,
+            unscored: ir::RewardUnscored::Exclude,
+            uncovered: ir::Uncovered::Zero,
+            site,
+        };
+        let mut seen: HashMap<&'static str, Span> = HashMap::new();
+        for s in &r.settings {
+            let word = match &s.kind {
+                K::Advantage(_) => "advantage",
+                K::Epsilon(_) => "epsilon",
+                K::Clip(..) => "clip",
+                K::Penalty(_) => "penalty",
+                K::Unscored(_) => "unscored",
+                K::Uncovered(_) => "uncovered",
+            };
+            if let Some(prev) = seen.insert(word, s.span) {
+                self.diags.push(
+                    Diagnostic::error("rubric::reward::duplicate_setting", format!("`{word}` is set twice"))
+                        .with_label(s.span, "set again here")
+                        .with_label(prev, "first set here"),
+                );
+                continue;
+            }
+            fn pick<T: Copy>(all: &[(&str, T)], n: &ast::Name) -> Option<T> {
+                all.iter().find(|(w, _)| *w == n.text).map(|(_, v)| *v)
+            }
+            let unknown = |what: &str, n: &ast::Name, all: &[&str]| {
+                Diagnostic::error("rubric::reward::unknown_value", format!("unknown {what} `{}`", n.text))
+                    .with_label(n.span, "not one of the known values")
+                    .with_help(format!(
+                        "use one of {}",
+                        all.iter().map(|x| format!("`{x}`")).collect::<Vec<_>>().join(", ")
+                    ))
+            };
+            match &s.kind {
+                K::Advantage(n) => match pick(ir::AdvantageForm::ALL, n) {
+                    Some(v) => d.advantage = v,
+                    None => {
+                        let names: Vec<&str> = ir::AdvantageForm::ALL.iter().map(|x| x.0).collect();
+                        self.diags.push(unknown("advantage form", n, &names));
+                    }
+                },
+                K::Unscored(n) => match pick(ir::RewardUnscored::ALL, n) {
+                    Some(v) => d.unscored = v,
+                    None => {
+                        let names: Vec<&str> = ir::RewardUnscored::ALL.iter().map(|x| x.0).collect();
+                        self.diags.push(unknown("unscored rule", n, &names));
+                    }
+                },
+                K::Uncovered(n) => match pick(ir::Uncovered::ALL, n) {
+                    Some(v) => d.uncovered = v,
+                    None => {
+                        let names: Vec<&str> = ir::Uncovered::ALL.iter().map(|x| x.0).collect();
+                        self.diags.push(unknown("credit for uncovered tokens", n, &names));
+                    }
+                },
+                K::Epsilon(e) => {
+                    if *e <= 0.0 {
+                        self.diags.push(
+                            Diagnostic::error("rubric::reward::bad_number", "`epsilon` must be above 0")
+                                .with_label(s.span, format!("{e} is not above 0")),
+                        );
+                    }
+                    d.epsilon = *e;
+                }
+                K::Clip(lo, hi) => {
+                    if lo >= hi {
+                        self.diags.push(
+                            Diagnostic::error(
+                                "rubric::reward::bad_number",
+                                "`clip` needs its low bound below its high bound",
+                            )
+                            .with_label(s.span, format!("{lo} is not below {hi}")),
+                        );
+                    }
+                    d.clip = Some((*lo, *hi));
+                }
+                K::Penalty(e) => {
+                    let mut scope = Scope::new(Place::Score);
+                    let x = self.expr(e, &mut scope, Some(&Type::Number));
+                    self.expect_type(&x.ty, &Type::Number, e.span, "the penalty");
+                    d.penalty = Some(x);
+                }
+            }
+        }
+        self.p.reward = Some(d);
     }
 
     fn let_item(&mut self, l: &ast::Let) {
