@@ -219,6 +219,34 @@ score = fraction(all)
     }
 }
 
+/// Folds whose elements are not plain: unscored criterion values and `null`s inside number
+/// and boolean lists, read by lambdas in registers, nested folds, `filter` keeping elements.
+#[test]
+fn folds_over_unscored_and_null_elements_agree() {
+    let p = compile(
+        r#"rubric jit.fold_values @ 1.0.0
+input xs: List[Number]
+input on: Number?
+judge j { model "m" sees xs }
+criterion j1 "J1" by j
+criterion m "Map" check (sum(map([j1.value, 2, on ?? 3], v => v * 2)) ?? 0) > 1
+criterion f "Filter" check len(filter([j1.met, true, false], b => b)) >= 1
+criterion a "All" check all([j1.met, true], b => b or false)
+criterion c "Count" check count([j1.value, 1, 0.5], v => v > 0.7) == 1
+criterion n "Nested" check any(xs, a => all([a, j1.value], b => b >= 0))
+criterion k "Kept" check len(filter(map(xs, v => if v > 1 then j1.value else v), v => v < 3)) > 0
+score = mean(all, unscored: skip)
+"#,
+    );
+    for verdict in [json!("met"), json!("unmet"), json!({"unscored": "judge_timeout"})] {
+        for (xs, on) in [(json!([]), json!(null)), (json!([0.5, 2, -1]), json!(4)), (json!([3]), json!(null))] {
+            let mut verdicts = Map::new();
+            verdicts.insert("j1".into(), verdict.clone());
+            agree(&p, &json!({"xs": xs, "on": on}), &verdicts);
+        }
+    }
+}
+
 // ------------------------------------------------------------------ depth
 
 /// A chain of functions, each calling the next, and an expression nested nearly as deep as the

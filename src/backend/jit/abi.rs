@@ -92,6 +92,11 @@ pub enum HostFn {
     /// `(i) -> handle`: element `i` of the innermost fold (the values the previous element's
     /// body created are released first).
     FoldItem,
+    /// `(i) -> i32` and `num_out`: `FoldItem` as a Number, for a lambda that reads its
+    /// parameter only as a Number (a plain number is not put in the table at all).
+    FoldItemNum,
+    /// `(i) -> i32`: `FoldItem` as a Bool, for a lambda that reads its parameter only as one.
+    FoldItemBool,
     /// `(handle) -> handle`: feed the body's value for the current element; `0`, or the
     /// result when it is decided now (the fold is then finished).
     FoldStep,
@@ -113,7 +118,7 @@ pub enum HostFn {
 use Ty::{F64 as F, I32 as I};
 
 impl HostFn {
-    pub const ALL: [HostFn; 34] = [
+    pub const ALL: [HostFn; 36] = [
         HostFn::BoxNum,
         HostFn::BoxBool,
         HostFn::UnboxNum,
@@ -141,6 +146,8 @@ impl HostFn {
         HostFn::Cond,
         HostFn::FoldBegin,
         HostFn::FoldItem,
+        HostFn::FoldItemNum,
+        HostFn::FoldItemBool,
         HostFn::FoldStep,
         HostFn::FoldStepBool,
         HostFn::FoldEnd,
@@ -185,6 +192,8 @@ impl HostFn {
             HostFn::Cond => "rubric_jit_cond",
             HostFn::FoldBegin => "rubric_jit_fold_begin",
             HostFn::FoldItem => "rubric_jit_fold_item",
+            HostFn::FoldItemNum => "rubric_jit_fold_item_num",
+            HostFn::FoldItemBool => "rubric_jit_fold_item_bool",
             HostFn::FoldStep => "rubric_jit_fold_step",
             HostFn::FoldStepBool => "rubric_jit_fold_step_bool",
             HostFn::FoldEnd => "rubric_jit_fold_end",
@@ -208,7 +217,8 @@ impl HostFn {
             HostFn::Field | HostFn::Index | HostFn::Unary | HostFn::FoldBegin => (&[I, I], &[I]),
             HostFn::Arith | HostFn::Kleene | HostFn::Compare => (&[I, I, I], &[I]),
             HostFn::ArithNum | HostFn::CompareNum => (&[I, F, I, F, I], &[I]),
-            HostFn::Cond | HostFn::FoldItem | HostFn::FoldStep | HostFn::FoldStepBool => (&[I], &[I]),
+            HostFn::Cond | HostFn::FoldItem | HostFn::FoldItemNum | HostFn::FoldItemBool => (&[I], &[I]),
+            HostFn::FoldStep | HostFn::FoldStepBool => (&[I], &[I]),
             HostFn::Intrinsic => (&[I], &[I]),
             HostFn::Aggregate => (&[I, I, I, I], &[I]),
         }

@@ -6,7 +6,8 @@
 //! texts, lists, records, fields, intrinsics, aggregations, criterion values, folds — calls the
 //! host functions of `abi`, which apply the interpreter's own `ops`. The lowering follows the
 //! Wasm engine's (`backend::wasm::codegen`) construct for construct, so both engines order the
-//! shared operations alike; see `docs/decisions/0006-jit-engine.md`.
+//! shared operations alike (except that a fold hands a lambda its element in the one register
+//! representation the lambda reads it in); see `docs/decisions/0006-jit-engine.md`.
 //!
 //! Every function takes the row's context pointer first, starts by checking the stack pointer
 //! against the context's limit, and reads the context's `trapped` word after every call that
@@ -538,10 +539,9 @@ impl FnGen<'_, '_, '_> {
         all.extend(bound.iter().copied());
         all.extend(0..params.len() as u32);
         for slot in all {
+            // A lambda's parameter is held only in the representations it is read in (its
+            // fold delivers each element in the one it needs, see `fold`).
             let mut want: BTreeSet<Repr> = reads.get(&slot).cloned().unwrap_or_default();
-            if bound.contains(&slot) {
-                want.insert(Repr::Handle);
-            }
             let param = params.get(slot as usize).copied();
             if let Some(p) = param {
                 want.insert(p.repr());
@@ -992,8 +992,18 @@ impl FnGen<'_, '_, '_> {
         self.jump(done, &[r]);
 
         self.b.switch_to_block(item);
-        let h = self.host1(HostFn::FoldItem, &[i]);
-        self.bind(local, Val::Handle(h));
+        // The element, in the representation the body reads it in when there is one.
+        let s = self.slots.get(&local).copied().unwrap_or_default();
+        let element = match (s.num, s.boolean, s.handle) {
+            (Some(_), None, None) => {
+                let w = self.host1(HostFn::FoldItemNum, &[i]);
+                let f = self.b.ins().load(types::F64, MemFlagsData::trusted(), self.ctx, NUM_OUT_OFFSET);
+                Val::Num(f, w)
+            }
+            (None, Some(_), None) => Val::Bool(self.host1(HostFn::FoldItemBool, &[i])),
+            _ => Val::Handle(self.host1(HostFn::FoldItem, &[i])),
+        };
+        self.bind(local, element);
         let next = self.b.create_block();
         if op == HigherOrder::Map {
             let v = self.expr_as(body, Repr::Handle)?.word();

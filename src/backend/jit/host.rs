@@ -52,7 +52,8 @@ struct FoldFrame {
     items: Arc<Vec<Value>>,
     /// The table length when the fold started: handles above it belong to one element.
     mark: usize,
-    item: Value,
+    /// The index of the element being folded.
+    current: usize,
 }
 
 /// The context of one row (reused for the next): its address is the first argument of every
@@ -66,6 +67,9 @@ pub struct Ctx {
     pub num_out: f64,
     /// The lowest stack address compiled code may start a function below (`StackExhausted`).
     pub stack_limit: usize,
+    /// The lowest address of the stack segment the root runs on (`0`: unknown): a host
+    /// function with less than `HOST_RED_ZONE` bytes above it runs on a new segment.
+    pub stack_floor: usize,
     tables: Option<Arc<Tables>>,
     table: Vec<Value>,
     inputs: Vec<Value>,
@@ -105,6 +109,7 @@ impl Ctx {
             trapped: 0,
             num_out: 0.0,
             stack_limit: 0,
+            stack_floor: 0,
             tables: None,
             table: vec![Value::Null; NULL as usize + 1],
             inputs: Vec::new(),
@@ -305,33 +310,32 @@ impl Ctx {
                 let n = i32::try_from(items.len())
                     .map_err(|_| Trap::new(TrapKind::Limit, "memory limit: a list too long to iterate"))?;
                 let mark = self.table.len();
-                self.folds.push(FoldFrame { fold: Fold::new(op), items, mark, item: Value::Null });
+                self.folds.push(FoldFrame { fold: Fold::new(op), items, mark, current: 0 });
                 Ok(n)
             }
             Err(_) => Ok(-1),
         }
     }
 
-    fn fold_item(&mut self, i: i32) -> Result<i32, Trap> {
-        let frame = self.folds.last().ok_or_else(|| type_trap("no fold in progress"))?;
-        let mark = frame.mark;
-        let item = usize::try_from(i)
+    /// Move the innermost fold to element `i` and return it (what the previous element's body
+    /// built is released).
+    fn fold_item(&mut self, i: i32) -> Result<&Value, Trap> {
+        let frame = self.folds.last_mut().ok_or_else(|| type_trap("no fold in progress"))?;
+        frame.current = usize::try_from(i)
             .ok()
-            .and_then(|i| frame.items.get(i))
-            .cloned()
+            .filter(|i| *i < frame.items.len())
             .ok_or_else(|| type_trap(format!("fold element {i} out of range")))?;
         // What the previous element's body built is garbage now.
-        self.table.truncate(mark);
-        if let Some(f) = self.folds.last_mut() {
-            f.item = item.clone();
+        if self.table.len() > frame.mark {
+            self.table.truncate(frame.mark);
         }
-        self.reg(item)
+        Ok(&frame.items[frame.current])
     }
 
     fn fold_step(&mut self, v: Value) -> Result<i32, Trap> {
         let frame = self.folds.last_mut().ok_or_else(|| type_trap("no fold in progress"))?;
-        let item = std::mem::replace(&mut frame.item, Value::Null);
-        match frame.fold.step(&item, v)? {
+        let item = frame.items.get(frame.current).ok_or_else(|| type_trap("no fold element"))?;
+        match frame.fold.step(item, v)? {
             None => Ok(0),
             Some(result) => {
                 self.pop_fold();
@@ -392,7 +396,12 @@ fn enter<R>(ctx: *mut Ctx, on_trap: R, f: impl FnOnce(&mut Ctx) -> Result<R, Tra
     if ctx.trapped != 0 {
         return on_trap;
     }
-    let r = stacker::maybe_grow(HOST_RED_ZONE, HOST_STACK, || catch_unwind(AssertUnwindSafe(|| f(&mut *ctx))));
+    // The stack left, from the floor the engine recorded (cheaper than asking `stacker`).
+    let marker = 0u8;
+    let left = (std::ptr::addr_of!(marker) as usize).wrapping_sub(ctx.stack_floor);
+    let low = ctx.stack_floor != 0 && left < HOST_RED_ZONE;
+    let run = || catch_unwind(AssertUnwindSafe(|| f(&mut *ctx)));
+    let r = if low { stacker::grow(HOST_STACK, run) } else { run() };
     let trap = match r {
         Ok(Ok(v)) => return v,
         Ok(Err(t)) => t,
@@ -585,7 +594,33 @@ extern "C" fn fold_begin(ctx: *mut Ctx, op: i32, l: i32) -> i32 {
 }
 
 extern "C" fn fold_item(ctx: *mut Ctx, i: i32) -> i32 {
-    enter(ctx, 0, |c| c.fold_item(i))
+    enter(ctx, 0, |c| {
+        let v = c.fold_item(i)?.clone();
+        c.reg(v)
+    })
+}
+
+extern "C" fn fold_item_num(ctx: *mut Ctx, i: i32) -> i32 {
+    enter(ctx, 0, |c| match c.fold_item(i)? {
+        Value::Number(n) => {
+            c.num_out = *n;
+            Ok(0)
+        }
+        other => {
+            let v = other.clone();
+            c.num_repr(v)
+        }
+    })
+}
+
+extern "C" fn fold_item_bool(ctx: *mut Ctx, i: i32) -> i32 {
+    enter(ctx, 0, |c| match c.fold_item(i)? {
+        Value::Bool(b) => Ok(*b as i32),
+        other => {
+            let v = other.clone();
+            c.reg(v)
+        }
+    })
 }
 
 extern "C" fn fold_step(ctx: *mut Ctx, h: i32) -> i32 {
@@ -668,6 +703,8 @@ pub fn address(f: HostFn) -> *const u8 {
         HostFn::Cond => cond as H1r as *const u8,
         HostFn::FoldBegin => fold_begin as H2r as *const u8,
         HostFn::FoldItem => fold_item as H1r as *const u8,
+        HostFn::FoldItemNum => fold_item_num as H1r as *const u8,
+        HostFn::FoldItemBool => fold_item_bool as H1r as *const u8,
         HostFn::FoldStep => fold_step as H1r as *const u8,
         HostFn::FoldStepBool => fold_step_bool as H1r as *const u8,
         HostFn::FoldEnd => fold_end as H0r as *const u8,
@@ -675,5 +712,43 @@ pub fn address(f: HostFn) -> *const u8 {
         HostFn::Intrinsic => intrinsic as H1r as *const u8,
         HostFn::Aggregate => aggregate_fn as H4r as *const u8,
         HostFn::StackExhausted => stack_exhausted as H0 as *const u8,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_panic_in_a_host_function_becomes_a_trap() {
+        let mut ctx = Ctx::new();
+        let p: *mut Ctx = &mut ctx;
+        let r = enter(p, -1, |_| -> Result<i32, Trap> { panic!("boom") });
+        assert_eq!(r, -1);
+        assert_eq!(ctx.trapped, 1);
+        let t = ctx.take_trap();
+        assert_eq!(t.kind, TrapKind::Type);
+        assert!(t.message.contains("boom"), "{}", t.message);
+        // Once trapped, a host function does nothing until the next root.
+        ctx.trapped = 1;
+        let p: *mut Ctx = &mut ctx;
+        assert_eq!(enter(p, 7, |_| Ok(1)), 7);
+    }
+
+    #[test]
+    fn a_trap_is_recorded_and_null_is_always_the_null_handle() {
+        let mut ctx = Ctx::new();
+        let p: *mut Ctx = &mut ctx;
+        assert_eq!(box_num(p, 1.5, 0), NULL + 1);
+        assert_eq!(unbox_num(p, NULL + 1), 0);
+        assert_eq!(ctx.num_out, 1.5);
+        let p: *mut Ctx = &mut ctx;
+        assert_eq!(unbox_num(p, NULL), NULL);
+        assert_eq!(ctx.reg(Value::Null), Ok(NULL));
+        let p: *mut Ctx = &mut ctx;
+        assert_eq!(arith_num(p, codes::code_of(&codes::BINARY_OPS, &BinOp::Div), 1.0, 0, 0.0, 0), 0);
+        assert_eq!(ctx.trapped, 1);
+        let t = ctx.take_trap();
+        assert_eq!((t.kind, t.message.as_str()), (TrapKind::DivisionByZero, "1 / 0"));
     }
 }

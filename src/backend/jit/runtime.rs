@@ -219,7 +219,8 @@ fn evaluate_with(
     };
     let mut ctx = SPARE.with(|s| s.borrow_mut().pop()).unwrap_or_default();
     ctx.begin_row(&code.tables, inputs);
-    let result = run_row(program, inputs, verdicts, &mut JitEval { code: &code, ctx: &mut ctx }, None);
+    let mut ev = JitEval { code: &code, ctx: &mut ctx, reserve: HOST_RESERVE };
+    let result = run_row(program, inputs, verdicts, &mut ev, None);
     ctx.end_row();
     SPARE.with(|s| {
         let mut s = s.borrow_mut();
@@ -234,6 +235,8 @@ fn evaluate_with(
 struct JitEval<'c> {
     code: &'c Arc<JitCode>,
     ctx: &'c mut Ctx,
+    /// Stack kept free for host functions below the compiled code's limit.
+    reserve: usize,
 }
 
 impl Evaluator for JitEval<'_> {
@@ -256,7 +259,7 @@ impl Evaluator for JitEval<'_> {
         ctx.begin_root();
         ctx.decided = std::mem::take(decided);
         ctx.locals = std::mem::take(locals);
-        let h = call_root(f, ctx);
+        let h = call_root(f, ctx, self.reserve);
         *decided = std::mem::take(&mut ctx.decided);
         *locals = std::mem::take(&mut ctx.locals);
         let result = if ctx.trapped != 0 { Err(ctx.take_trap()) } else { ctx.get(h).cloned() };
@@ -268,13 +271,15 @@ impl Evaluator for JitEval<'_> {
     }
 }
 
-/// Call a root's compiled function with `ctx`, with room on the stack.
-fn call_root(f: RootFn, ctx: &mut Ctx) -> i32 {
+/// Call a root's compiled function with `ctx`, with room on the stack: compiled functions stop
+/// (`StackExhausted`) rather than start with less than `reserve` bytes of it left.
+fn call_root(f: RootFn, ctx: &mut Ctx, reserve: usize) -> i32 {
     stacker::maybe_grow(NATIVE_RED_ZONE, NATIVE_STACK, || {
         let marker = 0u8;
         let here = std::ptr::addr_of!(marker) as usize;
         let room = stacker::remaining_stack().unwrap_or(NATIVE_RED_ZONE);
-        ctx.stack_limit = here.saturating_sub(room).saturating_add(HOST_RESERVE);
+        ctx.stack_floor = here.saturating_sub(room);
+        ctx.stack_limit = ctx.stack_floor.saturating_add(reserve);
         let p: *mut Ctx = ctx;
         // SAFETY: `f` is a root function of a `JitCode` (see `JitCode::new` for its
         // signature) that the caller (`JitEval`) holds for the whole call, so its machine code
@@ -286,4 +291,73 @@ fn call_root(f: RootFn, ctx: &mut Ctx) -> i32 {
         // host functions catch panics and report traps through `trapped`.
         unsafe { f(p) }
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::NoVerdicts;
+    use crate::ir::{
+        CmpOp, Const, CriterionDecl, CriterionKind, ExprKind, InputDecl, RubricInfo, Site, Step, Type, Verifier,
+        IR_VERSION,
+    };
+
+    /// `input x: Number`, `criterion a "a" check x > 0`, `score = 1`.
+    fn program() -> Program {
+        let check = Expr {
+            kind: ExprKind::Compare {
+                first: Box::new(Expr { kind: ExprKind::Input(0), ty: Type::Number }),
+                rest: vec![(CmpOp::Gt, Expr::constant(Const::Number(0.0)))],
+            },
+            ty: Type::Bool,
+        };
+        Program {
+            ir_version: IR_VERSION,
+            rubric: RubricInfo { name: "t".into(), version: "1.0.0".into(), title: None },
+            inputs: vec![InputDecl { name: "x".into(), ty: Type::Number, default: None }],
+            judges: vec![],
+            functions: vec![],
+            lets: vec![],
+            steps: vec![Step::Criterion(0)],
+            criteria: vec![CriterionDecl {
+                id: "a".into(),
+                text: Expr::constant(Const::Text("a".into())),
+                kind: CriterionKind::Binary,
+                points: None,
+                weight: None,
+                axis: None,
+                tags: None,
+                pass: None,
+                verifier: Verifier::Check { expr: check },
+                sets: vec![],
+                site: 0,
+            }],
+            sets: vec![],
+            score: Expr::constant(Const::Number(1.0)),
+            examples: vec![],
+            sites: vec![Site { file: "main".into(), start: 0, end: 1 }],
+        }
+    }
+
+    /// A compiled function that finds the stack below its limit stops the row with a limit
+    /// trap at the root's site, and never runs on: forced here by a reserve larger than any
+    /// stack.
+    #[test]
+    fn running_out_of_native_stack_is_a_limit_trap() {
+        let p = program();
+        let inputs = [Value::Number(1.0)];
+        let code = code(&p).unwrap();
+        let mut ctx = Ctx::new();
+        ctx.begin_row(&code.tables, &inputs);
+        let mut ev = JitEval { code: &code, ctx: &mut ctx, reserve: usize::MAX / 2 };
+        let r = run_row(&p, &inputs, &NoVerdicts, &mut ev, None);
+        let trap = r.trap.expect("a trap");
+        assert_eq!(trap.code, "rubric::trap::limit");
+        assert!(trap.message.starts_with("stack limit"), "{}", trap.message);
+        assert!(trap.site.is_some());
+        assert_eq!(r.score, None);
+        // With the usual reserve the same row is scored.
+        let r = JitEngine.evaluate(&p, &inputs, &NoVerdicts);
+        assert_eq!((r.score, r.criteria[0].is_met()), (Some(1.0), true), "{r:?}");
+    }
 }
