@@ -50,9 +50,11 @@ pub struct JitCode {
 }
 
 impl JitCode {
-    /// Compile `p`.
+    /// Compile `p`. A panic inside Cranelift (a bug) is an error for this program's rows, not
+    /// the end of the batch.
     pub fn new(p: &Program) -> Result<JitCode, String> {
-        let native = compile(p)?;
+        let native = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| compile(p)))
+            .unwrap_or_else(|_| Err("internal error: the JIT compiler panicked".to_string()))?;
         let roots = native
             .roots
             .into_iter()
