@@ -381,4 +381,27 @@ fn cli_runs_tests_and_explains_with_the_jit_engine() {
     let text = std::fs::read_to_string(&output).unwrap();
     let scored: Vec<&str> = text.lines().filter(|l| !l.contains("\"error\"")).collect();
     assert!(scored.len() >= 5 && scored.iter().all(|l| l.contains("\"engine\":\"jit\"")), "{text}");
+
+    // A bundle runs on the JIT with a note on stderr, and gives the interpreter's lines.
+    let bundle = tmp.path("tiers.rbk");
+    let out = rubric_bin().args(["build", "examples/tiers/main.rubric", "-o"]).arg(&bundle).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let mut lines = Vec::new();
+    for engine in ["interp", "jit"] {
+        let output = tmp.path(&format!("bundle.{engine}.jsonl"));
+        let out = rubric_bin()
+            .arg("run")
+            .arg(&bundle)
+            .args(["--input", "examples/tiers/inputs.jsonl", "--verdicts", "examples/tiers/verdicts.jsonl"])
+            .args(["--engine", engine, "--no-progress", "--output"])
+            .arg(&output)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{stderr}");
+        assert_eq!(stderr.contains("without a sandbox"), engine == "jit", "{stderr}");
+        let text = std::fs::read_to_string(&output).unwrap();
+        lines.push(crate::common::json_lines(&text).into_iter().map(without_engine).collect::<Vec<_>>());
+    }
+    assert_eq!(lines[0], lines[1]);
 }
