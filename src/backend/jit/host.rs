@@ -388,10 +388,12 @@ impl Ctx {
 /// Run a host function on the context compiled code passed in: on a trap or a panic, record
 /// it, set `trapped` and return `on_trap` (the compiled code then returns at once).
 fn enter<R>(ctx: *mut Ctx, on_trap: R, f: impl FnOnce(&mut Ctx) -> Result<R, Trap>) -> R {
-    // SAFETY: compiled code only ever passes on the pointer the engine gave the root it called
-    // (`runtime::call_root`): a live `Ctx` that the engine borrows exclusively for the whole
-    // call and does not touch until the root returns. Host functions never call back into
-    // compiled code, so this is the only reference to it while `f` runs.
+    // SAFETY: `enter` and the host functions that call it are private to this module; outside
+    // it they exist only as the addresses `address` hands to compiled code, which passes on the
+    // pointer the engine gave the root it called (`runtime::call_root`): a live `Ctx` that the
+    // engine borrows exclusively for the whole call and does not touch until the root returns
+    // (this module's own tests pass a live local `Ctx` the same way). Host functions never
+    // call back into compiled code, so this is the only reference to it while `f` runs.
     let ctx = unsafe { &mut *ctx };
     if ctx.trapped != 0 {
         return on_trap;

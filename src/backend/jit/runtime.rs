@@ -285,12 +285,11 @@ fn call_root(f: RootFn, ctx: &mut Ctx, reserve: usize) -> i32 {
         let p: *mut Ctx = ctx;
         // SAFETY: `f` is a root function of a `JitCode` (see `JitCode::new` for its
         // signature) that the caller (`JitEval`) holds for the whole call, so its machine code
-        // is alive.
-        // `p` comes from a `&mut Ctx` that is not used again until the call returns; the
-        // compiled code only reads the context's `trapped`, `num_out` and `stack_limit` words at
-        // their `repr(C)` offsets and hands `p` to host functions, which borrow it one at a
-        // time (`host::enter`) and never keep it. Nothing unwinds through the native frames:
-        // host functions catch panics and report traps through `trapped`.
+        // is alive. `p` comes from a `&mut Ctx` that is not used again until the call returns;
+        // the compiled code only reads the context's `trapped`, `num_out` and `stack_limit`
+        // words at their `repr(C)` offsets and hands `p` to host functions, which borrow it one
+        // at a time (`host::enter`) and never keep it. Nothing unwinds through the native
+        // frames: host functions catch panics and report traps through `trapped`.
         unsafe { f(p) }
     })
 }
