@@ -28,6 +28,8 @@ const ENGINES: &[&dyn Engine] = &[
     &Interpreter as &dyn Engine,
     #[cfg(feature = "wasm")]
     &WasmEngine::new(),
+    #[cfg(feature = "jit")]
+    &rubric::backend::jit::JitEngine::new(),
 ];
 
 /// Cases whose expected lines state the intended behaviour but an engine does not (yet)

@@ -1,7 +1,8 @@
 //! IFEval conformance: `examples/ifeval/main.rubric` (built on `std.ifeval`) scores the 540
 //! GPT-4 responses of `../shared/conformance/ifeval/` in strict and loose mode, and every
 //! verdict is compared with the reference implementation's (`expected_strict_gpt4.jsonl`,
-//! `expected_loose_gpt4.jsonl`), instruction by instruction.
+//! `expected_loose_gpt4.jsonl`), instruction by instruction. Every row is also scored on the
+//! JIT engine, which must give exactly the interpreter's result line.
 //!
 //! A verdict that still disagrees after honest work is listed with its cause in
 //! `tests/ifeval_divergences.tsv`; the test fails on any disagreement not listed there and on
@@ -10,6 +11,7 @@
 //! Run with `cargo test --test integration ifeval -- --nocapture` to see the agreement counts
 //! per instruction kind and the accuracy figures next to the reference's.
 
+use rubric::engine::Engine;
 use rubric::interp::Interpreter;
 use rubric::runtime::{score_line, Identity};
 use rubric::stdlib::{lookup, EvalCtx};
@@ -25,6 +27,24 @@ const REFERENCE_STRICT_INSTRUCTION: f64 = 0.83774;
 const REFERENCE_STRICT_PROMPT: f64 = 0.77222;
 
 const MODES: [&str; 2] = ["strict", "loose"];
+
+/// The compiled engines every row also runs on: each must give exactly the interpreter's
+/// result line (the verdicts are then the interpreter's). The Wasm engine is compared with the
+/// interpreter on these rules by the conformance corpus and the examples; the JIT runs the whole
+/// corpus because it is the engine meant for large local runs like this one.
+const COMPILED_ENGINES: &[&dyn Engine] = &[
+    #[cfg(feature = "jit")]
+    &rubric::backend::jit::JitEngine::new(),
+];
+
+/// A result line without the field that names the engine.
+fn engine_neutral(v: &Json) -> Json {
+    let mut v = v.clone();
+    if let Some(o) = v.as_object_mut() {
+        o.remove("engine");
+    }
+    v
+}
 
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -172,6 +192,16 @@ fn ifeval_conformance_strict_and_loose() {
     for (i, row) in rows.iter().enumerate() {
         let result = score_line(&Interpreter, &program, &ident, i, &row.line, None);
         assert!(result.get("error").is_none(), "key {}: {}", row.key, result["error"]);
+        for engine in COMPILED_ENGINES {
+            let theirs = score_line(*engine, &program, &ident, i, &row.line, None);
+            assert_eq!(
+                engine_neutral(&theirs),
+                engine_neutral(&result),
+                "key {}: engine `{}` disagrees with the interpreter",
+                row.key,
+                engine.name()
+            );
+        }
         let status: HashMap<&str, &str> = result["criteria"]
             .as_array()
             .unwrap()

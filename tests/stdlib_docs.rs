@@ -11,6 +11,8 @@ const ENGINES: &[&dyn Engine] = &[
     &Interpreter as &dyn Engine,
     #[cfg(feature = "wasm")]
     &rubric::backend::wasm::WasmEngine::new(),
+    #[cfg(feature = "jit")]
+    &rubric::backend::jit::JitEngine::new(),
 ];
 
 /// Compile `expr` as the check of a one-criterion rubric and evaluate it; `Err` explains why

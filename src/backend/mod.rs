@@ -1,6 +1,8 @@
 //! Compiled engines: backends that lower the IR to code and run it behind `engine::Engine`,
 //! sharing the interpreter's step driver (`interp::run_row`), value semantics (`interp::ops`)
 //! and intrinsics (`stdlib`), so that only expression codegen can differ from the oracle.
-//! `wasm` lowers to a WebAssembly module (wasm-encoder) and runs it sandboxed in wasmtime.
+//! `wasm` lowers to a WebAssembly module (wasm-encoder) and runs it sandboxed in wasmtime;
+//! `jit` lowers to native code with Cranelift, for trusted rubrics.
 
+pub mod jit;
 pub mod wasm;

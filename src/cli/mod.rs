@@ -53,6 +53,8 @@ pub enum EngineKind {
     Interp,
     /// The IR compiled to WebAssembly and run sandboxed in wasmtime, with per-row limits.
     Wasm,
+    /// The IR compiled to native code with Cranelift: fastest, no sandbox (trusted rubrics).
+    Jit,
 }
 
 impl EngineKind {
@@ -60,14 +62,17 @@ impl EngineKind {
         match self {
             EngineKind::Interp => Box::new(Interpreter),
             EngineKind::Wasm => Box::new(crate::backend::wasm::WasmEngine::new()),
+            EngineKind::Jit => Box::new(crate::backend::jit::JitEngine::new()),
         }
     }
 
-    /// The engine for a batch of rows of one program (the Wasm engine compiles it once, here).
+    /// The engine for a batch of rows of one program (the Wasm and JIT engines compile it
+    /// once, here).
     pub fn engine_for(self, program: &crate::ir::Program) -> Box<dyn Engine + '_> {
         match self {
             EngineKind::Interp => Box::new(Interpreter),
             EngineKind::Wasm => Box::new(crate::backend::wasm::WasmEngine::new().bind(program)),
+            EngineKind::Jit => Box::new(crate::backend::jit::JitEngine::new().bind(program)),
         }
     }
 }
@@ -286,6 +291,12 @@ pub fn main_with(cli: Cli) -> ExitCode {
                     return ExitCode::from(2);
                 }
             };
+            if engine == EngineKind::Jit && rubric.bundle.is_some() {
+                eprintln!(
+                    "note: `--engine jit` runs the bundle as native code without a sandbox or limits; \
+                     run bundles you did not build yourself with `--engine wasm`"
+                );
+            }
             let engine = engine.engine_for(program);
             let start = std::time::Instant::now();
             let dispatching = match judge_dispatch(

@@ -2,12 +2,12 @@
 //! index, an operator, a comparison, a condition, an intrinsic call or one step of a
 //! `map`/`filter`/`all`/`any`/`count` does to `Value`s, including how `unscored` propagates and
 //! which trap each misuse raises. The interpreter calls these directly from its tree walk; the
-//! Wasm engine calls them from its host imports whenever a value is not a plain number or
-//! boolean. So the engines can only disagree in how they order and route these calls (codegen),
-//! never in what an operation means.
+//! Wasm and JIT engines call them from their host functions whenever a value is not a plain
+//! number or boolean. So the engines can only disagree in how they order and route these calls
+//! (codegen), never in what an operation means.
 
 use crate::ir::{BinOp, CmpOp, Const, HigherOrder, UnOp};
-use crate::stdlib::{self, EvalCtx, Trap, TrapKind};
+use crate::stdlib::{self, EvalCtx, Intrinsic, Trap, TrapKind};
 use crate::value::Value;
 use std::sync::Arc;
 
@@ -172,10 +172,24 @@ pub fn call_intrinsic(name: &str, overload: u32, args: &[Value], ctx: &mut EvalC
     if let Some(u) = args.iter().find(|v| v.is_unscored()) {
         return Ok(u.clone());
     }
-    let intr = stdlib::lookup(name)
+    (resolve_intrinsic(name, overload)?.imp)(args, ctx)
+}
+
+/// Intrinsic `name`#`overload` of the catalogue, for an engine that resolves its calls once,
+/// ahead of time, and then calls them with [`call_resolved`].
+pub fn resolve_intrinsic(name: &str, overload: u32) -> Result<&'static Intrinsic, Trap> {
+    stdlib::lookup(name)
         .nth(overload as usize)
         .map(|(_, i)| i)
-        .ok_or_else(|| Trap::new(TrapKind::Type, format!("unknown intrinsic `{name}`#{overload}")))?;
+        .ok_or_else(|| Trap::new(TrapKind::Type, format!("unknown intrinsic `{name}`#{overload}")))
+}
+
+/// [`call_intrinsic`] of an intrinsic already resolved: the same rule (an unscored argument is
+/// the result), without the lookup by name.
+pub fn call_resolved(intr: &Intrinsic, args: &[Value], ctx: &mut EvalCtx) -> Result<Value, Trap> {
+    if let Some(u) = args.iter().find(|v| v.is_unscored()) {
+        return Ok(u.clone());
+    }
     (intr.imp)(args, ctx)
 }
 

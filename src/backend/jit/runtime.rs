@@ -1,0 +1,365 @@
+//! The JIT engine proper: compiles a program to native code once per process (a cache keyed by
+//! the IR hash), and evaluates rows through the shared step driver (`interp::run_row`), each
+//! root a call into its compiled function with the row's `host::Ctx`. This file is the call
+//! boundary: the only place compiled code is entered, and where its memory is freed.
+//!
+//! The JIT has no sandbox and no fuel or time limits (the interpreter has none either): it is
+//! for trusted rubrics, the user's own sources. A rubric from elsewhere runs on the Wasm engine.
+//! What it does guard is the stack: a root call always starts with `NATIVE_RED_ZONE` bytes of
+//! stack (a fresh segment otherwise), every compiled function checks the stack pointer on entry
+//! against a limit that keeps `HOST_RESERVE` bytes free for host functions, and host functions
+//! grow their own segment as the interpreter's walk does; deep nesting is a
+//! `rubric::trap::limit`, never a crash.
+
+use super::codegen::{compile, Entry};
+use super::host::{Ctx, Tables};
+use crate::engine::{Engine, RowResult, TrapInfo, VerdictSource};
+use crate::interp::{run_row, Decided, Evaluator, Root, Trace};
+use crate::ir::{Expr, Program};
+use crate::stdlib::{Trap, TrapKind};
+use crate::value::Value;
+use cranelift_jit::JITModule;
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock};
+
+/// A root's compiled function: the row's context in, the handle of the root's value out.
+type RootFn = unsafe extern "C" fn(*mut Ctx) -> i32;
+
+/// Stack a root call must have left when it starts; it runs on a new segment otherwise.
+const NATIVE_RED_ZONE: usize = 1 << 20;
+/// The size of such a segment.
+const NATIVE_STACK: usize = 8 << 20;
+/// Stack compiled code leaves free for the host functions it calls (which grow their own
+/// segment when they need more than 128 KiB).
+const HOST_RESERVE: usize = 256 << 10;
+
+enum RootEntry {
+    /// A literal root (most criterion texts, points, weights): no call at all.
+    Const(Value),
+    Code(RootFn),
+}
+
+/// A program compiled to native code, shareable by every thread.
+pub struct JitCode {
+    tables: Arc<Tables>,
+    /// Sorted by root.
+    roots: Vec<(Root, RootEntry)>,
+    /// Owns the machine code the entries point into; freed when this drops.
+    module: Option<Mutex<JITModule>>,
+}
+
+impl JitCode {
+    /// Compile `p`. A panic inside Cranelift (a bug) is an error for this program's rows, not
+    /// the end of the batch.
+    pub fn new(p: &Program) -> Result<JitCode, String> {
+        let native = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| compile(p)))
+            .unwrap_or_else(|_| Err("internal error: the JIT compiler panicked".to_string()))?;
+        let roots = native
+            .roots
+            .into_iter()
+            .map(|(root, entry)| {
+                let entry = match entry {
+                    Entry::Const(v) => RootEntry::Const(v),
+                    // SAFETY: `codegen` compiled this function with the signature
+                    // `(pointer) -> i32` in the target's default calling convention, the C one
+                    // (`Module::make_signature`), which is `RootFn`'s. The code it points to
+                    // lives as long as `module`, which this `JitCode` owns and frees only when
+                    // it drops, after which no entry can be reached.
+                    Entry::Code(address) => {
+                        RootEntry::Code(unsafe { std::mem::transmute::<*const u8, RootFn>(address) })
+                    }
+                };
+                (root, entry)
+            })
+            .collect();
+        Ok(JitCode { tables: Arc::new(native.tables), roots, module: Some(Mutex::new(native.module)) })
+    }
+
+    /// The program this code was compiled from.
+    pub fn program(&self) -> &Program {
+        &self.tables.program
+    }
+
+    fn entry(&self, root: Root) -> Option<&RootEntry> {
+        self.roots.binary_search_by_key(&root, |(r, _)| *r).ok().map(|i| &self.roots[i].1)
+    }
+}
+
+impl Drop for JitCode {
+    fn drop(&mut self) {
+        if let Some(module) = self.module.take() {
+            let module = module.into_inner().unwrap_or_else(|e| e.into_inner());
+            // SAFETY: the only pointers into this module are the entries of this `JitCode`,
+            // which are private to it. Every call runs through an `Arc<JitCode>` that it holds
+            // for the whole call, so no compiled function is running now, and none can be
+            // called after this drop.
+            unsafe { module.free_memory() };
+        }
+    }
+}
+
+/// Compiled programs by IR hash, for the whole process.
+fn cache() -> &'static Mutex<HashMap<String, Arc<JitCode>>> {
+    static CACHE: OnceLock<Mutex<HashMap<String, Arc<JitCode>>>> = OnceLock::new();
+    CACHE.get_or_init(Default::default)
+}
+
+/// The most programs the process cache keeps (it starts over when full).
+const CACHE_SIZE: usize = 256;
+/// The programs a thread remembers by address.
+const PER_THREAD: usize = 4;
+
+thread_local! {
+    /// The programs this thread evaluated last, by address, so that a batch of rows does not
+    /// hash its program for every row (an entry is used only if the program is still equal).
+    static RECENT: RefCell<Vec<(usize, Arc<JitCode>)>> = const { RefCell::new(Vec::new()) };
+    /// Row contexts to reuse (their tables keep their allocations).
+    static SPARE: RefCell<Vec<Ctx>> = const { RefCell::new(Vec::new()) };
+}
+
+/// The compiled code of `p`: compiled at most once per process.
+pub fn code(p: &Program) -> Result<Arc<JitCode>, String> {
+    let addr = p as *const Program as usize;
+    let recent =
+        RECENT.with(|r| r.borrow().iter().find(|(a, c)| *a == addr && *c.program() == *p).map(|(_, c)| c.clone()));
+    if let Some(c) = recent {
+        return Ok(c);
+    }
+    let hash = p.hash();
+    let c = {
+        let mut map = cache().lock().unwrap_or_else(|e| e.into_inner());
+        match map.get(&hash) {
+            Some(c) => c.clone(),
+            None => {
+                let c = Arc::new(JitCode::new(p)?);
+                if map.len() >= CACHE_SIZE {
+                    map.clear();
+                }
+                map.insert(hash, c.clone());
+                c
+            }
+        }
+    };
+    RECENT.with(|r| {
+        let mut r = r.borrow_mut();
+        r.retain(|(a, _)| *a != addr);
+        r.push((addr, c.clone()));
+        if r.len() > PER_THREAD {
+            r.remove(0);
+        }
+    });
+    Ok(c)
+}
+
+/// The JIT engine as an [`Engine`].
+#[derive(Debug, Clone, Copy, Default)]
+pub struct JitEngine;
+
+impl JitEngine {
+    pub const fn new() -> JitEngine {
+        JitEngine
+    }
+
+    /// Bind to `program`, compiling it now (or finding it in the process cache).
+    pub fn bind(self, program: &Program) -> BoundJitEngine<'_> {
+        BoundJitEngine { program, code: code(program) }
+    }
+}
+
+/// A JIT engine bound to one program (a batch's): rows of that program find its code without
+/// any lookup. Sound because the borrow keeps that program alive and unchanged: a row whose
+/// program is at the same address is that program. Rows of any other program take the general
+/// path of [`JitEngine`].
+pub struct BoundJitEngine<'p> {
+    program: &'p Program,
+    code: Result<Arc<JitCode>, String>,
+}
+
+impl Engine for JitEngine {
+    fn name(&self) -> &'static str {
+        "jit"
+    }
+
+    fn evaluate(&self, program: &Program, inputs: &[Value], verdicts: &dyn VerdictSource) -> RowResult {
+        evaluate_with(code(program), program, inputs, verdicts)
+    }
+}
+
+impl Engine for BoundJitEngine<'_> {
+    fn name(&self) -> &'static str {
+        "jit"
+    }
+
+    fn evaluate(&self, program: &Program, inputs: &[Value], verdicts: &dyn VerdictSource) -> RowResult {
+        if std::ptr::eq(program, self.program) {
+            evaluate_with(self.code.clone(), program, inputs, verdicts)
+        } else {
+            JitEngine.evaluate(program, inputs, verdicts)
+        }
+    }
+}
+
+/// A row the engine could not evaluate at all: unscored, with the trap.
+fn failed_row(t: Trap) -> RowResult {
+    RowResult {
+        unscored_reason: Some(crate::interp::ops::trap_reason(&t)),
+        trap: Some(TrapInfo { code: t.kind.code(), message: t.message, site: None }),
+        ..RowResult::default()
+    }
+}
+
+fn evaluate_with(
+    code: Result<Arc<JitCode>, String>,
+    program: &Program,
+    inputs: &[Value],
+    verdicts: &dyn VerdictSource,
+) -> RowResult {
+    let code = match code {
+        Ok(c) => c,
+        Err(e) => return failed_row(Trap::new(TrapKind::Type, format!("the JIT engine cannot compile: {e}"))),
+    };
+    let mut ctx = SPARE.with(|s| s.borrow_mut().pop()).unwrap_or_default();
+    ctx.begin_row(&code.tables, inputs);
+    let mut ev = JitEval { code: &code, ctx: &mut ctx, reserve: HOST_RESERVE };
+    let result = run_row(program, inputs, verdicts, &mut ev, None);
+    ctx.end_row();
+    SPARE.with(|s| {
+        let mut s = s.borrow_mut();
+        if s.len() < PER_THREAD {
+            s.push(ctx);
+        }
+    });
+    result
+}
+
+/// Evaluates roots by calling their compiled functions.
+struct JitEval<'c> {
+    code: &'c Arc<JitCode>,
+    ctx: &'c mut Ctx,
+    /// Stack kept free for host functions below the compiled code's limit.
+    reserve: usize,
+}
+
+impl Evaluator for JitEval<'_> {
+    fn eval(
+        &mut self,
+        root: Root,
+        _e: &Expr,
+        locals: &mut Vec<Value>,
+        decided: &mut Decided,
+        _trace: &mut Trace<'_>,
+    ) -> Result<Value, Trap> {
+        let f = match self.code.entry(root) {
+            Some(RootEntry::Const(v)) => return Ok(v.clone()),
+            Some(RootEntry::Code(f)) => *f,
+            None => {
+                return Err(Trap::new(TrapKind::Type, format!("the compiled program has no root `{}`", root.name())))
+            }
+        };
+        let ctx = &mut *self.ctx;
+        ctx.begin_root();
+        ctx.decided = std::mem::take(decided);
+        ctx.locals = std::mem::take(locals);
+        let h = call_root(f, ctx, self.reserve);
+        *decided = std::mem::take(&mut ctx.decided);
+        *locals = std::mem::take(&mut ctx.locals);
+        let result = if ctx.trapped != 0 { Err(ctx.take_trap()) } else { ctx.get(h).cloned() };
+        if let Err(t) = &result {
+            ctx.fail_pending_lets(t);
+        }
+        ctx.begin_root();
+        result
+    }
+}
+
+/// Call a root's compiled function with `ctx`, with room on the stack: compiled functions stop
+/// (`StackExhausted`) rather than start with less than `reserve` bytes of it left.
+fn call_root(f: RootFn, ctx: &mut Ctx, reserve: usize) -> i32 {
+    stacker::maybe_grow(NATIVE_RED_ZONE, NATIVE_STACK, || {
+        let marker = 0u8;
+        let here = std::ptr::addr_of!(marker) as usize;
+        let room = stacker::remaining_stack().unwrap_or(NATIVE_RED_ZONE);
+        ctx.stack_floor = here.saturating_sub(room);
+        ctx.stack_limit = ctx.stack_floor.saturating_add(reserve);
+        let p: *mut Ctx = ctx;
+        // SAFETY: `f` is a root function of a `JitCode` (see `JitCode::new` for its
+        // signature) that the caller (`JitEval`) holds for the whole call, so its machine code
+        // is alive. `p` comes from a `&mut Ctx` that is not used again until the call returns;
+        // the compiled code only reads the context's `trapped`, `num_out` and `stack_limit`
+        // words at their `repr(C)` offsets and hands `p` to host functions, which borrow it one
+        // at a time (`host::enter`) and never keep it. Nothing unwinds through the native
+        // frames: host functions catch panics and report traps through `trapped`.
+        unsafe { f(p) }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::NoVerdicts;
+    use crate::ir::{
+        CmpOp, Const, CriterionDecl, CriterionKind, ExprKind, InputDecl, RubricInfo, Site, Step, Type, Verifier,
+        IR_VERSION,
+    };
+
+    /// `input x: Number`, `criterion a "a" check x > 0`, `score = 1`.
+    fn program() -> Program {
+        let check = Expr {
+            kind: ExprKind::Compare {
+                first: Box::new(Expr { kind: ExprKind::Input(0), ty: Type::Number }),
+                rest: vec![(CmpOp::Gt, Expr::constant(Const::Number(0.0)))],
+            },
+            ty: Type::Bool,
+        };
+        Program {
+            ir_version: IR_VERSION,
+            rubric: RubricInfo { name: "t".into(), version: "1.0.0".into(), title: None },
+            inputs: vec![InputDecl { name: "x".into(), ty: Type::Number, default: None }],
+            judges: vec![],
+            functions: vec![],
+            lets: vec![],
+            steps: vec![Step::Criterion(0)],
+            criteria: vec![CriterionDecl {
+                id: "a".into(),
+                text: Expr::constant(Const::Text("a".into())),
+                kind: CriterionKind::Binary,
+                points: None,
+                weight: None,
+                axis: None,
+                tags: None,
+                pass: None,
+                verifier: Verifier::Check { expr: check },
+                sets: vec![],
+                site: 0,
+            }],
+            sets: vec![],
+            score: Expr::constant(Const::Number(1.0)),
+            reward: None,
+            examples: vec![],
+            sites: vec![Site { file: "main".into(), start: 0, end: 1 }],
+        }
+    }
+
+    /// A compiled function that finds the stack below its limit stops the row with a limit
+    /// trap at the root's site, and never runs on: forced here by a reserve larger than any
+    /// stack.
+    #[test]
+    fn running_out_of_native_stack_is_a_limit_trap() {
+        let p = program();
+        let inputs = [Value::Number(1.0)];
+        let code = code(&p).unwrap();
+        let mut ctx = Ctx::new();
+        ctx.begin_row(&code.tables, &inputs);
+        let mut ev = JitEval { code: &code, ctx: &mut ctx, reserve: usize::MAX / 2 };
+        let r = run_row(&p, &inputs, &NoVerdicts, &mut ev, None);
+        let trap = r.trap.expect("a trap");
+        assert_eq!(trap.code, "rubric::trap::limit");
+        assert!(trap.message.starts_with("stack limit"), "{}", trap.message);
+        assert!(trap.site.is_some());
+        assert_eq!(r.score, None);
+        // With the usual reserve the same row is scored.
+        let r = JitEngine.evaluate(&p, &inputs, &NoVerdicts);
+        assert_eq!((r.score, r.criteria[0].is_met()), (Some(1.0), true), "{r:?}");
+    }
+}
