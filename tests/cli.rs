@@ -645,3 +645,23 @@ fn run_groups_adds_rewards_and_advantages_and_resumes_by_group() {
     run(true);
     assert_eq!(std::fs::read_to_string(&out).unwrap(), text);
 }
+
+/// The library loader behind `serve` and the Python bindings: a source, a source text and a
+/// bundle load; a broken source comes back as its rendered diagnostics.
+#[test]
+fn library_loader_takes_sources_texts_and_bundles() {
+    use rubric::cli::bundle::{load, load_source};
+    let dir = TempDir::new("loader");
+    let good = dir.file("good.rubric", GOOD);
+    let r = load(&good).unwrap();
+    assert_eq!(r.program().rubric.name, "cli.good");
+    let bundle = dir.path("good.rbk");
+    let o = rubric(&[&"build", &good, &"-o", &bundle]);
+    assert_eq!(o.status.code(), Some(0), "{}", describe(&o));
+    let b = load(&bundle).unwrap();
+    assert_eq!(b.program().hash(), r.program().hash());
+    assert!(b.identity().bundle.is_some());
+    let err = load_source("broken.rubric", BROKEN).err().unwrap();
+    assert!(err.contains("rubric::resolve::unknown_name") && err.contains("respons"), "{err}");
+    assert!(load(&dir.path("missing.rbk")).is_err());
+}

@@ -91,6 +91,40 @@ pub fn load_or_report(path: &Path, format: ErrorFormat) -> Option<Rubric> {
     Some(Rubric { compiled, bundle: None })
 }
 
+/// Load a verified bundle or compile a source, for library callers (`rubric serve`, the Python
+/// bindings): errors come back as their rendered text (no colour) instead of being printed.
+pub fn load(path: &Path) -> Result<Rubric, String> {
+    if is_bundle(path) {
+        return match bundle::load_path(path, &limits()) {
+            Ok(b) => {
+                let compiled =
+                    Compiled { program: Some(b.program.clone()), diagnostics: vec![], sources: b.sources_map() };
+                Ok(Rubric { compiled, bundle: Some(b) })
+            }
+            Err(e) => Err(bundle_diagnostic(path, &e).render(&SourceMap::new(), false)),
+        };
+    }
+    from_compiled(crate::types::compile_path(path))
+}
+
+/// Compile rubric source text (`name` is the file name diagnostics show).
+pub fn load_source(name: &str, text: &str) -> Result<Rubric, String> {
+    from_compiled(crate::types::compile_source(name, text))
+}
+
+fn from_compiled(compiled: Compiled) -> Result<Rubric, String> {
+    if compiled.has_errors() {
+        let errors: Vec<String> = compiled
+            .diagnostics
+            .iter()
+            .filter(|d| d.severity == crate::diag::Severity::Error)
+            .map(|d| d.render(&compiled.sources, false))
+            .collect();
+        return Err(errors.join("\n"));
+    }
+    Ok(Rubric { compiled, bundle: None })
+}
+
 fn human_size(n: u64) -> String {
     if n < 10 * 1024 {
         format!("{n} B")
