@@ -665,3 +665,64 @@ fn library_loader_takes_sources_texts_and_bundles() {
     assert!(err.contains("rubric::resolve::unknown_name") && err.contains("respons"), "{err}");
     assert!(load(&dir.path("missing.rbk")).is_err());
 }
+
+const CREDIT: &str = r#"rubric cli.credit @ 1.0.0
+input response: Text
+judge g {
+  model "m"
+  sees response
+  returns verdict(met: Bool, evidence: Quote)
+  evidence must quote response
+}
+criterion cite "Cites a source" check matches(response, "\\[\\d+\\]")
+criterion er "Advises the emergency room" by g
+score = fraction(all)
+reward {
+  advantage mean
+  uncovered row
+}
+"#;
+
+/// Token credit on a hand-computed group: each criterion's advantage (value − group mean, times
+/// its weight share) goes to the tokens its regex matched or its judge quoted; other tokens get
+/// the row's advantage (`uncovered row`).
+#[test]
+fn run_groups_gives_token_credit_to_matched_and_quoted_spans() {
+    let dir = TempDir::new("credit");
+    let file = dir.file("credit.rubric", CREDIT);
+    let offsets = |text: &str| -> Vec<[usize; 2]> {
+        let mut out = Vec::new();
+        let mut start = None;
+        for (i, ch) in text.char_indices().chain(std::iter::once((text.len(), ' '))) {
+            match (ch.is_whitespace(), start) {
+                (false, None) => start = Some(i),
+                (true, Some(s)) => {
+                    out.push([s, i]);
+                    start = None;
+                }
+                _ => {}
+            }
+        }
+        out
+    };
+    let (a, b) = ("Go to the ER now [1].", "Rest at home.");
+    let rows = format!(
+        "{}\n{}\n",
+        serde_json::json!({"group": "p", "response": a, "token_offsets": offsets(a)}),
+        serde_json::json!({"group": "p", "response": b, "token_offsets": offsets(b)}),
+    );
+    let input = dir.file("rows.jsonl", &rows);
+    let verdicts = dir.file(
+        "verdicts.jsonl",
+        "{\"row\": 0, \"criterion\": \"er\", \"verdict\": \"met\", \"evidence\": \"the ER   now\"}\n{\"row\": 1, \"criterion\": \"er\", \"verdict\": \"unmet\"}\n",
+    );
+    let out = dir.path("out.jsonl");
+    let o = rubric(&[&"run", &file, &"--input", &input, &"--output", &out, &"--verdicts", &verdicts, &"--groups"]);
+    assert_eq!(o.status.code(), Some(0), "{}", describe(&o));
+    let lines = json_lines(&std::fs::read_to_string(&out).unwrap());
+    // Scores 1 and 0; advantages ±0.5; each criterion's advantage in row 0: (1 − 0.5) × 1/2.
+    assert_eq!(lines[0]["advantage"], 0.5);
+    assert_eq!(lines[0]["token_credit"], serde_json::json!([0.5, 0.5, 0.25, 0.25, 0.25, 0.25]), "{}", lines[0]);
+    assert_eq!(lines[0]["criterion_spans"], serde_json::json!({"cite": [[17, 20]], "er": [[6, 16]]}));
+    assert_eq!(lines[1]["token_credit"], serde_json::json!([-0.5, -0.5, -0.5]), "{}", lines[1]);
+}

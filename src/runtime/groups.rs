@@ -185,18 +185,85 @@ fn into_error(record: Json, code: &str, message: String) -> Json {
     Json::Object(out)
 }
 
+/// Each criterion's advantage within the group, per member: `sign × (v − mean) × share`, where
+/// `v` is the member's value of the criterion (met: its value, unmet: 0), `mean` its mean over
+/// the members where it is decided, `share` its weight over the sum of the member's criterion
+/// weights, and `sign` −1 for a criterion with negative points (meeting it is bad), else +1.
+pub fn criterion_advantages(members: &[Json]) -> Vec<BTreeMap<String, f64>> {
+    let crits = |r: &Json| r.get("criteria").and_then(Json::as_array).cloned().unwrap_or_default();
+    let value = |c: &Json| -> Option<f64> {
+        match verdict(c)? {
+            true => Some(c.get("value").and_then(Json::as_f64).unwrap_or(1.0)),
+            false => Some(0.0),
+        }
+    };
+    let mut sums: BTreeMap<String, (f64, usize)> = BTreeMap::new();
+    for m in members {
+        for c in crits(m) {
+            if let (Some(id), Some(v)) = (c.get("id").and_then(Json::as_str), value(&c)) {
+                let e = sums.entry(id.to_string()).or_default();
+                e.0 += v;
+                e.1 += 1;
+            }
+        }
+    }
+    members
+        .iter()
+        .map(|m| {
+            let cs = crits(m);
+            let total: f64 = cs.iter().map(|c| c.get("weight").and_then(Json::as_f64).unwrap_or(1.0)).sum();
+            cs.iter()
+                .filter_map(|c| {
+                    let id = c.get("id").and_then(Json::as_str)?;
+                    let v = value(c)?;
+                    let (sum, n) = sums.get(id)?;
+                    let w = c.get("weight").and_then(Json::as_f64).unwrap_or(1.0);
+                    let sign = if c.get("points").and_then(Json::as_f64).is_some_and(|p| p < 0.0) { -1.0 } else { 1.0 };
+                    let share = if total > 0.0 { w / total } else { 0.0 };
+                    Some((id.to_string(), sign * (v - sum / *n as f64) * share))
+                })
+                .collect()
+        })
+        .collect()
+}
+
+/// A row's response and its tokens' character offsets, for token credit.
+type Tokens = Result<(String, Vec<(usize, usize)>), String>;
+
+fn tokens_of(row: &Json) -> Option<Tokens> {
+    let offsets = row.get("token_offsets")?;
+    let parse = || -> Option<Vec<(usize, usize)>> {
+        offsets
+            .as_array()?
+            .iter()
+            .map(|t| {
+                let p = t.as_array()?;
+                let (s, e) = (p.first()?.as_u64()? as usize, p.get(1)?.as_u64()? as usize);
+                (p.len() == 2 && s <= e).then_some((s, e))
+            })
+            .collect()
+    };
+    Some(match (row.get("response").and_then(Json::as_str), parse()) {
+        (Some(r), Some(t)) => Ok((r.to_string(), t)),
+        (None, _) => Err("token credit needs the row's `response` text".into()),
+        (_, None) => Err("`token_offsets` must be a list of [start, end] character offsets".into()),
+    })
+}
+
 /// Collects records into groups of consecutive rows with the same group id and hands each
 /// group back, annotated, once it is complete (the next id starts, or the input ends).
-pub struct Grouper {
+pub struct Grouper<'p> {
+    program: &'p crate::ir::Program,
     field: String,
     decl: RewardDecl,
-    current: Option<(String, Vec<Json>)>,
+    current: Option<(String, Vec<Json>, Vec<Option<Tokens>>)>,
     done: HashSet<String>,
 }
 
-impl Grouper {
-    pub fn new(field: &str, decl: RewardDecl) -> Grouper {
-        Grouper { field: field.to_string(), decl, current: None, done: HashSet::new() }
+impl<'p> Grouper<'p> {
+    pub fn new(program: &'p crate::ir::Program, field: &str) -> Grouper<'p> {
+        let decl = program.reward.clone().unwrap_or_else(default_reward);
+        Grouper { program, field: field.to_string(), decl, current: None, done: HashSet::new() }
     }
 
     /// The group key of a row (its field, as canonical JSON), if it has one.
@@ -210,8 +277,9 @@ impl Grouper {
         if record.get("error").is_some() {
             // An error record keeps its place in the current group, and counts for nothing.
             return match &mut self.current {
-                Some((_, members)) => {
+                Some((_, members, tokens)) => {
                     members.push(record);
+                    tokens.push(None);
                     Vec::new()
                 }
                 None => vec![record],
@@ -227,7 +295,7 @@ impl Grouper {
             o.insert("group".into(), row.and_then(|r| r.get(&self.field)).cloned().unwrap_or(Json::Null));
         }
         let mut ready = Vec::new();
-        if self.current.as_ref().is_some_and(|(k, _)| *k != key) {
+        if self.current.as_ref().is_some_and(|(k, _, _)| *k != key) {
             ready = self.flush();
         }
         if self.current.is_none() && self.done.contains(&key) {
@@ -238,9 +306,13 @@ impl Grouper {
             ready.push(into_error(record, "rubric::row::group_split", message));
             return ready;
         }
+        let tokens = row.and_then(tokens_of);
         match &mut self.current {
-            Some((_, members)) => members.push(record),
-            None => self.current = Some((key, vec![record])),
+            Some((_, members, toks)) => {
+                members.push(record);
+                toks.push(tokens);
+            }
+            None => self.current = Some((key, vec![record], vec![tokens])),
         }
         ready
     }
@@ -248,12 +320,51 @@ impl Grouper {
     /// End the current group: annotate it and hand it back.
     pub fn flush(&mut self) -> Vec<Json> {
         match self.current.take() {
-            Some((key, mut members)) => {
+            Some((key, mut members, tokens)) => {
                 annotate(&self.decl, &mut members);
+                if tokens.iter().any(Option::is_some) {
+                    self.credit(&mut members, &tokens);
+                }
                 self.done.insert(key);
                 members
             }
             None => Vec::new(),
+        }
+    }
+
+    /// Token credit for the members that carry token offsets (crate::runtime::credit).
+    fn credit(&self, members: &mut [Json], tokens: &[Option<Tokens>]) {
+        let scored: Vec<usize> = (0..members.len()).filter(|&i| members[i].get("error").is_none()).collect();
+        let group: Vec<Json> = scored.iter().map(|&i| members[i].clone()).collect();
+        let per_criterion = criterion_advantages(&group);
+        for (k, &i) in scored.iter().enumerate() {
+            let Some(t) = &tokens[i] else { continue };
+            let Some(o) = members[i].as_object_mut() else { continue };
+            match t {
+                Err(why) => {
+                    o.insert("token_credit_error".into(), json!(why));
+                }
+                Ok((response, offsets)) => {
+                    let spans = super::credit::spans(self.program, &group[k], response);
+                    let row_adv = o.get("advantage").and_then(Json::as_f64);
+                    let uncovered = match self.decl.uncovered {
+                        Uncovered::Row => row_adv.unwrap_or(0.0),
+                        Uncovered::Zero => 0.0,
+                    };
+                    let adv = |id: &str| per_criterion[k].get(id).copied();
+                    let credit = super::credit::token_credit(response, offsets, &spans, &adv, uncovered);
+                    let map = super::credit::char_offsets(response);
+                    let spans_json: Map<String, Json> = spans
+                        .iter()
+                        .map(|(id, ss)| {
+                            let cs: Vec<Json> = ss.iter().map(|(s, e)| json!([map[*s], map[*e]])).collect();
+                            (id.clone(), Json::Array(cs))
+                        })
+                        .collect();
+                    o.insert("token_credit".into(), json!(credit.into_iter().map(number_to_json).collect::<Vec<_>>()));
+                    o.insert("criterion_spans".into(), Json::Object(spans_json));
+                }
+            }
         }
     }
 }
@@ -344,7 +455,12 @@ mod tests {
 
     #[test]
     fn groups_are_runs_of_consecutive_rows() {
-        let mut gr = Grouper::new("group", decl(AdvantageForm::Mean));
+        let c = crate::types::compile_source(
+            "t.rubric",
+            "rubric t @ 1.0.0\ninput response: Text\ncriterion a \"A\" check true\nreward { advantage mean }\n",
+        );
+        let p = c.program.expect("compiles");
+        let mut gr = Grouper::new(&p, "group");
         let row = |g: &str| json!({"group": g});
         let rec = |i: u64, s: f64| json!({"row": i, "score": s, "criteria": []});
         assert!(gr.push(rec(0, 1.0), Some(&row("p1"))).is_empty());

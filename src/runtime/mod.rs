@@ -3,6 +3,7 @@
 //! verdicts, writes one result line per row, and resumes an interrupted run from its output.
 
 mod bind;
+pub mod credit;
 #[cfg(feature = "judges")]
 pub mod dispatch;
 pub mod examples;
@@ -307,9 +308,7 @@ pub fn run_batch_as(
     let read_err = |e| RunError::Read { path: opts.input.display().to_string(), source: e };
     let write_err = |e| RunError::Write { path: opts.output.display().to_string(), source: e };
     let skip = if opts.resume { resume_point(opts.output, ident, opts.groups.is_some())? } else { 0 };
-    let grouper = std::cell::RefCell::new(
-        opts.groups.map(|f| groups::Grouper::new(f, program.reward.clone().unwrap_or_else(groups::default_reward))),
-    );
+    let grouper = std::cell::RefCell::new(opts.groups.map(|f| groups::Grouper::new(program, f)));
     let out_file = if opts.resume {
         OpenOptions::new().create(true).append(true).open(opts.output).map_err(write_err)?
     } else {
