@@ -140,9 +140,7 @@ impl NativeRubric {
 
     /// Each line's score (`None` when unscored or an error record), with the GIL released.
     fn scores_lines(&self, py: Python<'_>, lines: Vec<String>) -> Vec<Option<f64>> {
-        py.detach(|| {
-            self.records(&lines, None, None).iter().map(|r| r.get("score").and_then(Json::as_f64)).collect()
-        })
+        py.detach(|| self.records(&lines, None, None).iter().map(|r| r.get("score").and_then(Json::as_f64)).collect())
     }
 }
 
