@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Builds the `rubric` Python package (this directory: PyO3 + maturin) into a virtual environment
+# at python/target/pyenv, then runs its tests (pytest, python/tests/).
+#
+#   bash python/build.sh             # debug build (dependencies at opt-level 1), then pytest
+#   bash python/build.sh --release   # optimised build (benchmarks), then pytest
+#   NO_TEST=1 bash python/build.sh   # build only
+#
+# Then: python/target/pyenv/bin/python -c 'import rubric; print(rubric.load("examples/ifeval/main.rubric"))'
+# A wheel instead: (cd python && maturin build --release), into python/target/wheels/.
+# The tests compare with the `rubric` binary (RUBRIC_BIN, default target/debug/rubric at the
+# root, built here when missing). Needs python3 (3.9+) with venv, and PyPI for maturin and pytest.
+set -euo pipefail
+cd "$(dirname "$0")"
+VENV="$PWD/target/pyenv"
+if [ ! -x "$VENV/bin/python" ]; then
+    "${PYTHON:-python3}" -m venv "$VENV"
+fi
+"$VENV/bin/pip" install -q "maturin>=1.7,<2" pytest
+start=$(date +%s)
+VIRTUAL_ENV="$VENV" PATH="$VENV/bin:$PATH" maturin develop -q "$@"
+echo "python/build.sh: built and installed in $(( $(date +%s) - start ))s ($VENV)"
+if [ -z "${NO_TEST:-}" ]; then
+    if [ -z "${RUBRIC_BIN:-}" ] && [ ! -x ../target/debug/rubric ]; then
+        (cd .. && cargo build -q --bin rubric)
+    fi
+    "$VENV/bin/python" -m pytest -q tests
+fi

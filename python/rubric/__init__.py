@@ -1,0 +1,257 @@
+"""rubric: score rows with a rubric from Python, and use it as an RL reward.
+
+The native module (``rubric._rubric``, Rust with PyO3) loads a rubric and scores rows with the
+same code as ``rubric run``, in parallel and with the GIL released; this layer turns rows
+(dicts) into JSON lines and records back into dicts, and adapts a rubric to the reward-function
+signatures of TRL's ``GRPOTrainer`` and verl. See docs/rl.md, section "Python".
+
+    import rubric
+    r = rubric.load("examples/ifeval/main.rubric")
+    records = r.score([{"prompt": "...", "response": "...", "instructions": [...]}])
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any, Callable, Iterable, List, Mapping, Optional, Sequence, Union
+
+from ._rubric import NativeRubric, __version__
+
+__all__ = [
+    "Rubric",
+    "RowError",
+    "load",
+    "trl_reward_fn",
+    "verl_compute_score",
+    "__version__",
+]
+
+
+class RowError(ValueError):
+    """A row the rubric could not score (its error record: ``code`` and ``message``)."""
+
+    def __init__(self, index: int, code: str, message: str):
+        super().__init__(f"row {index}: {code}: {message}")
+        self.index = index
+        self.code = code
+        self.message = message
+
+
+def _line(row: Any) -> str:
+    # `default` lets NumPy scalars and arrays through; anything else unknown becomes its text
+    return json.dumps(row, ensure_ascii=False, default=_jsonable)
+
+
+def _jsonable(value: Any) -> Any:
+    for attr in ("tolist", "item"):
+        f = getattr(value, attr, None)
+        if callable(f):
+            return f()
+    return str(value)
+
+
+class Rubric:
+    """A loaded rubric (from :func:`load`) and the engine it runs on."""
+
+    def __init__(self, native: NativeRubric):
+        self._native = native
+
+    @property
+    def name(self) -> str:
+        return self._native.name
+
+    @property
+    def version(self) -> str:
+        return self._native.version
+
+    @property
+    def ir_hash(self) -> str:
+        return self._native.ir_hash
+
+    @property
+    def bundle(self) -> Optional[str]:
+        """The bundle's hash when loaded from a ``.rbk`` bundle, else ``None``."""
+        return self._native.bundle
+
+    @property
+    def engine(self) -> str:
+        return self._native.engine
+
+    @property
+    def reward_unscored(self) -> str:
+        """The rubric's ``reward { unscored ... }`` rule: ``exclude``, ``zero`` or ``flag_group``."""
+        return self._native.reward_unscored
+
+    def __repr__(self) -> str:
+        return f"<rubric.Rubric {self.name} @ {self.version} ({self.engine}, ir {self.ir_hash[:12]})>"
+
+    def score(
+        self,
+        rows: Iterable[Any],
+        groups: Union[str, bool, None] = None,
+        verdicts: Optional[str] = None,
+    ) -> List[dict]:
+        """Score ``rows`` (dicts, one per row); return one record per row, exactly as ``rubric run``
+        writes them (row index, id, identity, score, criteria...; an error record for a row that
+        cannot be scored). ``groups``: the group-id field (``True``: ``"group"``), as
+        ``rubric run --groups FIELD``: records come back in row order with reward, advantage,
+        verdicts, strict flag and group statistics. ``verdicts``: a recorded-verdicts JSONL
+        file, as ``rubric run --verdicts FILE``."""
+        field = "group" if groups is True else (groups or None)
+        lines = [_line(r) for r in rows]
+        return [json.loads(rec) for rec in self._native.score_lines(lines, field, verdicts)]
+
+    def scores(self, rows: Iterable[Any]) -> List[Optional[float]]:
+        """Each row's score: a float, or ``None`` when unscored or an error record."""
+        return self._native.scores_lines([_line(r) for r in rows])
+
+    def rewards(self, rows: Iterable[Any], unscored: Any = None) -> List[Any]:
+        """Each row's reward: the score less the rubric's declared penalty (the score when it
+        declares none). An unscored row gives 0.0 when the rubric says ``reward { unscored zero }``,
+        else ``unscored`` (default ``None``). A row that cannot be scored raises :class:`RowError`."""
+        zero = self.reward_unscored == "zero"
+        out: List[Any] = []
+        for i, rec in enumerate(self.score(rows)):
+            err = rec.get("error")
+            if err is not None:
+                raise RowError(i, err.get("code", ""), err.get("message", ""))
+            value = rec["reward"] if "reward" in rec else rec.get("score")
+            if value is None:
+                out.append(0.0 if zero else unscored)
+            else:
+                out.append(float(value))
+        return out
+
+
+def load(path_or_source: str, engine: Optional[str] = None) -> Rubric:
+    """Load a rubric: rubric source text when the string holds a newline, else a path to a
+    ``.rubric`` source or a verified ``.rbk`` bundle. ``engine``: ``"interp"``, ``"wasm"`` or
+    ``"jit"`` (default: ``"wasm"`` for a bundle, ``"interp"`` for a source). Raises
+    ``ValueError`` with the rendered diagnostics when it does not compile or verify."""
+    return Rubric(NativeRubric(str(path_or_source), engine))
+
+
+def _as_rubric(r: Union[Rubric, str]) -> Rubric:
+    return r if isinstance(r, Rubric) else load(r)
+
+
+def _text(x: Any, role: Optional[str]) -> str:
+    """A completion or prompt as text: a string as is; a list of chat messages as the content of
+    its messages (``role``: only that role's), joined by newlines."""
+    if isinstance(x, str):
+        return x
+    if isinstance(x, Mapping):
+        return str(x.get("content", ""))
+    parts = []
+    for m in x:
+        if isinstance(m, Mapping):
+            if role is None or m.get("role", role) == role:
+                c = m.get("content", "")
+                parts.append(c if isinstance(c, str) else json.dumps(c, ensure_ascii=False))
+        else:
+            parts.append(str(m))
+    return "\n".join(parts)
+
+
+# keyword arguments TRL passes that are not dataset columns
+_TRL_INTERNAL = {"completion_ids", "trainer_state", "log_extra", "log_metric", "completions_ids"}
+
+
+def trl_reward_fn(
+    rubric: Union[Rubric, str],
+    *,
+    prompt: Optional[str] = "prompt",
+    response: str = "response",
+    columns: Optional[Sequence[str]] = None,
+    name: Optional[str] = None,
+) -> Callable[..., List[Optional[float]]]:
+    """A reward function for TRL's ``GRPOTrainer(reward_funcs=[...])``:
+    ``reward_func(prompts, completions, **kwargs) -> list[float | None]``.
+
+    Row ``i`` given to the rubric holds the dataset columns TRL passes as keyword arguments
+    (``columns``: those named; default: every list-valued one), the completion's text under
+    ``response`` and the prompt's text under ``prompt`` (``None``: not passed). A completion
+    or prompt in conversational form (a list of ``{"role", "content"}`` messages) becomes the
+    text of its messages: for a completion, the ``content`` of every message; for a prompt, of
+    the ``user`` messages. The reward is :meth:`Rubric.rewards`: score less penalty; an unscored
+    row gives ``None`` (TRL leaves it out of that reward function's contribution) unless the
+    rubric says ``reward { unscored zero }``; a row the rubric cannot bind raises
+    :class:`RowError`.
+    """
+    r = _as_rubric(rubric)
+
+    def reward_func(prompts=None, completions=None, **kwargs) -> List[Optional[float]]:
+        completions = list(completions or [])
+        n = len(completions)
+        keys = columns if columns is not None else [k for k in kwargs if k not in _TRL_INTERNAL]
+        rows = []
+        for i in range(n):
+            row = {}
+            for k in keys:
+                v = kwargs.get(k)
+                if isinstance(v, (list, tuple)) and len(v) == n:
+                    row[k] = v[i]
+            if prompt is not None and prompts is not None:
+                row[prompt] = _text(prompts[i], "user")
+            row[response] = _text(completions[i], None)
+            rows.append(row)
+        return r.rewards(rows)
+
+    reward_func.__name__ = name or "rubric_" + "".join(c if c.isalnum() else "_" for c in r.name)
+    reward_func.__qualname__ = reward_func.__name__
+    return reward_func
+
+
+def verl_compute_score(
+    rubric: Union[Rubric, str],
+    *,
+    response: str = "response",
+    ground_truth: Optional[str] = "ground_truth",
+    data_source: Optional[str] = "data_source",
+    unscored: float = math.nan,
+) -> Callable[..., Any]:
+    """A custom reward function for verl (``custom_reward_function.path`` / ``.name``):
+    ``compute_score(data_source, solution_str, ground_truth, extra_info=None, **kwargs) -> float``.
+
+    The rubric's row holds the ``extra_info`` dict's fields, then the response text under
+    ``response``, the ground truth under ``ground_truth`` and the data source under
+    ``data_source`` (``None``: not passed). The result is the row's reward (score less penalty);
+    an unscored row gives ``unscored`` (default NaN: set it, e.g. ``0.0``, to make it a number)
+    unless the rubric says ``reward { unscored zero }``. Called with lists (verl's batch reward
+    manager: ``data_sources``, ``solution_strs``, ``ground_truths``, ``extra_infos``) it scores
+    the batch in one parallel call and returns a list.
+    """
+    r = _as_rubric(rubric)
+
+    def row_of(ds, sol, gt, extra) -> dict:
+        row = dict(extra) if isinstance(extra, Mapping) else {}
+        if data_source is not None:
+            row[data_source] = ds
+        if ground_truth is not None:
+            row[ground_truth] = gt
+        row[response] = sol
+        return row
+
+    def compute_score(
+        data_source=None,
+        solution_str=None,
+        ground_truth=None,
+        extra_info=None,
+        data_sources=None,
+        solution_strs=None,
+        ground_truths=None,
+        extra_infos=None,
+        **kwargs,
+    ):
+        if solution_strs is not None:
+            n = len(solution_strs)
+            ds = data_sources if data_sources is not None else [None] * n
+            gts = ground_truths if ground_truths is not None else [None] * n
+            exs = extra_infos if extra_infos is not None else [None] * n
+            rows = [row_of(ds[i], solution_strs[i], gts[i], exs[i]) for i in range(n)]
+            return [float(x) for x in r.rewards(rows, unscored=unscored)]
+        (value,) = r.rewards([row_of(data_source, solution_str, ground_truth, extra_info)], unscored=unscored)
+        return float(value)
+
+    return compute_score

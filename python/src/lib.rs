@@ -1,0 +1,152 @@
+//! The native module of the `rubric` Python package (`rubric._rubric`): loads a rubric (a
+//! source, source text or a verified bundle, through `cli::bundle::load`) and scores rows given
+//! as JSON lines with `runtime::score_line`, in parallel on rayon with the GIL released, so
+//! that each record is exactly the line `rubric run` writes. With a group field, records pass
+//! through `runtime::groups::Grouper` as in `rubric run --groups`. The pure-Python layer
+//! (`rubric/__init__.py`) turns dicts into lines and records back into dicts.
+
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+use rayon::prelude::*;
+use rubric::cli::bundle::{self, Rubric as Loaded};
+use rubric::cli::EngineKind;
+use rubric::ir::RewardUnscored;
+use rubric::runtime::{self, groups, Identity, VerdictFile};
+use serde_json::Value as Json;
+use std::path::Path;
+
+/// A loaded rubric and the engine it runs on.
+#[pyclass(frozen, module = "rubric._rubric", name = "NativeRubric")]
+struct NativeRubric {
+    loaded: Loaded,
+    engine: EngineKind,
+    ident: Identity,
+}
+
+fn engine_kind(name: &str) -> PyResult<EngineKind> {
+    match name {
+        "interp" => Ok(EngineKind::Interp),
+        "wasm" => Ok(EngineKind::Wasm),
+        "jit" => Ok(EngineKind::Jit),
+        other => Err(PyValueError::new_err(format!("unknown engine `{other}`: expected `interp`, `wasm` or `jit`"))),
+    }
+}
+
+impl NativeRubric {
+    /// Every line's record, in order (grouped and annotated when `group_field` is set).
+    fn records(&self, lines: &[String], group_field: Option<&str>, verdicts: Option<&VerdictFile>) -> Vec<Json> {
+        let program = self.loaded.program();
+        let engine = self.engine.engine_for(program);
+        let records: Vec<Json> = lines
+            .par_iter()
+            .enumerate()
+            .map(|(i, line)| runtime::score_line(engine.as_ref(), program, &self.ident, i, line, verdicts))
+            .collect();
+        let Some(field) = group_field else { return records };
+        let decl = program.reward.clone().unwrap_or_else(groups::default_reward);
+        let mut grouper = groups::Grouper::new(field, decl);
+        let mut out = Vec::with_capacity(records.len());
+        for (line, record) in lines.iter().zip(records) {
+            let row: Option<Json> = serde_json::from_str(line).ok();
+            out.extend(grouper.push(record, row.as_ref()));
+        }
+        out.extend(grouper.flush());
+        out
+    }
+}
+
+#[pymethods]
+impl NativeRubric {
+    /// Load `target`: rubric source text when it holds a newline, else a path to a `.rubric`
+    /// source or a `.rbk` bundle. `engine`: `interp`, `wasm` or `jit` (`None`: `wasm` for a
+    /// bundle, `interp` for a source). Raises `ValueError` with the rendered diagnostics.
+    #[new]
+    #[pyo3(signature = (target, engine=None))]
+    fn new(py: Python<'_>, target: String, engine: Option<String>) -> PyResult<Self> {
+        let loaded = py.detach(|| {
+            if target.contains('\n') {
+                bundle::load_source("<source>", &target)
+            } else {
+                bundle::load(Path::new(&target))
+            }
+        });
+        let loaded = loaded.map_err(PyValueError::new_err)?;
+        let engine = match engine.as_deref() {
+            Some(name) => engine_kind(name)?,
+            None if loaded.bundle.is_some() => EngineKind::Wasm,
+            None => EngineKind::Interp,
+        };
+        let ident = loaded.identity();
+        Ok(NativeRubric { loaded, engine, ident })
+    }
+
+    #[getter]
+    fn name(&self) -> &str {
+        &self.ident.rubric
+    }
+
+    #[getter]
+    fn version(&self) -> &str {
+        &self.ident.version
+    }
+
+    #[getter]
+    fn ir_hash(&self) -> &str {
+        &self.ident.ir_hash
+    }
+
+    /// The bundle's hash when loaded from a bundle.
+    #[getter]
+    fn bundle(&self) -> Option<&str> {
+        self.ident.bundle.as_deref()
+    }
+
+    #[getter]
+    fn engine(&self) -> &'static str {
+        match self.engine {
+            EngineKind::Interp => "interp",
+            EngineKind::Wasm => "wasm",
+            EngineKind::Jit => "jit",
+        }
+    }
+
+    /// The rubric's `reward { unscored ... }` rule: `exclude` (also without a `reward`
+    /// declaration), `zero` or `flag_group`.
+    #[getter]
+    fn reward_unscored(&self) -> &'static str {
+        let rule = self.loaded.program().reward.as_ref().map_or(RewardUnscored::Exclude, |r| r.unscored);
+        RewardUnscored::ALL.iter().find(|(_, r)| *r == rule).map_or("exclude", |(name, _)| name)
+    }
+
+    /// The records of `lines` (one JSON object per line) as JSON text, one per line, exactly
+    /// as `rubric run` writes them. `groups`: the group field (`rubric run --groups FIELD`);
+    /// `verdicts`: a recorded-verdicts file (`rubric run --verdicts FILE`). Scores in parallel
+    /// with the GIL released.
+    #[pyo3(signature = (lines, groups=None, verdicts=None))]
+    fn score_lines(
+        &self,
+        py: Python<'_>,
+        lines: Vec<String>,
+        groups: Option<String>,
+        verdicts: Option<String>,
+    ) -> PyResult<Vec<String>> {
+        py.detach(|| -> Result<Vec<String>, String> {
+            let verdicts = verdicts.map(|p| VerdictFile::load(Path::new(&p))).transpose()?;
+            let records = self.records(&lines, groups.as_deref(), verdicts.as_ref());
+            Ok(records.par_iter().map(|r| serde_json::to_string(r).expect("a record serialises")).collect())
+        })
+        .map_err(PyValueError::new_err)
+    }
+
+    /// Each line's score (`None` when unscored or an error record), with the GIL released.
+    fn scores_lines(&self, py: Python<'_>, lines: Vec<String>) -> Vec<Option<f64>> {
+        py.detach(|| self.records(&lines, None, None).iter().map(|r| r.get("score").and_then(Json::as_f64)).collect())
+    }
+}
+
+#[pymodule]
+fn _rubric(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<NativeRubric>()?;
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    Ok(())
+}
