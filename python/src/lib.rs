@@ -43,8 +43,7 @@ impl NativeRubric {
             .map(|(i, line)| runtime::score_line(engine.as_ref(), program, &self.ident, i, line, verdicts))
             .collect();
         let Some(field) = group_field else { return records };
-        let decl = program.reward.clone().unwrap_or_else(groups::default_reward);
-        let mut grouper = groups::Grouper::new(field, decl);
+        let mut grouper = groups::Grouper::new(program, field);
         let mut out = Vec::with_capacity(records.len());
         for (line, record) in lines.iter().zip(records) {
             let row: Option<Json> = serde_json::from_str(line).ok();
