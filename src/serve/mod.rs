@@ -74,12 +74,15 @@ struct ScoreRequest {
     groups: Option<String>,
 }
 
-/// The rubric a request names, or the error response that says why there is none.
-fn pick(rubrics: &[Served], name: Option<&str>) -> Result<usize, Response> {
+/// The error a request gets: status, code and message.
+type Refusal = (StatusCode, &'static str, String);
+
+/// The rubric a request names, or the error that says why there is none.
+fn pick(rubrics: &[Served], name: Option<&str>) -> Result<usize, Refusal> {
     let Some(name) = name else {
         return match rubrics.len() {
             1 => Ok(0),
-            n => Err(error(
+            n => Err((
                 StatusCode::BAD_REQUEST,
                 "rubric::serve::bad_request",
                 format!("{n} rubrics are loaded: say which with `rubric` (a name, `ir_hash` or bundle hash)"),
@@ -94,12 +97,12 @@ fn pick(rubrics: &[Served], name: Option<&str>) -> Result<usize, Response> {
         .collect();
     match matches[..] {
         [i] => Ok(i),
-        [] => Err(error(
+        [] => Err((
             StatusCode::NOT_FOUND,
             "rubric::serve::unknown_rubric",
             format!("no loaded rubric is named or hashed `{name}`; `GET /v1/bundles` lists them"),
         )),
-        _ => Err(error(
+        _ => Err((
             StatusCode::BAD_REQUEST,
             "rubric::serve::bad_request",
             format!("several loaded rubrics are named `{name}`: name one by its `ir_hash` or bundle hash"),
@@ -127,7 +130,7 @@ async fn score(State(state): State<Shared>, body: Result<Bytes, BytesRejection>)
     };
     let which = match pick(&state.rubrics, req.rubric.as_deref()) {
         Ok(i) => i,
-        Err(resp) => return resp,
+        Err((status, code, message)) => return error(status, code, message),
     };
     // Each row is scored as the line `rubric run` would read: its compact JSON.
     let lines: Vec<(usize, String)> = req.rows.iter().map(Json::to_string).enumerate().collect();
