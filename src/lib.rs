@@ -15,6 +15,8 @@ pub mod ir;
 pub mod judge;
 pub mod resolve;
 pub mod runtime;
+#[cfg(feature = "serve")]
+pub mod serve;
 pub mod source;
 pub mod stdlib;
 pub mod syntax;

@@ -789,3 +789,22 @@ fn bundle_manifest_type_round_trips() {
     assert_eq!(m.entry_points[0].output.criteria, ["items[]"]);
     assert_eq!(m.judges[0].criteria, ["items[]"]);
 }
+
+/// A rubric whose expressions nest 60 parentheses deep round-trips through a bundle: its IR is read past
+/// serde_json's default depth limit of 128 JSON levels, and it scores as the source does.
+#[test]
+fn bundle_of_a_deeply_nested_rubric_loads_and_scores() {
+    let mut e = String::from("x");
+    for _ in 0..60 {
+        e = format!("({e} + 1)");
+    }
+    let src = format!("rubric deep @ 1.0.0\ninput x: Number\ncriterion a \"a\" check {e} > 60\n");
+    let c = compile_source("deep.rubric", &src);
+    assert!(c.program.is_some(), "{:?}", c.diagnostics);
+    let built = build_compiled(&c, false).unwrap();
+    let b = load_bytes(&built.bytes, &limits()).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(&b.program, c.program.as_ref().unwrap());
+    let ident = Identity::of(&b.program);
+    let line = score_line(&Interpreter, &b.program, &ident, 0, "{\"x\": 1}", None);
+    assert_eq!(line["score"], 1, "{line}");
+}

@@ -10,6 +10,7 @@ mod ifeval;
 mod jit_engine;
 mod judge;
 mod props;
+mod serve;
 mod stdlib_docs;
 mod tidy;
 mod ui;

@@ -573,8 +573,8 @@ pub fn load_bytes(bytes: &[u8], limits: &Limits) -> Result<Bundle, BundleError> 
 
     // 5. the IR: strict, canonical, and what the manifest says it is.
     let ir = &find(&entries, IR_FILE).expect("checked above").data;
-    let program: Program = serde_json::from_slice(ir)
-        .map_err(|e| BundleError::new(CODE_IR, format!("`{IR_FILE}` is not a valid IR program: {e}")))?;
+    let program: Program =
+        parse_ir(ir).map_err(|e| BundleError::new(CODE_IR, format!("`{IR_FILE}` is not a valid IR program: {e}")))?;
     if program.ir_version != IR_VERSION {
         return Err(BundleError::new(
             CODE_IR_VERSION,
@@ -667,4 +667,16 @@ fn check_source_map(
         return Err(bad(format!("`{}` is not a module of the program", extra.name)));
     }
     Ok(out)
+}
+
+/// The IR as canonical JSON → a program. Expressions nest as deep as the parser allows (1,500
+/// levels, several JSON levels each), past serde_json's default limit of 128: the limit is off
+/// and the recursion grows its stack on the heap (the bundle's size bounds the depth).
+fn parse_ir(ir: &[u8]) -> Result<Program, serde_json::Error> {
+    use serde::Deserialize;
+    let mut de = serde_json::Deserializer::from_slice(ir);
+    de.disable_recursion_limit();
+    let program = Program::deserialize(serde_stacker::Deserializer::new(&mut de))?;
+    de.end()?;
+    Ok(program)
 }

@@ -1,6 +1,7 @@
 //! The command line: `rubric check | run | test | explain | ir | fmt | import | build |
-//! inspect | diff | mock-judge`. Thin: each command compiles with `types` (or loads a bundle
-//! with `bundle`), runs with `runtime` (or `judge` for the mock judge), and renders diagnostics.
+//! inspect | diff | mock-judge | serve`. Thin: each command compiles with `types` (or loads a
+//! bundle with `bundle`), runs with `runtime` (or `judge` for the mock judge, `serve` for the
+//! reward server), and renders diagnostics.
 
 /// `println!` that ignores a closed stdout (`rubric ir | head` must not panic).
 macro_rules! outln {
@@ -241,6 +242,43 @@ pub enum Command {
         #[arg(long)]
         latency_ms: Option<u64>,
     },
+    /// Serve rubrics (bundles or sources) over HTTP for RL trainers: `POST /v1/score` scores
+    /// rows into the records `rubric run` writes; `GET /v1/bundles`, `/healthz`, `/metrics`.
+    /// Prints its base URL as the first line of stdout.
+    #[cfg(feature = "serve")]
+    Serve {
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
+        /// Address to listen on; port 0 picks a free one.
+        #[arg(long, default_value = "127.0.0.1:8700")]
+        addr: String,
+        /// The engine for every rubric; default: `wasm` for bundles (sandboxed), `interp` for
+        /// sources.
+        #[arg(long, value_enum)]
+        engine: Option<EngineKind>,
+        /// Call judges for criteria without a recorded verdict: the endpoints of `judges.toml`.
+        #[arg(long)]
+        judges: Option<PathBuf>,
+        /// `replay:TRANSCRIPT.jsonl`: answer judge calls from a recorded transcript, offline.
+        #[arg(long)]
+        judge: Option<String>,
+        /// The judge cache (SQLite); default: the user's cache directory.
+        #[arg(long)]
+        cache: Option<PathBuf>,
+        /// Do not read or write the judge cache.
+        #[arg(long, conflicts_with = "cache")]
+        no_cache: bool,
+        /// Require `Authorization: Bearer <token>`, the token being this environment
+        /// variable's value (on every endpoint but `/healthz`).
+        #[arg(long, value_name = "VAR")]
+        token_env: Option<String>,
+        /// Larger request bodies are refused with 413.
+        #[arg(long, default_value_t = 16 * 1024 * 1024)]
+        max_body_bytes: usize,
+        /// Scoring requests that take longer are answered 503.
+        #[arg(long, default_value_t = 300.0)]
+        timeout_s: f64,
+    },
 }
 
 pub fn main_with(cli: Cli) -> ExitCode {
@@ -412,6 +450,82 @@ pub fn main_with(cli: Cli) -> ExitCode {
         }
         #[cfg(feature = "judges")]
         Command::MockJudge { rules, addr, latency_ms } => crate::judge::mock::main(rules.as_deref(), &addr, latency_ms),
+        #[cfg(feature = "serve")]
+        Command::Serve {
+            files,
+            addr,
+            engine,
+            judges,
+            judge,
+            cache,
+            no_cache,
+            token_env,
+            max_body_bytes,
+            timeout_s,
+        } => {
+            let addr: std::net::SocketAddr = match addr.parse() {
+                Ok(a) => a,
+                Err(_) => {
+                    eprintln!("error: `{addr}` is not an address (e.g. 127.0.0.1:8700)");
+                    return ExitCode::from(2);
+                }
+            };
+            let token = match token_env {
+                None => None,
+                Some(var) => match std::env::var(&var) {
+                    Ok(t) if !t.is_empty() => Some(t),
+                    _ => {
+                        eprintln!("error: `--token-env {var}`: the environment variable `{var}` is not set");
+                        return ExitCode::from(2);
+                    }
+                },
+            };
+            if !(timeout_s > 0.0 && timeout_s.is_finite()) {
+                eprintln!("error: `--timeout-s` must be a positive number of seconds");
+                return ExitCode::from(2);
+            }
+            let mut served = Vec::new();
+            for f in &files {
+                let rubric = match bundle::load(f) {
+                    Ok(r) => r,
+                    Err(e) => {
+                        eprintln!("{e}");
+                        return ExitCode::from(1);
+                    }
+                };
+                // The server runs until the process ends: its rubrics live as long.
+                let rubric: &'static bundle::Rubric = Box::leak(Box::new(rubric));
+                let kind =
+                    engine.unwrap_or(if rubric.bundle.is_some() { EngineKind::Wasm } else { EngineKind::Interp });
+                if kind == EngineKind::Jit && rubric.bundle.is_some() {
+                    eprintln!(
+                        "note: `--engine jit` runs the bundle `{}` as native code without a sandbox or limits",
+                        f.display()
+                    );
+                }
+                let program = rubric.program();
+                served.push(crate::serve::Served {
+                    program,
+                    ident: rubric.identity(),
+                    engine: kind.engine_for(program),
+                });
+            }
+            let dispatching =
+                match judge_dispatch(judges.as_deref(), judge.as_deref(), None, cache.as_deref(), no_cache) {
+                    Ok(d) => d,
+                    Err(e) => {
+                        eprintln!("error: {e}");
+                        return ExitCode::from(2);
+                    }
+                };
+            let opts = crate::serve::Options {
+                addr,
+                token,
+                max_body_bytes,
+                timeout: std::time::Duration::from_secs_f64(timeout_s),
+            };
+            crate::serve::main(served, dispatching, opts)
+        }
     }
 }
 

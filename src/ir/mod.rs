@@ -658,7 +658,9 @@ impl Program {
     /// The canonical serialisation: compact JSON of the program with fields in declaration
     /// order. Deterministic because the IR holds only vectors and sorted records.
     pub fn canonical_bytes(&self) -> Vec<u8> {
-        serde_json::to_vec(self).expect("IR serialises")
+        // Serialising recurses once per level of expression nesting (up to the parser's depth
+        // limit): on a small thread stack it runs on a segment of its own.
+        stacker::maybe_grow(1024 * 1024, 32 * 1024 * 1024, || serde_json::to_vec(self).expect("IR serialises"))
     }
 
     /// `sha256:<hex>` of the canonical bytes.

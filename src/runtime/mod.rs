@@ -405,6 +405,38 @@ pub fn run_batch_as(
     Ok(summary)
 }
 
+/// Score a batch of rows held in memory (the reward server, `rubric serve`): each
+/// `(index, line)` gets exactly the record `run_batch_as` writes for it, judges dispatched a
+/// chunk of `CHUNK` rows at a time, and with `group_field` the records annotated as
+/// `--groups` annotates them. Records come back in input order, one per line.
+pub fn score_batch(
+    engine: &dyn Engine,
+    program: &Program,
+    ident: &Identity,
+    lines: &[(usize, String)],
+    judges: Option<&dyn ChunkJudge>,
+    group_field: Option<&str>,
+) -> Vec<Json> {
+    let mut records = Vec::with_capacity(lines.len());
+    for chunk in lines.chunks(CHUNK) {
+        match judges {
+            None => {
+                records.par_extend(chunk.par_iter().map(|(i, line)| score_line(engine, program, ident, *i, line, None)))
+            }
+            Some(judges) => records.extend(score_chunk_with_judges(engine, program, ident, chunk, None, judges)),
+        }
+    }
+    let Some(field) = group_field else { return records };
+    let mut grouper = groups::Grouper::new(program, field);
+    let mut out = Vec::with_capacity(records.len());
+    for ((_, line), record) in lines.iter().zip(records) {
+        let row: Option<Json> = serde_json::from_str(line).ok();
+        out.extend(grouper.push(record, row.as_ref()));
+    }
+    out.extend(grouper.flush());
+    out
+}
+
 fn count_rows(path: &Path) -> std::io::Result<u64> {
     let reader = BufReader::new(File::open(path)?);
     let mut n = 0;

@@ -1,0 +1,324 @@
+//! The reward server (`rubric serve`, feature `serve`): an axum HTTP service that holds loaded
+//! rubrics and scores batches of rows for RL trainers, each row into exactly the record
+//! `rubric run` writes (`runtime::score_batch`), on the rayon pool, off the async executor.
+
+mod metrics;
+
+use crate::engine::Engine;
+use crate::ir::Program;
+use crate::runtime::{self, ChunkJudge, Identity};
+use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
+use axum::extract::{DefaultBodyLimit, Request, State};
+use axum::http::{header, HeaderValue, StatusCode};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::Router;
+use metrics::Metrics;
+use serde_json::{json, Value as Json};
+use std::net::SocketAddr;
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+/// One loaded rubric: its program, the identity stamped on its records and the engine that
+/// scores it (bound to the program once, at start).
+pub struct Served {
+    pub program: &'static Program,
+    pub ident: Identity,
+    pub engine: Box<dyn Engine>,
+}
+
+/// How the server listens and what it accepts.
+pub struct Options {
+    pub addr: SocketAddr,
+    /// The bearer token every request but `GET /healthz` must carry, when set.
+    pub token: Option<String>,
+    /// Larger request bodies are refused with 413.
+    pub max_body_bytes: usize,
+    /// A scoring request that takes longer is answered 503 (its rows finish on the pool).
+    pub timeout: Duration,
+}
+
+/// Everything a request handler reads: set up once and never freed (the server runs until
+/// the process ends).
+struct AppState {
+    rubrics: Vec<Served>,
+    judges: Option<Box<dyn ChunkJudge>>,
+    token: Option<String>,
+    timeout: Duration,
+    metrics: Metrics,
+}
+
+type Shared = &'static AppState;
+
+/// A JSON error response: `{"error": {"code": CODE, "message": MESSAGE}}`.
+fn error(status: StatusCode, code: &str, message: impl Into<String>) -> Response {
+    let body = json!({ "error": { "code": code, "message": message.into() } });
+    (status, [(header::CONTENT_TYPE, HeaderValue::from_static("application/json"))], body.to_string()).into_response()
+}
+
+fn json_response(body: &Json) -> Response {
+    let bytes = serde_json::to_vec(body).expect("a JSON value serialises");
+    ([(header::CONTENT_TYPE, HeaderValue::from_static("application/json"))], bytes).into_response()
+}
+
+/// The body of `POST /v1/score`.
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ScoreRequest {
+    /// A loaded rubric's name, `ir_hash` or bundle hash; optional when one is loaded.
+    rubric: Option<String>,
+    rows: Vec<Json>,
+    /// Group rows by this field, as `rubric run --groups FIELD`.
+    groups: Option<String>,
+}
+
+/// The error a request gets: status, code and message.
+type Refusal = (StatusCode, &'static str, String);
+
+/// The rubric a request names, or the error that says why there is none.
+fn pick(rubrics: &[Served], name: Option<&str>) -> Result<usize, Refusal> {
+    let Some(name) = name else {
+        return match rubrics.len() {
+            1 => Ok(0),
+            n => Err((
+                StatusCode::BAD_REQUEST,
+                "rubric::serve::bad_request",
+                format!("{n} rubrics are loaded: say which with `rubric` (a name, `ir_hash` or bundle hash)"),
+            )),
+        };
+    };
+    let matches: Vec<usize> = rubrics
+        .iter()
+        .enumerate()
+        .filter(|(_, s)| s.ident.rubric == name || s.ident.ir_hash == name || s.ident.bundle.as_deref() == Some(name))
+        .map(|(i, _)| i)
+        .collect();
+    match matches[..] {
+        [i] => Ok(i),
+        [] => Err((
+            StatusCode::NOT_FOUND,
+            "rubric::serve::unknown_rubric",
+            format!("no loaded rubric is named or hashed `{name}`; `GET /v1/bundles` lists them"),
+        )),
+        _ => Err((
+            StatusCode::BAD_REQUEST,
+            "rubric::serve::bad_request",
+            format!("several loaded rubrics are named `{name}`: name one by its `ir_hash` or bundle hash"),
+        )),
+    }
+}
+
+async fn score(State(state): State<Shared>, body: Result<Bytes, BytesRejection>) -> Response {
+    let body = match body {
+        Ok(b) => b,
+        Err(e) if e.status() == StatusCode::PAYLOAD_TOO_LARGE => {
+            return error(StatusCode::PAYLOAD_TOO_LARGE, "rubric::serve::too_large", e.body_text())
+        }
+        Err(e) => return error(StatusCode::BAD_REQUEST, "rubric::serve::bad_request", e.body_text()),
+    };
+    let req: ScoreRequest = match serde_json::from_slice(&body) {
+        Ok(r) => r,
+        Err(e) => {
+            return error(
+                StatusCode::BAD_REQUEST,
+                "rubric::serve::bad_request",
+                format!("the body is not a score request: {e}"),
+            )
+        }
+    };
+    let which = match pick(&state.rubrics, req.rubric.as_deref()) {
+        Ok(i) => i,
+        Err((status, code, message)) => return error(status, code, message),
+    };
+    // Each row is scored as the line `rubric run` would read: its compact JSON.
+    let lines: Vec<(usize, String)> = req.rows.iter().map(Json::to_string).enumerate().collect();
+    drop(req.rows);
+    let n = lines.len();
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    let group_field = req.groups;
+    // On the rayon pool, not a tokio blocking thread: judge dispatch blocks on its own runtime,
+    // which tokio forbids inside a runtime's context.
+    rayon::spawn(move || {
+        let s = &state.rubrics[which];
+        let records = runtime::score_batch(
+            s.engine.as_ref(),
+            s.program,
+            &s.ident,
+            &lines,
+            state.judges.as_deref(),
+            group_field.as_deref(),
+        );
+        let _ = tx.send(serde_json::to_vec(&json!({ "results": records })));
+    });
+    match tokio::time::timeout(state.timeout, rx).await {
+        Ok(Ok(Ok(bytes))) => {
+            state.metrics.add_rows(n);
+            ([(header::CONTENT_TYPE, HeaderValue::from_static("application/json"))], bytes).into_response()
+        }
+        Ok(Ok(Err(e))) => error(StatusCode::INTERNAL_SERVER_ERROR, "rubric::serve::internal", e.to_string()),
+        Ok(Err(_)) => error(StatusCode::INTERNAL_SERVER_ERROR, "rubric::serve::internal", "scoring stopped"),
+        Err(_) => error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "rubric::serve::timeout",
+            format!(
+                "scoring {n} rows took longer than {:.1}s; send fewer rows per request",
+                state.timeout.as_secs_f64()
+            ),
+        ),
+    }
+}
+
+async fn bundles(State(state): State<Shared>) -> Response {
+    let list: Vec<Json> = state
+        .rubrics
+        .iter()
+        .map(|s| {
+            json!({
+                "name": s.ident.rubric,
+                "version": s.ident.version,
+                "ir_hash": s.ident.ir_hash,
+                "bundle": s.ident.bundle,
+                "engine": s.engine.name(),
+            })
+        })
+        .collect();
+    json_response(&json!({ "rubrics": list }))
+}
+
+async fn metrics_handler(State(state): State<Shared>) -> Response {
+    let judges = state.judges.as_ref().map(|j| j.stats());
+    json_response(&state.metrics.to_json(judges))
+}
+
+async fn not_found() -> Response {
+    error(
+        StatusCode::NOT_FOUND,
+        "rubric::serve::not_found",
+        "no such endpoint: POST /v1/score, GET /v1/bundles, GET /healthz, GET /metrics",
+    )
+}
+
+/// Bearer-token check (every path but `/healthz`), then counters and latency.
+async fn guard(State(state): State<Shared>, req: Request, next: Next) -> Response {
+    let start = Instant::now();
+    let scoring = req.uri().path() == "/v1/score";
+    let resp = match &state.token {
+        Some(token) if req.uri().path() != "/healthz" && !authorized(&req, token) => error(
+            StatusCode::UNAUTHORIZED,
+            "rubric::serve::unauthorized",
+            "this server needs `Authorization: Bearer <token>`",
+        ),
+        _ => {
+            state.metrics.enter();
+            let r = next.run(req).await;
+            state.metrics.leave();
+            r
+        }
+    };
+    state.metrics.record(resp.status().as_u16(), scoring.then(|| start.elapsed()));
+    resp
+}
+
+fn authorized(req: &Request, token: &str) -> bool {
+    let Some(given) = req.headers().get(header::AUTHORIZATION).and_then(|v| v.to_str().ok()) else { return false };
+    let Some(given) = given.strip_prefix("Bearer ") else { return false };
+    // Compared in time independent of where the first difference is.
+    given.len() == token.len() && given.bytes().zip(token.bytes()).fold(0u8, |acc, (a, b)| acc | (a ^ b)) == 0
+}
+
+fn router(state: Shared, max_body_bytes: usize) -> Router {
+    Router::new()
+        .route("/v1/score", post(score))
+        .route("/v1/bundles", get(bundles))
+        .route("/healthz", get(|| async { "ok" }))
+        .route("/metrics", get(metrics_handler))
+        .fallback(not_found)
+        .layer(middleware::from_fn_with_state(state, guard))
+        .layer(DefaultBodyLimit::max(max_body_bytes))
+        .with_state(state)
+}
+
+/// Resolves on SIGINT or SIGTERM.
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        _ = ctrl_c => {},
+        _ = term => {},
+    }
+    eprintln!("serve: shutting down after the requests in flight");
+}
+
+/// `rubric serve`: listen on `opts.addr`, print the base URL as the first line of stdout, and
+/// serve until SIGINT or SIGTERM, finishing the requests in flight.
+pub fn main(rubrics: Vec<Served>, judges: Option<Box<dyn ChunkJudge>>, opts: Options) -> ExitCode {
+    let rt = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: cannot start the runtime: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    let state: Shared = Box::leak(Box::new(AppState {
+        rubrics,
+        judges,
+        token: opts.token,
+        timeout: opts.timeout,
+        metrics: Metrics::default(),
+    }));
+    rt.block_on(async move {
+        let listener = match tokio::net::TcpListener::bind(opts.addr).await {
+            Ok(l) => l,
+            Err(e) => {
+                eprintln!("error: cannot listen on {}: {e}", opts.addr);
+                return ExitCode::from(2);
+            }
+        };
+        let local = match listener.local_addr() {
+            Ok(a) => a,
+            Err(e) => {
+                eprintln!("error: {e}");
+                return ExitCode::from(2);
+            }
+        };
+        {
+            use std::io::Write as _;
+            let mut out = std::io::stdout();
+            let _ = writeln!(out, "http://{local}");
+            let _ = out.flush();
+        }
+        for s in &state.rubrics {
+            eprintln!(
+                "serve: {} {} ({}{}) on {}",
+                s.ident.rubric,
+                s.ident.version,
+                s.ident.ir_hash,
+                s.ident.bundle.as_ref().map(|b| format!(", bundle {b}")).unwrap_or_default(),
+                s.engine.name()
+            );
+        }
+        eprintln!("serve: POST http://{local}/v1/score; GET /v1/bundles, /healthz, /metrics; stop with Ctrl-C");
+        let app = router(state, opts.max_body_bytes);
+        match axum::serve(listener, app).with_graceful_shutdown(shutdown_signal()).await {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("error: {e}");
+                ExitCode::from(1)
+            }
+        }
+    })
+}
