@@ -8,13 +8,16 @@
 #      expression-heavy case bench/expr;
 #   3. bench/scale.sh: 10k, 100k and 1M rows, throughput and peak RSS per engine, cold start;
 #   4. bench/ifeval.sh: `rubric run` on IFEval vs the Python reference implementation;
-#   5. bench/judges.sh: judge dispatch vs the ideal and vs Autorubric on the mock judge.
+#   5. bench/judges.sh: judge dispatch vs the ideal and vs Autorubric on the mock judge;
+#   6. bench/serve.sh: the reward server under 16 concurrent clients (needs `hey`).
+# bench/python.sh (the Python binding vs the IFEval reference) needs the package built first
+# (`bash python/build.sh --release`) and runs on its own.
 #
 #   bash bench/all.sh            # about 20 minutes on 2 cores
 #   PARTS="1 3" bash bench/all.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
-PARTS=${PARTS:-"1 2 3 4 5"}
+PARTS=${PARTS:-"1 2 3 4 5 6"}
 REPORT=target/bench-report.txt
 mkdir -p target
 cargo build --release -q
@@ -34,6 +37,7 @@ RUBRIC=target/release/rubric
       3) echo; echo "## 3. scaling (bench/scale.sh)"; bash bench/scale.sh ;;
       4) echo; echo "## 4. IFEval vs the Python reference (bench/ifeval.sh)"; bash bench/ifeval.sh ;;
       5) echo; echo "## 5. judge dispatch (bench/judges.sh)"; bash bench/judges.sh ;;
+      6) echo; echo "## 6. the reward server (bench/serve.sh)"; RUBRIC=$RUBRIC bash bench/serve.sh ;;
     esac
   done
 } 2>&1 | tee "$REPORT"
