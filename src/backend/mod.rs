@@ -4,5 +4,6 @@
 //! `wasm` lowers to a WebAssembly module (wasm-encoder) and runs it sandboxed in wasmtime;
 //! `jit` lowers to native code with Cranelift, for trusted rubrics.
 
+pub mod cache;
 pub mod jit;
 pub mod wasm;

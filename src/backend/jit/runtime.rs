@@ -13,6 +13,7 @@
 
 use super::codegen::{compile, Entry};
 use super::host::{Ctx, Tables};
+use crate::backend::cache::{lookup, ProcessCache, Recent, PER_THREAD};
 use crate::engine::{Engine, RowResult, TrapInfo, VerdictSource};
 use crate::interp::{run_row, Decided, Evaluator, Root, Trace};
 use crate::ir::{Expr, Program};
@@ -20,7 +21,6 @@ use crate::stdlib::{Trap, TrapKind};
 use crate::value::Value;
 use cranelift_jit::JITModule;
 use std::cell::RefCell;
-use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
 
 /// A root's compiled function: the row's context in, the handle of the root's value out.
@@ -100,56 +100,22 @@ impl Drop for JitCode {
 }
 
 /// Compiled programs by IR hash, for the whole process.
-fn cache() -> &'static Mutex<HashMap<String, Arc<JitCode>>> {
-    static CACHE: OnceLock<Mutex<HashMap<String, Arc<JitCode>>>> = OnceLock::new();
+fn cache() -> &'static ProcessCache<JitCode> {
+    static CACHE: OnceLock<ProcessCache<JitCode>> = OnceLock::new();
     CACHE.get_or_init(Default::default)
 }
-
-/// The most programs the process cache keeps (it starts over when full).
-const CACHE_SIZE: usize = 256;
-/// The programs a thread remembers by address.
-const PER_THREAD: usize = 4;
 
 thread_local! {
     /// The programs this thread evaluated last, by address, so that a batch of rows does not
     /// hash its program for every row (an entry is used only if the program is still equal).
-    static RECENT: RefCell<Vec<(usize, Arc<JitCode>)>> = const { RefCell::new(Vec::new()) };
+    static RECENT: Recent<JitCode> = const { RefCell::new(Vec::new()) };
     /// Row contexts to reuse (their tables keep their allocations).
     static SPARE: RefCell<Vec<Ctx>> = const { RefCell::new(Vec::new()) };
 }
 
 /// The compiled code of `p`: compiled at most once per process.
 pub fn code(p: &Program) -> Result<Arc<JitCode>, String> {
-    let addr = p as *const Program as usize;
-    let recent =
-        RECENT.with(|r| r.borrow().iter().find(|(a, c)| *a == addr && *c.program() == *p).map(|(_, c)| c.clone()));
-    if let Some(c) = recent {
-        return Ok(c);
-    }
-    let hash = p.hash();
-    let c = {
-        let mut map = cache().lock().unwrap_or_else(|e| e.into_inner());
-        match map.get(&hash) {
-            Some(c) => c.clone(),
-            None => {
-                let c = Arc::new(JitCode::new(p)?);
-                if map.len() >= CACHE_SIZE {
-                    map.clear();
-                }
-                map.insert(hash, c.clone());
-                c
-            }
-        }
-    };
-    RECENT.with(|r| {
-        let mut r = r.borrow_mut();
-        r.retain(|(a, _)| *a != addr);
-        r.push((addr, c.clone()));
-        if r.len() > PER_THREAD {
-            r.remove(0);
-        }
-    });
-    Ok(c)
+    lookup(p, &RECENT, cache(), JitCode::program, JitCode::new)
 }
 
 /// The JIT engine as an [`Engine`].

@@ -9,6 +9,7 @@
 use super::abi;
 use super::codegen::compile_module;
 use super::host::{link, FxBuild, Host};
+use crate::backend::cache::{lookup, ProcessCache, Recent, PER_THREAD};
 use crate::engine::{Engine, RowResult, TrapInfo, VerdictSource};
 use crate::interp::{run_row, Decided, Evaluator, Root, Trace};
 use crate::ir::{Expr, ExprKind, Program};
@@ -16,7 +17,7 @@ use crate::stdlib::{Trap, TrapKind};
 use crate::value::Value;
 use std::cell::RefCell;
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 use wasmtime::{Config, InstancePre, Linker, Module, OptLevel, Store, StoreLimitsBuilder, TypedFunc};
 
@@ -185,56 +186,22 @@ impl Compiled {
 }
 
 /// Compiled modules by IR hash, for the whole process.
-fn cache() -> &'static Mutex<HashMap<String, Arc<Compiled>>> {
-    static CACHE: OnceLock<Mutex<HashMap<String, Arc<Compiled>>>> = OnceLock::new();
+fn cache() -> &'static ProcessCache<Compiled> {
+    static CACHE: OnceLock<ProcessCache<Compiled>> = OnceLock::new();
     CACHE.get_or_init(Default::default)
 }
-
-/// The most modules the process cache keeps (it starts over when full).
-const CACHE_SIZE: usize = 256;
 
 thread_local! {
     /// The programs this thread evaluated last, by address, so that a batch of rows does not
     /// hash its program for every row (an entry is used only if the program is still equal).
-    static RECENT: RefCell<Vec<(usize, Arc<Compiled>)>> = const { RefCell::new(Vec::new()) };
+    static RECENT: Recent<Compiled> = const { RefCell::new(Vec::new()) };
     /// This thread's instances, most recent last.
     static INSTANCES: RefCell<Vec<Instance>> = const { RefCell::new(Vec::new()) };
 }
 
-const PER_THREAD: usize = 4;
-
 /// The compiled module of `p`: compiled at most once per process.
 pub fn compiled(p: &Program) -> Result<Arc<Compiled>, String> {
-    let addr = p as *const Program as usize;
-    let recent =
-        RECENT.with(|r| r.borrow().iter().find(|(a, c)| *a == addr && *c.program == *p).map(|(_, c)| c.clone()));
-    if let Some(c) = recent {
-        return Ok(c);
-    }
-    let hash = p.hash();
-    let c = {
-        let mut map = cache().lock().unwrap_or_else(|e| e.into_inner());
-        match map.get(&hash) {
-            Some(c) => c.clone(),
-            None => {
-                let c = Arc::new(Compiled::new(p)?);
-                if map.len() >= CACHE_SIZE {
-                    map.clear();
-                }
-                map.insert(hash, c.clone());
-                c
-            }
-        }
-    };
-    RECENT.with(|r| {
-        let mut r = r.borrow_mut();
-        r.retain(|(a, _)| *a != addr);
-        r.push((addr, c.clone()));
-        if r.len() > PER_THREAD {
-            r.remove(0);
-        }
-    });
-    Ok(c)
+    lookup(p, &RECENT, cache(), |c| &c.program, Compiled::new)
 }
 
 /// One instance of a compiled module, with its store, on one thread.
