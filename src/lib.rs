@@ -11,6 +11,8 @@ pub mod diag;
 pub mod engine;
 pub mod interp;
 pub mod ir;
+#[cfg(feature = "models")]
+pub mod models;
 #[cfg(feature = "judges")]
 pub mod judge;
 pub mod resolve;

@@ -1,0 +1,1 @@
+//! Sentence embeddings (BERT family, sentence-transformers semantics). Filled in next.

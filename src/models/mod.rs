@@ -1,0 +1,117 @@
+//! Local models (the `models` feature): sentence embeddings for the embedding verifiers
+//! (`similarity`, `covers`, `best_match`) and causal language models for local logprob judges,
+//! on candle, on the CPU or (with the `cuda` feature) an NVIDIA GPU.
+//!
+//! Pipeline position: called by `stdlib` (embedding intrinsics) and `judge` (local judges);
+//! configured once per process by the CLI (`--device`, `--embedding-model`) through
+//! [`configure`]. Models are directories of safetensors weights, `config.json` and
+//! `tokenizer.json`, named by the run configuration and never downloaded at run time.
+
+pub mod embed;
+
+use std::path::PathBuf;
+use std::sync::OnceLock;
+
+/// Why a model could not be used. Reported as a trap (`rubric::trap::model`) or an unscored
+/// verdict (`judge_local_model`), never a panic.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ModelError {
+    #[error("{0}")]
+    Config(String),
+    #[error("{path}: {message}")]
+    Load { path: String, message: String },
+    #[error("model: {0}")]
+    Run(String),
+}
+
+impl From<candle_core::Error> for ModelError {
+    fn from(e: candle_core::Error) -> ModelError {
+        ModelError::Run(e.to_string())
+    }
+}
+
+/// Where tensors live: `--device cpu|cuda|cuda:N`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum DeviceSpec {
+    #[default]
+    Cpu,
+    Cuda(usize),
+}
+
+impl std::str::FromStr for DeviceSpec {
+    type Err = String;
+    fn from_str(s: &str) -> Result<DeviceSpec, String> {
+        match s {
+            "cpu" => Ok(DeviceSpec::Cpu),
+            "cuda" => Ok(DeviceSpec::Cuda(0)),
+            _ => match s.strip_prefix("cuda:").map(str::parse::<usize>) {
+                Some(Ok(n)) => Ok(DeviceSpec::Cuda(n)),
+                _ => Err(format!("unknown device `{s}`: expected cpu, cuda or cuda:N")),
+            },
+        }
+    }
+}
+
+impl std::fmt::Display for DeviceSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            DeviceSpec::Cpu => f.write_str("cpu"),
+            DeviceSpec::Cuda(n) => write!(f, "cuda:{n}"),
+        }
+    }
+}
+
+impl DeviceSpec {
+    /// The candle device. A CUDA device in a build without the `cuda` feature is an error; a
+    /// CUDA build on a machine without a GPU reports candle's error (`CUDA_ERROR_NO_DEVICE`).
+    pub fn open(self) -> Result<candle_core::Device, ModelError> {
+        match self {
+            DeviceSpec::Cpu => Ok(candle_core::Device::Cpu),
+            DeviceSpec::Cuda(n) => {
+                if !cfg!(feature = "cuda") {
+                    return Err(ModelError::Config(format!(
+                        "device `cuda:{n}` needs a build with the `cuda` feature (scripts/build-cuda.sh)"
+                    )));
+                }
+                candle_core::Device::new_cuda(n).map_err(|e| ModelError::Config(format!("device `cuda:{n}`: {e}")))
+            }
+        }
+    }
+}
+
+/// The process's model settings, set once by the CLI before any row is scored.
+#[derive(Debug, Clone, Default)]
+pub struct ModelsConfig {
+    pub device: DeviceSpec,
+    /// The sentence-embedding model of `similarity`, `covers` and `best_match`.
+    pub embedding: Option<PathBuf>,
+}
+
+static CONFIG: OnceLock<ModelsConfig> = OnceLock::new();
+
+/// Set the process's model settings; the first call wins (later calls return `false`).
+pub fn configure(config: ModelsConfig) -> bool {
+    CONFIG.set(config).is_ok()
+}
+
+/// The process's model settings: those given to [`configure`], else the environment
+/// (`RUBRIC_DEVICE`, `RUBRIC_EMBEDDING_MODEL`), else the CPU and no embedding model.
+pub fn config() -> &'static ModelsConfig {
+    CONFIG.get_or_init(|| ModelsConfig {
+        device: std::env::var("RUBRIC_DEVICE").ok().and_then(|d| d.parse().ok()).unwrap_or_default(),
+        embedding: std::env::var_os("RUBRIC_EMBEDDING_MODEL").map(PathBuf::from),
+    })
+}
+
+/// The configured device, opened once. CUDA that cannot be opened falls back to the CPU with
+/// a message on stderr (the results are the same; only the speed differs).
+pub fn device() -> &'static candle_core::Device {
+    static DEVICE: OnceLock<candle_core::Device> = OnceLock::new();
+    DEVICE.get_or_init(|| {
+        let spec = config().device;
+        spec.open().unwrap_or_else(|e| {
+            eprintln!("warning: {e}; using the CPU");
+            candle_core::Device::Cpu
+        })
+    })
+}
