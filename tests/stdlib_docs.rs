@@ -45,6 +45,9 @@ fn holds(expr: &str, import: Option<&str>) -> Result<(), String> {
 
 #[test]
 fn every_intrinsic_has_a_passing_doc_example() {
+    // the embedding verifiers' examples run with all-MiniLM-L6-v2
+    #[cfg(feature = "models")]
+    crate::common::use_minilm();
     let mut failures = Vec::new();
     let mut count = 0;
     for intr in rubric::stdlib::intrinsics() {

@@ -20,6 +20,10 @@ macro_rules! out {
 }
 
 mod bench;
+#[cfg(feature = "models")]
+mod embed_bench;
+#[cfg(feature = "models")]
+pub use embed_bench::sentences as bench_sentences;
 pub mod bundle;
 mod import;
 pub mod suite;
@@ -40,6 +44,14 @@ use std::process::ExitCode;
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
+    /// Where local models (embedding verifiers, local judges) run: cpu, cuda or cuda:N
+    /// (cuda needs a build with the `cuda` feature). Default: the CPU, or $RUBRIC_DEVICE.
+    #[arg(long, global = true, value_name = "DEVICE")]
+    pub device: Option<String>,
+    /// The sentence-embedding model directory of `similarity`, `covers` and `best_match`
+    /// (safetensors, config.json, tokenizer.json). Default: $RUBRIC_EMBEDDING_MODEL.
+    #[arg(long, global = true, value_name = "DIR")]
+    pub embedding_model: Option<PathBuf>,
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum, PartialEq)]
@@ -157,6 +169,30 @@ pub enum Command {
         /// Engines to compare, the first being the baseline (default: every engine).
         #[arg(long, value_enum, value_delimiter = ',')]
         engines: Vec<EngineKind>,
+    },
+    /// Sentence-embedding throughput of an embedding model on `--device`, sentences per second
+    /// at each batch size (local models: the `models` feature).
+    #[cfg(feature = "models")]
+    BenchEmbed {
+        /// The model directory (config.json, tokenizer.json, model.safetensors).
+        #[arg(long)]
+        model: PathBuf,
+        /// Random weights of the model's shape (only config.json and tokenizer.json are read).
+        #[arg(long)]
+        random: bool,
+        #[arg(long, value_delimiter = ',', default_value = "1,8,32,128,256")]
+        batch_sizes: Vec<usize>,
+        #[arg(long, default_value_t = 512)]
+        sentences: usize,
+        #[arg(long, default_value_t = 3)]
+        runs: usize,
+    },
+    /// List the devices local models can run on (`--device`); exits with 3 when `--require-cuda`
+    /// is given and no CUDA device opens.
+    #[cfg(feature = "models")]
+    Devices {
+        #[arg(long)]
+        require_cuda: bool,
     },
     /// Show, for one row, every gate and check with the values it computed.
     Explain {
@@ -281,7 +317,48 @@ pub enum Command {
     },
 }
 
+/// The process's local-model settings from `--device` and `--embedding-model` (falling back to
+/// the environment), set before anything is scored.
+fn configure_models(device: Option<&str>, embedding: Option<PathBuf>) -> Result<(), String> {
+    #[cfg(feature = "models")]
+    {
+        let env = crate::models::ModelsConfig {
+            device: match std::env::var("RUBRIC_DEVICE") {
+                Ok(d) => d.parse().map_err(|e| format!("RUBRIC_DEVICE: {e}"))?,
+                Err(_) => Default::default(),
+            },
+            embedding: std::env::var_os("RUBRIC_EMBEDDING_MODEL").map(PathBuf::from),
+        };
+        // an explicit directory is checked now; one from the environment when first used
+        if let Some(dir) = &embedding {
+            if !dir.join("config.json").is_file() {
+                return Err(format!("--embedding-model {}: not a model directory (no config.json)", dir.display()));
+            }
+        }
+        let config = crate::models::ModelsConfig {
+            device: match device {
+                Some(d) => d.parse()?,
+                None => env.device,
+            },
+            embedding: embedding.or(env.embedding),
+        };
+        crate::models::configure(config);
+        Ok(())
+    }
+    #[cfg(not(feature = "models"))]
+    {
+        match (device, embedding) {
+            (None | Some("cpu"), None) => Ok(()),
+            _ => Err("this build of rubric has no local models (built without the `models` feature)".into()),
+        }
+    }
+}
+
 pub fn main_with(cli: Cli) -> ExitCode {
+    if let Err(e) = configure_models(cli.device.as_deref(), cli.embedding_model) {
+        eprintln!("error: {e}");
+        return ExitCode::from(2);
+    }
     match cli.command {
         Command::Check { files, error_format, quiet } => {
             let mut failed = false;
@@ -395,6 +472,22 @@ pub fn main_with(cli: Cli) -> ExitCode {
         Command::Bench { file, input, rows, runs, engines } => {
             let engines = if engines.is_empty() { EngineKind::value_variants().to_vec() } else { engines };
             bench::bench_command(&file, &bench::BenchOptions { input: &input, rows, runs, engines: &engines })
+        }
+        #[cfg(feature = "models")]
+        Command::BenchEmbed { model, random, batch_sizes, sentences, runs } => {
+            embed_bench::run(&embed_bench::EmbedBench { model: &model, random, batch_sizes: &batch_sizes, sentences, runs })
+        }
+        #[cfg(feature = "models")]
+        Command::Devices { require_cuda } => {
+            let (lines, cuda) = crate::models::describe_devices();
+            for l in lines {
+                outln!("{l}");
+            }
+            if require_cuda && cuda == 0 {
+                ExitCode::from(3)
+            } else {
+                ExitCode::SUCCESS
+            }
         }
         Command::Explain { file, input, row, verdicts, engine } => {
             explain(&file, &input, row, verdicts.as_deref(), engine)

@@ -96,10 +96,15 @@ pub fn configure(config: ModelsConfig) -> bool {
 
 /// The process's model settings: those given to [`configure`], else the environment
 /// (`RUBRIC_DEVICE`, `RUBRIC_EMBEDDING_MODEL`), else the CPU and no embedding model.
+/// Reading the settings does not fix them: a later [`configure`] still wins (models already
+/// loaded stay loaded).
 pub fn config() -> &'static ModelsConfig {
-    CONFIG.get_or_init(|| ModelsConfig {
-        device: std::env::var("RUBRIC_DEVICE").ok().and_then(|d| d.parse().ok()).unwrap_or_default(),
-        embedding: std::env::var_os("RUBRIC_EMBEDDING_MODEL").map(PathBuf::from),
+    static FROM_ENV: OnceLock<ModelsConfig> = OnceLock::new();
+    CONFIG.get().unwrap_or_else(|| {
+        FROM_ENV.get_or_init(|| ModelsConfig {
+            device: std::env::var("RUBRIC_DEVICE").ok().and_then(|d| d.parse().ok()).unwrap_or_default(),
+            embedding: std::env::var_os("RUBRIC_EMBEDDING_MODEL").map(PathBuf::from),
+        })
     })
 }
 
@@ -114,4 +119,31 @@ pub fn device() -> &'static candle_core::Device {
             candle_core::Device::Cpu
         })
     })
+}
+
+/// The devices this build and machine offer, one line each: the CPU, then every CUDA device
+/// that opens (a build without the `cuda` feature, or a machine without a driver or a GPU,
+/// says so). `rubric devices`; scripts/gpu-check.sh reads the exit status.
+pub fn describe_devices() -> (Vec<String>, usize) {
+    let mut lines = vec!["cpu".to_string()];
+    let mut cuda = 0;
+    if !cfg!(feature = "cuda") {
+        lines.push("cuda: not in this build (the `cuda` feature; scripts/build-cuda.sh)".into());
+        return (lines, 0);
+    }
+    for n in 0..64 {
+        match DeviceSpec::Cuda(n).open() {
+            Ok(_) => {
+                lines.push(format!("cuda:{n}"));
+                cuda += 1;
+            }
+            Err(e) => {
+                if n == 0 {
+                    lines.push(format!("cuda: no device ({e})"));
+                }
+                break;
+            }
+        }
+    }
+    (lines, cuda)
 }

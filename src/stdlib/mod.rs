@@ -66,6 +66,8 @@ pub enum TrapKind {
     Type,
     /// A resource limit (fuel, memory, time).
     Limit,
+    /// A local model that is not configured, does not load or fails (embedding verifiers).
+    Model,
 }
 
 impl TrapKind {
@@ -79,6 +81,7 @@ impl TrapKind {
             TrapKind::DivisionByZero => "rubric::trap::division_by_zero",
             TrapKind::Type => "rubric::trap::type",
             TrapKind::Limit => "rubric::trap::limit",
+            TrapKind::Model => "rubric::trap::model",
         }
     }
 }

@@ -14,6 +14,7 @@ mod lists;
 mod markdown;
 mod numbers;
 mod pattern;
+mod semantic;
 mod text;
 
 use super::{Intrinsic, Trap, TrapKind};
@@ -131,6 +132,10 @@ pub static ALL: &[Intrinsic] = &[
     ifeval::PYTHON_STRIP,
     ifeval::PYTHON_JSON_VALID,
     ifeval::DETECT_LANGUAGE,
+    // embedding verifiers (a sentence-embedding model)
+    semantic::SIMILARITY,
+    semantic::COVERS,
+    semantic::BEST_MATCH,
 ];
 
 // ---------------------------------------------------------------- argument access

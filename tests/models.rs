@@ -1,0 +1,196 @@
+//! Local models on the CPU: the embedding verifiers against reference vectors computed by an
+//! independent implementation (`scripts/embedding-reference.py`, NumPy), and through `rubric run`.
+#![cfg(feature = "models")]
+
+use crate::common::{json_lines, minilm, use_minilm, TempDir};
+use rubric::models::embed::{cosine, Embedder};
+use serde_json::Value as Json;
+use std::process::Command;
+
+fn reference() -> Json {
+    let p = crate::common::crate_root().join("tests/fixtures/minilm_reference.json");
+    serde_json::from_str(&std::fs::read_to_string(&p).unwrap()).unwrap()
+}
+
+fn load() -> Embedder {
+    Embedder::load(&minilm(), &candle_core::Device::Cpu).expect("all-MiniLM-L6-v2 loads")
+}
+
+#[test]
+fn minilm_embeddings_match_the_independent_reference() {
+    let model = load();
+    let fx = reference();
+    let sentences = fx["sentences"].as_array().unwrap();
+    assert_eq!(sentences.len(), 6);
+    let texts: Vec<&str> = sentences.iter().map(|s| s["text"].as_str().unwrap()).collect();
+    let got = model.embed_cached(&texts).unwrap();
+    for (s, e) in sentences.iter().zip(&got) {
+        let ids: Vec<u32> = s["ids"].as_array().unwrap().iter().map(|v| v.as_u64().unwrap() as u32).collect();
+        assert_eq!(model.token_ids(s["text"].as_str().unwrap()).unwrap(), ids, "token ids of {}", s["text"]);
+        let want: Vec<f64> = s["embedding"].as_array().unwrap().iter().map(|v| v.as_f64().unwrap()).collect();
+        assert_eq!(e.len(), 384);
+        let diff = e.iter().zip(&want).map(|(a, b)| (f64::from(*a) - b).abs()).fold(0.0, f64::max);
+        assert!(diff < 1e-5, "{}: max |difference| {diff} from the reference", s["text"]);
+        let norm: f64 = e.iter().map(|x| f64::from(*x).powi(2)).sum::<f64>().sqrt();
+        assert!((norm - 1.0).abs() < 1e-5, "not unit length: {norm}");
+    }
+    // the similarity the verifiers report is the reference's cosine
+    let want: f64 = {
+        let a = &sentences[0]["embedding"];
+        let b = &sentences[1]["embedding"];
+        a.as_array().unwrap().iter().zip(b.as_array().unwrap()).map(|(x, y)| x.as_f64().unwrap() * y.as_f64().unwrap()).sum()
+    };
+    assert!((cosine(&got[0], &got[1]) - want).abs() < 1e-5);
+}
+
+#[test]
+fn padded_batches_agree_with_the_verifier_path() {
+    let model = load();
+    let texts = [
+        "Short one.",
+        "A rather longer sentence about emergency care and what to do when chest pain spreads.",
+        "Medium length sentence here, with a comma.",
+        "Short one.",
+    ];
+    let cached = model.embed_cached(&texts).unwrap();
+    for batch in [1, 3, 4] {
+        let padded = model.embed(&texts, batch).unwrap();
+        for (a, b) in padded.iter().zip(&cached) {
+            let diff = a.iter().zip(b.iter()).map(|(x, y)| (x - y).abs()).fold(0.0f32, f32::max);
+            assert!(diff < 1e-5, "batch {batch}: {diff}");
+        }
+    }
+    assert_eq!(cached[0], cached[3], "the same text embeds the same");
+}
+
+const SEMANTIC: &str = r#"rubric semantic.demo @ 1.0.0 "embedding verifiers"
+input response: Text
+input reference: Text
+criterion emergency "Tells the user to call emergency services"
+  check covers(response, "Call emergency services.", 0.5)
+criterion close "Close to the reference answer" check similarity(response, reference) >= 0.6
+criterion picks "Matches the emergency advice best"
+  check best_match(response, ["Drink water.", "Call emergency services now.", "See a dentist."]).index == 1
+score = fraction(all)
+"#;
+
+fn run(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_rubric")).args(args).output().unwrap()
+}
+
+#[test]
+fn rubric_run_scores_embedding_verifiers_on_every_engine() {
+    let _ = use_minilm();
+    let dir = TempDir::new("semantic");
+    let rubric = dir.file("main.rubric", SEMANTIC);
+    let rows = dir.file(
+        "rows.jsonl",
+        concat!(
+            r#"{"response": "Rest first. If the pain spreads to your arm, call emergency services right away.", "reference": "Call emergency services if the pain spreads to your arm."}"#,
+            "\n",
+            r#"{"response": "Drink some water and rest.", "reference": "Call emergency services if the pain spreads to your arm."}"#,
+            "\n"
+        ),
+    );
+    let model = minilm();
+    let mut outputs = Vec::new();
+    for engine in ["interp", "wasm", "jit"] {
+        let out_file = dir.path(&format!("out-{engine}.jsonl"));
+        let o = run(&[
+            "run",
+            rubric.to_str().unwrap(),
+            "--input",
+            rows.to_str().unwrap(),
+            "--output",
+            out_file.to_str().unwrap(),
+            "--engine",
+            engine,
+            "--embedding-model",
+            model.to_str().unwrap(),
+        ]);
+        assert!(o.status.success(), "{engine}: {}", String::from_utf8_lossy(&o.stderr));
+        outputs.push(std::fs::read_to_string(&out_file).unwrap());
+    }
+    let same = |a: &str, b: &str| a.replace("\"engine\":\"wasm\"", "").replace("\"engine\":\"jit\"", "") == b.replace("\"engine\":\"interp\"", "");
+    assert!(same(&outputs[1], &outputs[0]), "wasm differs from the interpreter:\n{}\n{}", outputs[1], outputs[0]);
+    assert!(same(&outputs[2], &outputs[0]), "jit differs from the interpreter:\n{}\n{}", outputs[2], outputs[0]);
+    let recs = json_lines(&outputs[0]);
+    let status = |r: &Json, id: &str| {
+        r["criteria"].as_array().unwrap().iter().find(|c| c["id"] == id).unwrap()["status"].as_str().unwrap().to_string()
+    };
+    // the first response covers the nugget, is close to the reference and matches the advice
+    assert_eq!(recs[0]["score"], 1.0, "{}", recs[0]);
+    // the second says nothing of the kind
+    assert_eq!(status(&recs[1], "emergency"), "unmet", "{}", recs[1]);
+    assert_eq!(status(&recs[1], "picks"), "unmet", "{}", recs[1]);
+    // the similarity a check reads is the model's cosine of the two texts
+    let m = load();
+    let e = m
+        .embed_cached(&[
+            "Drink some water and rest.",
+            "Call emergency services if the pain spreads to your arm.",
+        ])
+        .unwrap();
+    let sim = cosine(&e[0], &e[1]);
+    assert_eq!(status(&recs[1], "close"), if sim >= 0.6 { "met" } else { "unmet" });
+}
+
+#[test]
+fn without_a_model_the_criterion_is_an_error_with_its_reason() {
+    let dir = TempDir::new("semantic-none");
+    let rubric = dir.file("main.rubric", SEMANTIC);
+    let rows = dir.file("rows.jsonl", "{\"response\": \"Hi\", \"reference\": \"Hello\"}\n");
+    let out_file = dir.path("out.jsonl");
+    let o = Command::new(env!("CARGO_BIN_EXE_rubric"))
+        .args(["run", rubric.to_str().unwrap(), "--input", rows.to_str().unwrap(), "--output"])
+        .arg(&out_file)
+        .env_remove("RUBRIC_EMBEDDING_MODEL")
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let out = std::fs::read_to_string(&out_file).unwrap();
+    let rec = &json_lines(&out)[0];
+    let c = rec["criteria"].as_array().unwrap().iter().find(|c| c["id"] == "emergency").unwrap();
+    assert_eq!(c["status"], "unscored", "{rec}");
+    let reason = c.to_string();
+    assert!(reason.contains("rubric::trap::model") && reason.contains("--embedding-model"), "{reason}");
+    // a directory that is not a model is refused before anything runs
+    let o = run(&[
+        "run",
+        rubric.to_str().unwrap(),
+        "--input",
+        rows.to_str().unwrap(),
+        "--output",
+        dir.path("out2.jsonl").to_str().unwrap(),
+        "--embedding-model",
+        "/nonexistent",
+    ]);
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("not a model directory"));
+}
+
+/// On the GPU machine (scripts/gpu-check.sh): embeddings on CUDA agree with the CPU's within
+/// 1e-4 (f32 reductions run in another order there), for a random-weight model of
+/// all-MiniLM-L6-v2's shape written once and loaded on both devices.
+#[test]
+#[ignore = "needs a CUDA device: run by scripts/gpu-check.sh"]
+fn gpu_embeddings_agree_with_the_cpu() {
+    let cuda = match rubric::models::DeviceSpec::Cuda(0).open() {
+        Ok(d) => d,
+        Err(e) => panic!("no CUDA device to check against the CPU: {e}"),
+    };
+    let shape = std::env::var_os("RUBRIC_GPU_MINILM_SHAPE").map_or_else(minilm, std::path::PathBuf::from);
+    let dir = TempDir::new("gpu-embed");
+    Embedder::write_random(&shape, &dir.0).unwrap();
+    let cpu = Embedder::load(&dir.0, &candle_core::Device::Cpu).unwrap();
+    let gpu = Embedder::load(&dir.0, &cuda).unwrap();
+    let texts = rubric::cli::bench_sentences(64);
+    let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+    for batch in [1, 16, 64] {
+        let a = cpu.embed(&refs, batch).unwrap();
+        let b = gpu.embed(&refs, batch).unwrap();
+        let diff = a.iter().flatten().zip(b.iter().flatten()).map(|(x, y)| (x - y).abs()).fold(0.0f32, f32::max);
+        println!("gpu_embeddings: batch {batch}: max |cpu - cuda| = {diff:e}");
+        assert!(diff < 1e-4, "batch {batch}: CUDA differs from the CPU by {diff}");
+    }
+}
