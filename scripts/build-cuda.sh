@@ -6,6 +6,7 @@
 # "Building the CUDA variant without a GPU", and docs/devices.md.
 #
 #   bash scripts/build-cuda.sh            # ~650 MiB of wheels once, then a 20-25 min build on 2 cores
+#   bash scripts/build-cuda.sh --prepare  # only the toolkit and the libcuda stub (steps 1-3)
 #
 # The CUDA 13.0 toolkit comes from PyPI (nvcc, NVVM, headers, runtime libraries); candle's
 # `cuda` feature links libcuda.so, which only the driver provides, so the link uses a stub
@@ -52,6 +53,11 @@ if [ ! -f "$STUB/libcuda.so" ]; then
         | awk '{print "int " $1 "(void) { return 100; }"}' > "$STUB/cuda_stub.c"
     gcc -shared -fPIC -Wl,-soname,libcuda.so.1 -o "$STUB/libcuda.so" "$STUB/cuda_stub.c"
     ln -sf libcuda.so "$STUB/libcuda.so.1"
+fi
+
+if [ "${1:-}" = "--prepare" ]; then
+    echo "build-cuda: toolkit in $CUDA_HOME ($("$CUDA_HOME/bin/nvcc" --version | tail -1)), stub in $STUB"
+    exit 0
 fi
 
 # 4. The build: the binary and the test executable, for compute capability 9.0 (H100/H200).
