@@ -38,7 +38,12 @@ fn minilm_embeddings_match_the_independent_reference() {
     let want: f64 = {
         let a = &sentences[0]["embedding"];
         let b = &sentences[1]["embedding"];
-        a.as_array().unwrap().iter().zip(b.as_array().unwrap()).map(|(x, y)| x.as_f64().unwrap() * y.as_f64().unwrap()).sum()
+        a.as_array()
+            .unwrap()
+            .iter()
+            .zip(b.as_array().unwrap())
+            .map(|(x, y)| x.as_f64().unwrap() * y.as_f64().unwrap())
+            .sum()
     };
     assert!((cosine(&got[0], &got[1]) - want).abs() < 1e-5);
 }
@@ -111,12 +116,17 @@ fn rubric_run_scores_embedding_verifiers_on_every_engine() {
         assert!(o.status.success(), "{engine}: {}", String::from_utf8_lossy(&o.stderr));
         outputs.push(std::fs::read_to_string(&out_file).unwrap());
     }
-    let same = |a: &str, b: &str| a.replace("\"engine\":\"wasm\"", "").replace("\"engine\":\"jit\"", "") == b.replace("\"engine\":\"interp\"", "");
+    let same = |a: &str, b: &str| {
+        a.replace("\"engine\":\"wasm\"", "").replace("\"engine\":\"jit\"", "") == b.replace("\"engine\":\"interp\"", "")
+    };
     assert!(same(&outputs[1], &outputs[0]), "wasm differs from the interpreter:\n{}\n{}", outputs[1], outputs[0]);
     assert!(same(&outputs[2], &outputs[0]), "jit differs from the interpreter:\n{}\n{}", outputs[2], outputs[0]);
     let recs = json_lines(&outputs[0]);
     let status = |r: &Json, id: &str| {
-        r["criteria"].as_array().unwrap().iter().find(|c| c["id"] == id).unwrap()["status"].as_str().unwrap().to_string()
+        r["criteria"].as_array().unwrap().iter().find(|c| c["id"] == id).unwrap()["status"]
+            .as_str()
+            .unwrap()
+            .to_string()
     };
     // the first response covers the nugget, is close to the reference and matches the advice
     assert_eq!(recs[0]["score"], 1.0, "{}", recs[0]);
@@ -126,10 +136,7 @@ fn rubric_run_scores_embedding_verifiers_on_every_engine() {
     // the similarity a check reads is the model's cosine of the two texts
     let m = load();
     let e = m
-        .embed_cached(&[
-            "Drink some water and rest.",
-            "Call emergency services if the pain spreads to your arm.",
-        ])
+        .embed_cached(&["Drink some water and rest.", "Call emergency services if the pain spreads to your arm."])
         .unwrap();
     let sim = cosine(&e[0], &e[1]);
     assert_eq!(status(&recs[1], "close"), if sim >= 0.6 { "met" } else { "unmet" });

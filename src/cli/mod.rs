@@ -475,7 +475,13 @@ pub fn main_with(cli: Cli) -> ExitCode {
         }
         #[cfg(feature = "models")]
         Command::BenchEmbed { model, random, batch_sizes, sentences, runs } => {
-            embed_bench::run(&embed_bench::EmbedBench { model: &model, random, batch_sizes: &batch_sizes, sentences, runs })
+            embed_bench::run(&embed_bench::EmbedBench {
+                model: &model,
+                random,
+                batch_sizes: &batch_sizes,
+                sentences,
+                runs,
+            })
         }
         #[cfg(feature = "models")]
         Command::Devices { require_cuda } => {

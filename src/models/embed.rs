@@ -183,9 +183,7 @@ impl Embedder {
                 out[i] = out[first].clone();
             }
         }
-        out.into_iter()
-            .map(|e| e.ok_or_else(|| ModelError::Run("embedding missing from its batch".into())))
-            .collect()
+        out.into_iter().map(|e| e.ok_or_else(|| ModelError::Run("embedding missing from its batch".into()))).collect()
     }
 }
 

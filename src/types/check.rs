@@ -2122,6 +2122,21 @@ impl<'a> Checker<'a> {
                 );
                 return self.bad();
             }
+            if AggOp::ALL.iter().any(|a| a.name() == name.text) {
+                // an aggregation whose first argument is not a set (e.g. a single criterion)
+                self.err(
+                    "rubric::resolve::unknown_function",
+                    name.span,
+                    format!("`{}` is an aggregation, and its first argument is not a set of criteria", name.text),
+                    "not a set",
+                )
+                .help = Some(format!(
+                    "the first argument of `{}` must be `all` or the name of a `criteria`, `each`, `tier` or \
+                     `group` block; to use one criterion, put it in a block",
+                    name.text
+                ));
+                return self.bad();
+            }
             self.err(
                 "rubric::resolve::unknown_function",
                 name.span,

@@ -7,9 +7,9 @@
 //! Doc examples hold for any reasonable sentence-embedding model (and run in the tests with
 //! all-MiniLM-L6-v2).
 
-use super::{list_arg, num_arg, text_arg, Intrinsic, Trap};
 #[cfg(feature = "models")]
 use super::TrapKind;
+use super::{list_arg, num_arg, text_arg, Intrinsic, Trap};
 use crate::stdlib::EvalCtx;
 use crate::value::Value;
 use std::sync::Arc;
