@@ -9,14 +9,16 @@
 # Then: python/target/pyenv/bin/python -c 'import rubric; print(rubric.load("examples/ifeval/main.rubric"))'
 # A wheel instead: (cd python && maturin build --release), into python/target/wheels/.
 # The tests compare with the `rubric` binary (RUBRIC_BIN, default target/debug/rubric at the
-# root, built here when missing). Needs python3 (3.9+) with venv, and PyPI for maturin and pytest.
+# root, built here when missing). Needs python3 (3.9+) with venv, and PyPI for maturin, pytest,
+# pytest-timeout, NumPy and Ray Data (the tests of token offsets as arrays and of the Ray
+# pipeline, python/examples/ray_score.py).
 set -euo pipefail
 cd "$(dirname "$0")"
 VENV="$PWD/target/pyenv"
 if [ ! -x "$VENV/bin/python" ]; then
     "${PYTHON:-python3}" -m venv "$VENV"
 fi
-"$VENV/bin/pip" install -q "maturin>=1.7,<2" pytest
+"$VENV/bin/pip" install -q "maturin>=1.7,<2" pytest pytest-timeout numpy "ray[data]"
 start=$(date +%s)
 VIRTUAL_ENV="$VENV" PATH="$VENV/bin:$PATH" maturin develop -q "$@"
 echo "python/build.sh: built and installed in $(( $(date +%s) - start ))s ($VENV)"

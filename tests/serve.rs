@@ -1,6 +1,8 @@
 //! `rubric serve` on the built binary, over real HTTP on loopback: results equal to `rubric run`
 //! on the same rows (with and without groups, a source on the interpreter and a bundle on
-//! Wasm), concurrent clients, size limits, malformed requests, the bearer token, metrics.
+//! Wasm, token credit from token offsets, judged criteria against the mock judge), concurrent
+//! clients, size limits, malformed requests, the bearer token, metrics, the per-request
+//! timeout, and graceful shutdown finishing the batch in flight.
 
 use crate::common::{crate_root, read_lines, TempDir};
 use serde_json::{json, Value as Json};
@@ -91,7 +93,8 @@ fn rubric(args: &[&dyn AsRef<std::ffi::OsStr>]) {
 
 /// What `rubric run` writes for `input` (extra arguments: `--engine`, `--groups`).
 fn run_records(dir: &TempDir, rubric_file: &Path, input: &Path, extra: &[&str]) -> Vec<Json> {
-    let out = dir.path(&format!("run-{}.jsonl", extra.join("-")));
+    static RUNS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let out = dir.path(&format!("run-{}.jsonl", RUNS.fetch_add(1, std::sync::atomic::Ordering::SeqCst)));
     let mut args: Vec<&dyn AsRef<std::ffi::OsStr>> =
         vec![&"run", &rubric_file, &"--input", &input, &"--output", &out, &"--no-progress"];
     for e in extra {
@@ -269,4 +272,300 @@ fn serve_enforces_the_bearer_token() {
         .output()
         .unwrap();
     assert_eq!(o.status.code(), Some(2));
+}
+
+// ------------------------------------------------------------------ token credit
+
+/// A rubric whose checks have spans (a regex, a substring) and one that has none (a count).
+const CREDIT: &str = r#"rubric serve.credit @ 1.0.0
+input response: Text
+criterion cite "Cites a source" check matches(response, "\\[\\d+\\]")
+criterion polite "Says please" check contains_ci(response, "please")
+criterion short "At most 12 words" check word_count(response) <= 12
+score = fraction(all)
+
+reward {
+  advantage mean
+  uncovered row
+}
+"#;
+
+/// Character offsets of the whitespace-separated tokens of `text` (as Python counts them).
+fn word_offsets(text: &str) -> Json {
+    let mut out = Vec::new();
+    let mut start = None;
+    for (i, ch) in text.chars().chain(std::iter::once(' ')).enumerate() {
+        match (ch.is_whitespace(), start) {
+            (false, None) => start = Some(i),
+            (true, Some(s)) => {
+                out.push(json!([s, i]));
+                start = None;
+            }
+            _ => {}
+        }
+    }
+    Json::Array(out)
+}
+
+/// Token offsets in the rows or in a list beside them give exactly the token credit of
+/// `rubric run --groups` on the same rows; offsets that do not fit the request are refused.
+#[test]
+fn serve_gives_token_credit_like_run_groups() {
+    let dir = TempDir::new("serve-credit");
+    let rubric_file = dir.file("credit.rubric", CREDIT);
+    let responses = [
+        ("g1", "Please see [1] and [2], please."),
+        ("g1", "Café au lait [3]: ask nicely, please."),
+        ("g1", "No."),
+        ("g2", "A long answer that never cites anything at all and keeps going on and on."),
+        ("g2", "Please [4]"),
+    ];
+    let plain: Vec<Json> = responses.iter().map(|(g, r)| json!({ "group": g, "response": r })).collect();
+    let mut offsets: Vec<Json> = responses.iter().map(|(_, r)| word_offsets(r)).collect();
+    offsets[2] = Json::Null; // a row without offsets: no credit
+    offsets[3] = json!([[5, 2]]); // a token that ends before it starts: `token_credit_error`
+    let inline: Vec<Json> = plain
+        .iter()
+        .zip(&offsets)
+        .map(|(row, o)| {
+            let mut row = row.clone();
+            if !o.is_null() {
+                row["token_offsets"] = o.clone();
+            }
+            row
+        })
+        .collect();
+    let input = dir.file("rows.jsonl", &inline.iter().map(|r| format!("{r}\n")).collect::<String>());
+    let want = run_records(&dir, &rubric_file, &input, &["--groups"]);
+    // The figures are there to compare: credit on the rows with offsets, an error for the bad ones.
+    assert_eq!(want[0]["token_credit"].as_array().map(Vec::len), Some(6), "{}", want[0]);
+    assert_eq!(want[1]["token_credit"].as_array().map(Vec::len), Some(7), "{}", want[1]);
+    assert!(want[1]["criterion_spans"]["cite"].is_array(), "{}", want[1]);
+    assert!(want[2].get("token_credit").is_none(), "{}", want[2]);
+    assert!(want[3]["token_credit_error"].is_string(), "{}", want[3]);
+    assert_eq!(want[4]["token_credit"].as_array().map(Vec::len), Some(2), "{}", want[4]);
+
+    let server = Server::start(&[&rubric_file], &[]);
+    // Offsets in the rows, as `rubric run` reads them.
+    let (s, r) = server.score(&json!({ "rows": inline, "groups": "group" }));
+    assert_eq!(results(s, &r), &want);
+    // Offsets beside the rows, `null` for the row without.
+    let (s, r) = server.score(&json!({ "rows": plain, "groups": "group", "token_offsets": offsets }));
+    assert_eq!(results(s, &r), &want);
+    // Both ways for different rows of one request.
+    let mut mixed = plain.clone();
+    mixed[0] = inline[0].clone();
+    let mut rest = offsets.clone();
+    rest[0] = Json::Null;
+    let (s, r) = server.score(&json!({ "rows": mixed, "groups": "group", "token_offsets": rest }));
+    assert_eq!(results(s, &r), &want);
+    // Without groups, rows' own offsets are ignored, as by `rubric run` without `--groups`.
+    let ungrouped = run_records(&dir, &rubric_file, &input, &[]);
+    assert!(ungrouped[0].get("token_credit").is_none());
+    let (s, r) = server.score(&json!({ "rows": inline }));
+    assert_eq!(results(s, &r), &ungrouped);
+
+    // Refused with 400: a list beside the rows without groups, of the wrong length, or for a
+    // row that has its own.
+    let refusals = [
+        json!({ "rows": plain, "token_offsets": offsets }),
+        json!({ "rows": plain, "groups": "group", "token_offsets": offsets[..4] }),
+        json!({ "rows": inline, "groups": "group", "token_offsets": offsets }),
+        json!({ "rows": plain, "groups": "group", "token_offsets": "all" }),
+    ];
+    for body in &refusals {
+        let (s, r) = server.score(body);
+        assert_eq!((s, r["error"]["code"].as_str()), (400, Some("rubric::serve::bad_request")), "{body}: {r}");
+    }
+    // A row that is not an object stays an error record in its place.
+    let mut odd = plain.clone();
+    odd[2] = json!(7);
+    let (s, r) = server.score(&json!({ "rows": odd, "groups": "group", "token_offsets": offsets }));
+    assert_eq!(s, 200, "{r}");
+    assert_eq!(r["results"][2]["error"]["code"], "rubric::row::not_an_object", "{r}");
+}
+
+// ------------------------------------------------------------------ judges, timeouts, shutdown
+
+/// The mock judge of `examples/healthbench/mock-rules.toml`, with `latency_ms` replaced, in
+/// process on loopback, and a `judges.toml` binding every judge to it.
+struct Mock {
+    // Dropped last: the server runs on it.
+    server: rubric::judge::mock::MockServer,
+    judges: PathBuf,
+    _rt: tokio::runtime::Runtime,
+}
+
+impl Mock {
+    fn start(dir: &TempDir, latency_ms: u64) -> Mock {
+        let rules_text = std::fs::read_to_string(crate_root().join("examples/healthbench/mock-rules.toml")).unwrap();
+        let rules_text = rules_text.replace("latency_ms = 5", &format!("latency_ms = {latency_ms}"));
+        assert!(rules_text.contains(&format!("latency_ms = {latency_ms}")), "the rules set their latency");
+        let rt = crate::judge::rt();
+        let server = rt.block_on(crate::judge::server(crate::judge::rules(&rules_text)));
+        let judges = dir.file(
+            &format!("judges-{latency_ms}.toml"),
+            &format!("default = \"mock\"\n[endpoints.mock]\nbase_url = \"{}\"\nconcurrency = 16\n", server.base_url()),
+        );
+        Mock { server, judges, _rt: rt }
+    }
+
+    fn requests(&self) -> u64 {
+        self.server.requests()
+    }
+}
+
+fn healthbench() -> PathBuf {
+    crate_root().join("examples/healthbench/main.rubric")
+}
+
+/// The first `n` healthbench rows with a group id each (two to a group).
+fn healthbench_rows(dir: &TempDir, n: usize) -> (PathBuf, Vec<Json>) {
+    let rows: Vec<Json> = rows_of(&crate_root().join("examples/healthbench/inputs.jsonl"))
+        .into_iter()
+        .take(n)
+        .enumerate()
+        .map(|(i, mut r)| {
+            if let Some(o) = r.as_object_mut() {
+                o.insert("group".into(), json!(format!("p{}", i / 2)));
+            }
+            r
+        })
+        .collect();
+    let path = dir.file(&format!("healthbench-{n}.jsonl"), &rows.iter().map(|r| format!("{r}\n")).collect::<String>());
+    (path, rows)
+}
+
+fn metrics(server: &Server) -> Json {
+    let (s, text) = server.get("/metrics");
+    assert_eq!(s, 200, "{text}");
+    serde_json::from_str(&text).unwrap()
+}
+
+/// Wait until the server has `n` requests in flight besides the `/metrics` request asking.
+fn wait_in_flight(server: &Server, n: u64) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while metrics(server)["in_flight"].as_u64().unwrap() < n + 1 {
+        assert!(std::time::Instant::now() < deadline, "no request in flight: {}", metrics(server));
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+/// `rubric serve --judges` dispatches judged criteria as `rubric run --judges` does: the same
+/// records, with and without groups, the calls counted in `/metrics`, and a request seen before
+/// answered without new calls.
+#[test]
+fn serve_with_judges_scores_like_run_with_judges() {
+    let dir = TempDir::new("serve-judges");
+    let mock = Mock::start(&dir, 5);
+    let (input, rows) = healthbench_rows(&dir, usize::MAX);
+    let judges: &Path = &mock.judges;
+    let run_cache = dir.path("run-cache.sqlite");
+    let run_cache: &Path = &run_cache;
+    let want =
+        run_records(&dir, &healthbench(), &input, &["--judges", path_str(judges), "--cache", path_str(run_cache)]);
+    let calls = mock.requests();
+    assert!(calls > 0, "rubric run called the judge");
+    assert!(want.iter().any(|r| r["criteria"][0]["model"] == "mock-grader-1"), "{want:?}");
+    let want_grouped = run_records(
+        &dir,
+        &healthbench(),
+        &input,
+        &["--groups", "--judges", path_str(judges), "--cache", path_str(run_cache)],
+    );
+    assert_eq!(mock.requests(), calls, "the second run is answered from its cache");
+
+    // The server has a cache of its own: it calls the judge for every request once.
+    let server =
+        Server::start(&[&healthbench(), &"--judges", &judges, &"--cache", &dir.path("serve-cache.sqlite")], &[]);
+    let (s, r) = server.score(&json!({ "rows": rows }));
+    assert_eq!(results(s, &r), &want);
+    assert_eq!(mock.requests(), 2 * calls, "serve made the calls `rubric run` made");
+    let (s, r) = server.score(&json!({ "rows": rows, "groups": "group" }));
+    assert_eq!(results(s, &r), &want_grouped);
+    assert_eq!(mock.requests(), 2 * calls, "the same requests again cost no call");
+    let judged = &metrics(&server)["judges"];
+    assert_eq!(judged["http_requests"], json!(calls), "{judged}");
+    assert!(judged["memo_hits"].as_u64().unwrap() + judged["cache_hits"].as_u64().unwrap() >= calls, "{judged}");
+}
+
+/// The records of a 200 answer (a failure shows the answer).
+fn results(status: u16, answer: &Json) -> &Vec<Json> {
+    assert_eq!(status, 200, "{answer}");
+    answer["results"].as_array().unwrap_or_else(|| panic!("no results: {answer}"))
+}
+
+fn path_str(p: &Path) -> &str {
+    p.to_str().unwrap()
+}
+
+/// A request that outlives `--timeout-s` gets 503 while the requests beside it are answered.
+#[test]
+fn serve_times_out_a_slow_request_without_holding_up_the_others() {
+    let dir = TempDir::new("serve-timeout");
+    let mock = Mock::start(&dir, 3000);
+    let (_, rows) = healthbench_rows(&dir, 2);
+    // A rubric without judged criteria beside it (the tiers example has some).
+    let ifeval = crate_root().join("examples/ifeval/main.rubric");
+    let ifeval_input = crate_root().join("examples/ifeval/inputs.jsonl");
+    let want_ifeval = run_records(&dir, &ifeval, &ifeval_input, &[]);
+    let ifeval_rows = rows_of(&ifeval_input);
+    let server =
+        Server::start(&[&healthbench(), &ifeval, &"--judges", &mock.judges, &"--no-cache", &"--timeout-s", &"1"], &[]);
+    let slow_done = std::sync::atomic::AtomicBool::new(false);
+    std::thread::scope(|scope| {
+        let slow = scope.spawn(|| {
+            let started = std::time::Instant::now();
+            let answer = server.score(&json!({ "rubric": "healthbench.example", "rows": rows }));
+            slow_done.store(true, std::sync::atomic::Ordering::SeqCst);
+            (answer, started.elapsed())
+        });
+        wait_in_flight(&server, 1);
+        // Beside the slow request: answered, and before it.
+        for _ in 0..3 {
+            let (s, r) = server.score(&json!({ "rubric": "ifeval", "rows": ifeval_rows }));
+            assert_eq!(results(s, &r), &want_ifeval);
+        }
+        assert!(!slow_done.load(std::sync::atomic::Ordering::SeqCst), "the slow request ended first");
+        let ((s, r), took) = slow.join().unwrap();
+        assert_eq!((s, r["error"]["code"].as_str()), (503, Some("rubric::serve::timeout")), "{r}");
+        assert!(took < std::time::Duration::from_millis(2900), "the 503 came after {took:?}, not at the timeout");
+    });
+    // The server goes on.
+    let (s, r) = server.score(&json!({ "rubric": "ifeval", "rows": ifeval_rows }));
+    assert_eq!(results(s, &r), &want_ifeval);
+    let m = metrics(&server);
+    assert_eq!(m["requests_by_status"]["503"], 1, "{m}");
+    assert!(mock.requests() > 0);
+}
+
+/// SIGTERM while a batch is being judged: the batch is answered in full, then the server exits
+/// successfully.
+#[cfg(unix)]
+#[test]
+fn serve_finishes_the_batch_in_flight_on_sigterm() {
+    let dir = TempDir::new("serve-shutdown");
+    let mock = Mock::start(&dir, 1500);
+    let (input, rows) = healthbench_rows(&dir, 2);
+    // What `rubric run` gives for those rows.
+    let want = run_records(&dir, &healthbench(), &input, &["--judges", path_str(&mock.judges), "--no-cache"]);
+    let mut server = Server::start(&[&healthbench(), &"--judges", &mock.judges, &"--no-cache"], &[]);
+    let (s, r) = std::thread::scope(|scope| {
+        let request = scope.spawn(|| server.score(&json!({ "rows": rows })));
+        wait_in_flight(&server, 1);
+        let kill = Command::new("kill").args(["-TERM", &server.child.id().to_string()]).status().unwrap();
+        assert!(kill.success());
+        request.join().unwrap()
+    });
+    // The batch in flight is answered in full.
+    assert_eq!(results(s, &r), &want);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let status = loop {
+        if let Some(status) = server.child.try_wait().unwrap() {
+            break status;
+        }
+        assert!(std::time::Instant::now() < deadline, "the server did not exit after SIGTERM");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    assert!(status.success(), "{status:?}");
 }

@@ -8,12 +8,16 @@ signatures of TRL's ``GRPOTrainer`` and verl. See docs/rl.md, section "Python".
     import rubric
     r = rubric.load("examples/ifeval/main.rubric")
     records = r.score([{"prompt": "...", "response": "...", "instructions": [...]}])
+
+    # judged criteria through the judges of `rubric run --judges`, sharing a cache file
+    r = rubric.load("examples/healthbench/main.rubric", judges="judges.toml", cache="judge-cache.sqlite")
 """
 
 from __future__ import annotations
 
 import json
 import math
+import os
 from typing import Any, Callable, Iterable, List, Mapping, Optional, Sequence, Union
 
 from ._rubric import NativeRubric, __version__
@@ -86,19 +90,42 @@ class Rubric:
     def __repr__(self) -> str:
         return f"<rubric.Rubric {self.name} @ {self.version} ({self.engine}, ir {self.ir_hash[:12]})>"
 
+    @property
+    def has_judges(self) -> bool:
+        """Whether judged criteria are dispatched (``load(..., judges=...)`` or ``replay=...``)."""
+        return self._native.has_judges
+
+    def judge_stats(self) -> Optional[dict]:
+        """The judge dispatcher's counters since :func:`load`: ``http_requests`` (calls over
+        HTTP), ``cache_hits``, ``replayed``, ``deduplicated``, ``memo_hits``, tokens, planning
+        (``criteria_dispatched``...), latency per endpoint; ``None`` without judges."""
+        stats = self._native.judge_stats()
+        return None if stats is None else json.loads(stats)
+
     def score(
         self,
         rows: Iterable[Any],
         groups: Union[str, bool, None] = None,
         verdicts: Optional[str] = None,
+        token_offsets: Optional[Sequence[Any]] = None,
     ) -> List[dict]:
         """Score ``rows`` (dicts, one per row); return one record per row, exactly as ``rubric run``
         writes them (row index, id, identity, score, criteria...; an error record for a row that
         cannot be scored). ``groups``: the group-id field (``True``: ``"group"``), as
         ``rubric run --groups FIELD``: records come back in row order with reward, advantage,
         verdicts, strict flag and group statistics. ``verdicts``: a recorded-verdicts JSONL
-        file, as ``rubric run --verdicts FILE``."""
+        file, as ``rubric run --verdicts FILE``. Judged criteria without a verdict go to the
+        judges given to :func:`load`.
+
+        ``token_offsets`` (with ``groups``): a list parallel to ``rows``, each entry the
+        character ``[start, end]`` of every token of the row's ``response`` (a list of pairs, or
+        a NumPy integer array of shape ``(n_tokens, 2)``), or ``None`` for a row without; each
+        becomes its row's ``token_offsets`` field, which rows may also carry themselves. Records
+        then get ``token_credit`` and ``criterion_spans`` (docs/rl.md, "Token-level credit")."""
         field = "group" if groups is True else (groups or None)
+        rows = list(rows)
+        if token_offsets is not None:
+            rows = _with_token_offsets(rows, token_offsets, field)
         lines = [_line(r) for r in rows]
         return [json.loads(rec) for rec in self._native.score_lines(lines, field, verdicts)]
 
@@ -124,12 +151,58 @@ class Rubric:
         return out
 
 
-def load(path_or_source: str, engine: Optional[str] = None) -> Rubric:
+def _with_token_offsets(rows: List[Any], token_offsets: Sequence[Any], field: Optional[str]) -> List[Any]:
+    """``rows`` with ``token_offsets[i]`` as row ``i``'s ``token_offsets`` field."""
+    if field is None:
+        raise ValueError("token_offsets gives token credit, which needs groups= (the group field)")
+    offsets = list(token_offsets)
+    if len(offsets) != len(rows):
+        raise ValueError(f"token_offsets has {len(offsets)} entries for {len(rows)} rows: give one per row (None for none)")
+    out = []
+    for i, (row, offs) in enumerate(zip(rows, offsets)):
+        # a row that is not a dict is left alone: its error record says so
+        if offs is not None and isinstance(row, Mapping):
+            if "token_offsets" in row:
+                raise ValueError(f"row {i} has a token_offsets field and token_offsets[{i}] is given too: give one")
+            row = dict(row)
+            # a NumPy array becomes nested lists of ints (`tolist`); pairs may be tuples
+            row["token_offsets"] = offs.tolist() if callable(getattr(offs, "tolist", None)) else offs
+        out.append(row)
+    return out
+
+
+def load(
+    path_or_source: Union[str, "os.PathLike[str]"],
+    engine: Optional[str] = None,
+    *,
+    judges: Union[str, "os.PathLike[str]", None] = None,
+    replay: Union[str, "os.PathLike[str]", None] = None,
+    cache: Union[str, "os.PathLike[str]", bool, None] = None,
+) -> Rubric:
     """Load a rubric: rubric source text when the string holds a newline, else a path to a
     ``.rubric`` source or a verified ``.rbk`` bundle. ``engine``: ``"interp"``, ``"wasm"`` or
     ``"jit"`` (default: ``"wasm"`` for a bundle, ``"interp"`` for a source). Raises
-    ``ValueError`` with the rendered diagnostics when it does not compile or verify."""
-    return Rubric(NativeRubric(str(path_or_source), engine))
+    ``ValueError`` with the rendered diagnostics when it does not compile or verify.
+
+    Judges, as ``rubric run`` takes them: ``judges``, a ``judges.toml`` (``--judges``) to call
+    for judged criteria without a recorded verdict; ``replay``, a transcript to answer them
+    from, offline (``--judge replay:FILE``); ``cache``, the SQLite judge cache (``--cache``):
+    a path, ``None`` for the default (``$XDG_CACHE_HOME/rubric/judge-cache.sqlite``) or
+    ``False`` for none (``--no-cache``). Processes on one machine may share a cache file.
+    Raises ``ValueError`` when a file is missing or malformed, or a key variable unset."""
+    if cache is True:
+        cache = None
+    no_cache = cache is False
+    return Rubric(
+        NativeRubric(
+            os.fspath(path_or_source),
+            engine,
+            None if judges is None else os.fspath(judges),
+            None if replay is None else os.fspath(replay),
+            None if cache is None or cache is False else os.fspath(cache),
+            no_cache,
+        )
+    )
 
 
 def _as_rubric(r: Union[Rubric, str]) -> Rubric:

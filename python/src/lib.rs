@@ -1,26 +1,29 @@
 //! The native module of the `rubric` Python package (`rubric._rubric`): loads a rubric (a
-//! source, source text or a verified bundle, through `cli::bundle::load`) and scores rows given
-//! as JSON lines with `runtime::score_line`, in parallel on rayon with the GIL released, so
-//! that each record is exactly the line `rubric run` writes. With a group field, records pass
-//! through `runtime::groups::Grouper` as in `rubric run --groups`. The pure-Python layer
-//! (`rubric/__init__.py`) turns dicts into lines and records back into dicts.
+//! source, source text or a verified bundle, through `cli::bundle::load`), optionally with the
+//! judge dispatcher of `rubric run --judges` (`cli::judge_dispatch`: endpoints, limits and the
+//! SQLite cache), and scores rows given as JSON lines with `runtime::score_batch`, in parallel
+//! on rayon with the GIL released, so that each record is exactly the line `rubric run` writes
+//! (grouped, with advantages and token credit, as `rubric run --groups` when asked). The
+//! pure-Python layer (`rubric/__init__.py`) turns dicts into lines and records back into dicts.
 
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use rayon::prelude::*;
 use rubric::cli::bundle::{self, Rubric as Loaded};
-use rubric::cli::EngineKind;
+use rubric::cli::{judge_dispatch, EngineKind};
 use rubric::ir::RewardUnscored;
-use rubric::runtime::{self, groups, Identity, VerdictFile};
+use rubric::runtime::{self, ChunkJudge, Identity, VerdictFile};
 use serde_json::Value as Json;
 use std::path::Path;
 
-/// A loaded rubric and the engine it runs on.
+/// A loaded rubric, the engine it runs on and, when judges are configured, the dispatcher that
+/// asks them (one per loaded rubric: its in-memory deduplication, limits and counters).
 #[pyclass(frozen, module = "rubric._rubric", name = "NativeRubric")]
 struct NativeRubric {
     loaded: Loaded,
     engine: EngineKind,
     ident: Identity,
+    judges: Option<Box<dyn ChunkJudge>>,
 }
 
 fn engine_kind(name: &str) -> PyResult<EngineKind> {
@@ -34,23 +37,19 @@ fn engine_kind(name: &str) -> PyResult<EngineKind> {
 
 impl NativeRubric {
     /// Every line's record, in order (grouped and annotated when `group_field` is set).
-    fn records(&self, lines: &[String], group_field: Option<&str>, verdicts: Option<&VerdictFile>) -> Vec<Json> {
+    fn records(&self, lines: Vec<String>, group_field: Option<&str>, verdicts: Option<&VerdictFile>) -> Vec<Json> {
         let program = self.loaded.program();
         let engine = self.engine.engine_for(program);
-        let records: Vec<Json> = lines
-            .par_iter()
-            .enumerate()
-            .map(|(i, line)| runtime::score_line(engine.as_ref(), program, &self.ident, i, line, verdicts))
-            .collect();
-        let Some(field) = group_field else { return records };
-        let mut grouper = groups::Grouper::new(program, field);
-        let mut out = Vec::with_capacity(records.len());
-        for (line, record) in lines.iter().zip(records) {
-            let row: Option<Json> = serde_json::from_str(line).ok();
-            out.extend(grouper.push(record, row.as_ref()));
-        }
-        out.extend(grouper.flush());
-        out
+        let lines: Vec<(usize, String)> = lines.into_iter().enumerate().collect();
+        runtime::score_batch(
+            engine.as_ref(),
+            program,
+            &self.ident,
+            &lines,
+            verdicts,
+            self.judges.as_deref(),
+            group_field,
+        )
     }
 }
 
@@ -59,9 +58,22 @@ impl NativeRubric {
     /// Load `target`: rubric source text when it holds a newline, else a path to a `.rubric`
     /// source or a `.rbk` bundle. `engine`: `interp`, `wasm` or `jit` (`None`: `wasm` for a
     /// bundle, `interp` for a source). Raises `ValueError` with the rendered diagnostics.
+    ///
+    /// Judged criteria without a recorded verdict are dispatched as by `rubric run`: `judges`,
+    /// a `judges.toml` path (`--judges`); `replay`, a transcript to answer from (`--judge
+    /// replay:FILE`); `cache`, the SQLite judge cache (`--cache`; `None`: the default path);
+    /// `no_cache` (`--no-cache`). Raises `ValueError` when the dispatcher cannot be built.
     #[new]
-    #[pyo3(signature = (target, engine=None))]
-    fn new(py: Python<'_>, target: String, engine: Option<String>) -> PyResult<Self> {
+    #[pyo3(signature = (target, engine=None, judges=None, replay=None, cache=None, no_cache=false))]
+    fn new(
+        py: Python<'_>,
+        target: String,
+        engine: Option<String>,
+        judges: Option<String>,
+        replay: Option<String>,
+        cache: Option<String>,
+        no_cache: bool,
+    ) -> PyResult<Self> {
         let loaded = py.detach(|| {
             if target.contains('\n') {
                 bundle::load_source("<source>", &target)
@@ -75,8 +87,23 @@ impl NativeRubric {
             None if loaded.bundle.is_some() => EngineKind::Wasm,
             None => EngineKind::Interp,
         };
+        if cache.is_some() && no_cache {
+            return Err(PyValueError::new_err("`cache` and `no_cache` exclude each other"));
+        }
+        let replay = replay.map(|p| format!("replay:{p}"));
+        let judges = py
+            .detach(|| {
+                judge_dispatch(
+                    judges.as_deref().map(Path::new),
+                    replay.as_deref(),
+                    None,
+                    cache.as_deref().map(Path::new),
+                    no_cache,
+                )
+            })
+            .map_err(PyValueError::new_err)?;
         let ident = loaded.identity();
-        Ok(NativeRubric { loaded, engine, ident })
+        Ok(NativeRubric { loaded, engine, ident, judges })
     }
 
     #[getter]
@@ -131,7 +158,7 @@ impl NativeRubric {
     ) -> PyResult<Vec<String>> {
         py.detach(|| -> Result<Vec<String>, String> {
             let verdicts = verdicts.map(|p| VerdictFile::load(Path::new(&p))).transpose()?;
-            let records = self.records(&lines, groups.as_deref(), verdicts.as_ref());
+            let records = self.records(lines, groups.as_deref(), verdicts.as_ref());
             Ok(records.par_iter().map(|r| serde_json::to_string(r).expect("a record serialises")).collect())
         })
         .map_err(PyValueError::new_err)
@@ -139,7 +166,20 @@ impl NativeRubric {
 
     /// Each line's score (`None` when unscored or an error record), with the GIL released.
     fn scores_lines(&self, py: Python<'_>, lines: Vec<String>) -> Vec<Option<f64>> {
-        py.detach(|| self.records(&lines, None, None).iter().map(|r| r.get("score").and_then(Json::as_f64)).collect())
+        py.detach(|| self.records(lines, None, None).iter().map(|r| r.get("score").and_then(Json::as_f64)).collect())
+    }
+
+    /// Whether judged criteria are dispatched to judges (`judges` or `replay` given).
+    #[getter]
+    fn has_judges(&self) -> bool {
+        self.judges.is_some()
+    }
+
+    /// The judge dispatcher's counters as JSON text (the `judges` object of `rubric serve`'s
+    /// `/metrics`: HTTP calls, cache hits, deduplicated requests, tokens, planning), or `None`
+    /// without judges.
+    fn judge_stats(&self) -> Option<String> {
+        self.judges.as_ref().map(|j| j.stats().to_string())
     }
 }
 

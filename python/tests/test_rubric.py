@@ -4,18 +4,14 @@ the TRL- and verl-shaped reward functions, and the GIL is released while scoring
 
 import json
 import math
-import os
 import subprocess
 import threading
 import time
-from pathlib import Path
 
 import pytest
 
 import rubric
-
-ROOT = Path(__file__).resolve().parents[2]
-EXAMPLES = ROOT / "examples"
+from support import EXAMPLES, read_rows, rubric_run
 
 RL_DEMO = """rubric rl.demo @ 1.0.0
 input response: Text
@@ -37,30 +33,6 @@ criterion polite "Says please" check contains_ci(response, "please")
 criterion ranged "In range" value v
 score = fraction(all)
 """
-
-
-@pytest.fixture(scope="session")
-def rubric_bin() -> str:
-    path = os.environ.get("RUBRIC_BIN") or str(ROOT / "target" / "debug" / "rubric")
-    if not os.access(path, os.X_OK):
-        subprocess.run(["cargo", "build", "-q", "--bin", "rubric"], cwd=ROOT, check=True)
-    return path
-
-
-def rubric_run(rubric_bin, tmp_path, file, rows, *args):
-    """The records `rubric run` writes for `rows`."""
-    inp, out = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
-    inp.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    subprocess.run(
-        [rubric_bin, "run", str(file), "--input", str(inp), "--output", str(out), "--no-progress", *args],
-        check=True,
-        capture_output=True,
-    )
-    return [json.loads(line) for line in out.read_text().splitlines()]
-
-
-def read_rows(path):
-    return [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
 
 
 def test_score_equals_rubric_run_on_ifeval(rubric_bin, tmp_path):

@@ -628,9 +628,12 @@ pub fn main_with(cli: Cli) -> ExitCode {
     }
 }
 
-/// The judge dispatcher `rubric run` uses, when judges are configured or replayed.
+/// The judge dispatcher `rubric run` uses, when judges are configured (`--judges`) or
+/// replayed (`--judge replay:FILE`): its replies cached in `cache` (default
+/// `Cache::default_path()`) unless `no_cache`, recorded to `record`. `rubric serve` and the
+/// Python bindings (`rubric.load(..., judges=...)`) build theirs here too.
 #[cfg(feature = "judges")]
-fn judge_dispatch(
+pub fn judge_dispatch(
     judges: Option<&Path>,
     judge: Option<&str>,
     record: Option<&Path>,
@@ -673,7 +676,7 @@ fn judge_dispatch(
 }
 
 #[cfg(not(feature = "judges"))]
-fn judge_dispatch(
+pub fn judge_dispatch(
     judges: Option<&Path>,
     judge: Option<&str>,
     _record: Option<&Path>,

@@ -176,6 +176,53 @@ mod tests {
         let _ = std::fs::remove_dir_all(&dir);
     }
 
+    /// Several connections to one new file (as several processes would open it: separate
+    /// connections lock the file as processes do) create it, write and read at once without
+    /// `database is locked`: WAL and the busy timeout let them take turns.
+    #[test]
+    fn connections_share_one_file_while_writing() {
+        let dir = std::env::temp_dir().join(format!("rubric-cache-shared-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let path = dir.join("shared.sqlite");
+        let reply = |i: usize| Reply {
+            model: format!("m{i}"),
+            content: Some("{}".into()),
+            refusal: None,
+            finish_reason: None,
+            logprobs: None,
+            usage: Usage::default(),
+        };
+        const WRITERS: usize = 6;
+        const EACH: usize = 2 * FLUSH_AT + 17;
+        let start = std::sync::Barrier::new(WRITERS);
+        std::thread::scope(|scope| {
+            for w in 0..WRITERS {
+                let (path, start) = (&path, &start);
+                scope.spawn(move || {
+                    start.wait();
+                    let c = Cache::open(path).unwrap_or_else(|e| panic!("writer {w} cannot open: {e}"));
+                    for i in 0..EACH {
+                        c.put(&format!("w{w}-{i}"), &reply(i)).unwrap_or_else(|e| panic!("writer {w}: {e}"));
+                        if i % 50 == 0 {
+                            c.flush().unwrap_or_else(|e| panic!("writer {w}: {e}"));
+                            // and read what another writer committed, if it has
+                            let other = (w + 1) % WRITERS;
+                            let _ = c.get(&format!("w{other}-0")).unwrap_or_else(|e| panic!("writer {w}: {e}"));
+                        }
+                    }
+                    c.flush().unwrap_or_else(|e| panic!("writer {w}: {e}"));
+                });
+            }
+        });
+        let c = Cache::open(&path).unwrap();
+        assert_eq!(c.len(), WRITERS * EACH);
+        assert_eq!(c.get(&format!("w{}-{}", WRITERS - 1, EACH - 1)).unwrap(), Some(reply(EACH - 1)));
+        let mode: String = c.conn().query_row("PRAGMA journal_mode", [], |r| r.get(0)).unwrap();
+        assert_eq!(mode, "wal");
+        drop(c);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
     #[test]
     fn round_trip() {
         let c = Cache::in_memory().unwrap();

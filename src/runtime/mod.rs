@@ -152,7 +152,9 @@ pub type ModelsByCriterion = std::collections::BTreeMap<String, Vec<String>>;
 
 /// Something that decides the judged criteria of a chunk of rows by calling judges (the
 /// `judges` feature's dispatcher), evaluating each row with `engine` until it needs no more.
-pub trait ChunkJudge: Sync {
+/// `Send` as well as `Sync`: the reward server and the Python bindings hold one for as long as
+/// their rubrics and share it between threads.
+pub trait ChunkJudge: Sync + Send {
     /// Evaluates every row; returns, per row, its result and the models that answered each
     /// dispatched criterion.
     fn evaluate_chunk(
@@ -405,25 +407,26 @@ pub fn run_batch_as(
     Ok(summary)
 }
 
-/// Score a batch of rows held in memory (the reward server, `rubric serve`): each
-/// `(index, line)` gets exactly the record `run_batch_as` writes for it, judges dispatched a
-/// chunk of `CHUNK` rows at a time, and with `group_field` the records annotated as
-/// `--groups` annotates them. Records come back in input order, one per line.
+/// Score a batch of rows held in memory (the reward server `rubric serve`, the Python
+/// bindings): each `(index, line)` gets exactly the record `run_batch_as` writes for it, with
+/// the recorded `verdicts`, judges dispatched a chunk of `CHUNK` rows at a time, and with
+/// `group_field` the records annotated as `--groups` annotates them (token credit included,
+/// for rows that carry `token_offsets`). Records come back in input order, one per line.
 pub fn score_batch(
     engine: &dyn Engine,
     program: &Program,
     ident: &Identity,
     lines: &[(usize, String)],
+    verdicts: Option<&VerdictFile>,
     judges: Option<&dyn ChunkJudge>,
     group_field: Option<&str>,
 ) -> Vec<Json> {
     let mut records = Vec::with_capacity(lines.len());
     for chunk in lines.chunks(CHUNK) {
         match judges {
-            None => {
-                records.par_extend(chunk.par_iter().map(|(i, line)| score_line(engine, program, ident, *i, line, None)))
-            }
-            Some(judges) => records.extend(score_chunk_with_judges(engine, program, ident, chunk, None, judges)),
+            None => records
+                .par_extend(chunk.par_iter().map(|(i, line)| score_line(engine, program, ident, *i, line, verdicts))),
+            Some(judges) => records.extend(score_chunk_with_judges(engine, program, ident, chunk, verdicts, judges)),
         }
     }
     let Some(field) = group_field else { return records };

@@ -1,6 +1,7 @@
 //! The reward server (`rubric serve`, feature `serve`): an axum HTTP service that holds loaded
 //! rubrics and scores batches of rows for RL trainers, each row into exactly the record
 //! `rubric run` writes (`runtime::score_batch`), on the rayon pool, off the async executor.
+//! Token offsets (in the rows, or a list beside them) give the token credit of `--groups`.
 
 mod metrics;
 
@@ -72,6 +73,9 @@ struct ScoreRequest {
     rows: Vec<Json>,
     /// Group rows by this field, as `rubric run --groups FIELD`.
     groups: Option<String>,
+    /// Token offsets parallel to `rows` (`null` for a row without): each becomes its row's
+    /// `token_offsets` field, which a row may also carry itself.
+    token_offsets: Option<Vec<Json>>,
 }
 
 /// The error a request gets: status, code and message.
@@ -110,6 +114,37 @@ fn pick(rubrics: &[Served], name: Option<&str>) -> Result<usize, Refusal> {
     }
 }
 
+/// Move a request's top-level `token_offsets` into its rows (`rows[i].token_offsets`), where
+/// `rubric run --groups` reads them. Refused: a list of another length than `rows`, offsets
+/// without `groups` (only groups give token credit), and a row that has offsets both ways.
+fn attach_token_offsets(rows: &mut [Json], offsets: Vec<Json>, grouped: bool) -> Result<(), Refusal> {
+    let bad = |message: String| (StatusCode::BAD_REQUEST, "rubric::serve::bad_request", message);
+    if !grouped {
+        return Err(bad("`token_offsets` gives token credit, which needs `groups` (the group field)".into()));
+    }
+    if offsets.len() != rows.len() {
+        return Err(bad(format!(
+            "`token_offsets` has {} entries for {} rows: give one per row (`null` for none)",
+            offsets.len(),
+            rows.len()
+        )));
+    }
+    for (i, (row, o)) in rows.iter_mut().zip(offsets).enumerate() {
+        if o.is_null() {
+            continue;
+        }
+        // A row that is not an object stays as it is: its error record says so.
+        let Some(fields) = row.as_object_mut() else { continue };
+        if fields.contains_key("token_offsets") {
+            return Err(bad(format!(
+                "row {i} has a `token_offsets` field and `token_offsets[{i}]` is given too: give one"
+            )));
+        }
+        fields.insert("token_offsets".into(), o);
+    }
+    Ok(())
+}
+
 async fn score(State(state): State<Shared>, body: Result<Bytes, BytesRejection>) -> Response {
     let body = match body {
         Ok(b) => b,
@@ -118,7 +153,7 @@ async fn score(State(state): State<Shared>, body: Result<Bytes, BytesRejection>)
         }
         Err(e) => return error(StatusCode::BAD_REQUEST, "rubric::serve::bad_request", e.body_text()),
     };
-    let req: ScoreRequest = match serde_json::from_slice(&body) {
+    let mut req: ScoreRequest = match serde_json::from_slice(&body) {
         Ok(r) => r,
         Err(e) => {
             return error(
@@ -132,26 +167,45 @@ async fn score(State(state): State<Shared>, body: Result<Bytes, BytesRejection>)
         Ok(i) => i,
         Err((status, code, message)) => return error(status, code, message),
     };
+    if let Some(offsets) = req.token_offsets.take() {
+        if let Err((status, code, message)) = attach_token_offsets(&mut req.rows, offsets, req.groups.is_some()) {
+            return error(status, code, message);
+        }
+    }
     // Each row is scored as the line `rubric run` would read: its compact JSON.
     let lines: Vec<(usize, String)> = req.rows.iter().map(Json::to_string).enumerate().collect();
     drop(req.rows);
     let n = lines.len();
     let (tx, rx) = tokio::sync::oneshot::channel();
     let group_field = req.groups;
-    // On the rayon pool, not a tokio blocking thread: judge dispatch blocks on its own runtime,
-    // which tokio forbids inside a runtime's context.
-    rayon::spawn(move || {
+    let job = move || {
         let s = &state.rubrics[which];
         let records = runtime::score_batch(
             s.engine.as_ref(),
             s.program,
             &s.ident,
             &lines,
+            None,
             state.judges.as_deref(),
             group_field.as_deref(),
         );
         let _ = tx.send(serde_json::to_vec(&json!({ "results": records })));
-    });
+    };
+    // Not on a tokio blocking thread: judge dispatch blocks on its own runtime, which tokio
+    // forbids inside a runtime's context. With judges, a thread of its own, so that a request
+    // waiting for judge replies holds no rayon worker (its rows are still evaluated on the
+    // pool) and cannot stall the requests beside it; without, the rayon pool.
+    if state.judges.is_some() {
+        if let Err(e) = std::thread::Builder::new().name("rubric-serve-judged".into()).spawn(job) {
+            return error(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "rubric::serve::internal",
+                format!("cannot start a scoring thread: {e}"),
+            );
+        }
+    } else {
+        rayon::spawn(job);
+    }
     match tokio::time::timeout(state.timeout, rx).await {
         Ok(Ok(Ok(bytes))) => {
             state.metrics.add_rows(n);

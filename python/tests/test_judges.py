@@ -1,0 +1,112 @@
+"""Judges from Python: `rubric.load(..., judges=, cache=, replay=)` dispatches judged criteria as
+`rubric run --judges` does (same records, against `rubric mock-judge`), a second load with the
+same cache makes no HTTP call, processes share one cache file, and `judge_stats()` counts."""
+
+import json
+import multiprocessing
+import subprocess
+
+import pytest
+
+import rubric
+from support import EXAMPLES, read_rows, rubric_run
+
+HEALTHBENCH = EXAMPLES / "healthbench" / "main.rubric"
+
+
+def healthbench_rows():
+    rows = read_rows(EXAMPLES / "healthbench" / "inputs.jsonl")
+    return [dict(row, group=f"p{i // 2}") if isinstance(row, dict) else row for i, row in enumerate(rows)]
+
+
+def test_judged_scores_equal_rubric_run_and_the_cache_saves_every_call(rubric_bin, mock_judge, tmp_path):
+    rows = healthbench_rows()
+    want = rubric_run(rubric_bin, tmp_path, HEALTHBENCH, rows, "--judges", mock_judge.judges, "--no-cache")
+    calls = mock_judge.requests()
+    assert calls > 0 and any(c.get("model") == "mock-grader-1" for rec in want for c in rec.get("criteria", []))
+    want_grouped = rubric_run(
+        rubric_bin, tmp_path, HEALTHBENCH, rows, "--groups", "--judges", mock_judge.judges, "--no-cache", name="g"
+    )
+    assert mock_judge.requests() == 2 * calls
+
+    cache = tmp_path / "judge-cache.sqlite"
+    r = rubric.load(str(HEALTHBENCH), judges=str(mock_judge.judges), cache=str(cache))
+    assert r.has_judges
+    assert r.score(rows) == want
+    assert mock_judge.requests() == 3 * calls, "the bindings made the calls `rubric run` made"
+    stats = r.judge_stats()
+    assert stats["http_requests"] == calls and stats["cache_hits"] == 0, stats
+    assert r.score(rows, groups="group") == want_grouped
+    assert mock_judge.requests() == 3 * calls, "the same requests again are answered from memory"
+
+    # A second load with the same cache: the same records and not one HTTP call.
+    again = rubric.load(HEALTHBENCH, judges=mock_judge.judges, cache=cache)
+    assert again.score(rows, groups="group") == want_grouped
+    assert again.score(rows) == want
+    assert mock_judge.requests() == 3 * calls
+    stats = again.judge_stats()
+    assert stats["http_requests"] == 0 and stats["cache_hits"] == calls, stats
+
+
+def test_without_judges_judged_criteria_are_unscored():
+    r = rubric.load(str(HEALTHBENCH))
+    assert not r.has_judges and r.judge_stats() is None
+    rec = r.score(healthbench_rows()[:1])[0]
+    assert rec["score"] is None and {c["status"] for c in rec["criteria"]} == {"unscored"}, rec
+
+
+def test_replay_answers_from_a_transcript_offline(rubric_bin, mock_judge, tmp_path):
+    rows = healthbench_rows()
+    transcript = tmp_path / "transcript.jsonl"
+    want = rubric_run(
+        rubric_bin, tmp_path, HEALTHBENCH, rows, "--judges", mock_judge.judges, "--no-cache", "--record", transcript
+    )
+    calls = mock_judge.requests()
+    r = rubric.load(str(HEALTHBENCH), replay=str(transcript), cache=False)
+    assert r.score(rows) == want
+    assert mock_judge.requests() == calls
+    stats = r.judge_stats()
+    assert stats["http_requests"] == 0 and stats["replayed"] == calls, stats
+
+
+def test_bad_judge_options_raise(tmp_path):
+    with pytest.raises(ValueError, match="nope.toml"):
+        rubric.load(str(HEALTHBENCH), judges=str(tmp_path / "nope.toml"))
+    bad = tmp_path / "judges.toml"
+    bad.write_text('default = "x"\n[endpoints.x]\nbase_url = "http://127.0.0.1:1/v1"\napi_key = "sk-123"\n')
+    with pytest.raises(ValueError, match="api_key"):
+        rubric.load(str(HEALTHBENCH), judges=str(bad))
+    with pytest.raises(ValueError, match="transcript|missing.jsonl"):
+        rubric.load(str(HEALTHBENCH), replay=str(tmp_path / "missing.jsonl"))
+
+
+def _score_part(args):
+    """In a separate process: score rows with judges, through the shared cache."""
+    judges, cache, rows = args
+    r = rubric.load(str(HEALTHBENCH), judges=judges, cache=cache)
+    records = r.score(rows)
+    return [json.dumps(rec) for rec in records], r.judge_stats()
+
+
+def test_processes_share_one_cache_file(mock_judge, tmp_path):
+    # Eight variants of the rows (different responses, so different requests), scored by four
+    # processes at once, each writing its replies into the same new cache file.
+    base = [row for row in healthbench_rows() if isinstance(row, dict) and isinstance(row.get("response"), str)]
+    variants = [[dict(row, response=row["response"] + f" (variant {k})") for row in base] for k in range(8)]
+    cache = str(tmp_path / "shared.sqlite")
+    ctx = multiprocessing.get_context("spawn")
+    with ctx.Pool(4) as pool:
+        parts = pool.map(_score_part, [(str(mock_judge.judges), cache, rows) for rows in variants])
+    calls = mock_judge.requests()
+    assert sum(stats["http_requests"] for _, stats in parts) == calls
+    assert all(stats.get("cache_errors", 0) == 0 for _, stats in parts), [s for _, s in parts]
+    # Every reply reached the file: a fresh load answers all of them from it.
+    r = rubric.load(str(HEALTHBENCH), judges=str(mock_judge.judges), cache=cache)
+    everything = [row for rows in variants for row in rows]
+    got = r.score(everything)
+    assert mock_judge.requests() == calls, "a reply of some process was lost"
+    assert r.judge_stats()["cache_hits"] == calls
+    want = [json.loads(line) for lines, _ in parts for line in lines]
+    for rec in want + got:
+        rec.pop("row")
+    assert got == want
