@@ -65,6 +65,15 @@ def main() -> int:
         text = tok.apply_chat_template(messages, tokenize=False, add_generation_prompt=True, enable_thinking=False)
         ids.append(tok(text, add_special_tokens=False)["input_ids"])
     same_tokens = sum(1 for a, b in zip(ids, report["token_ids"]) if a == b)
+    ids_used = "transformers"
+    if same_tokens != len(ids):
+        # transformers picks a tokenizer class by model type (e.g. Qwen2Tokenizer), which may
+        # not follow a tokenizer.json written for another vocabulary; the model check then runs
+        # on rubric's token ids.
+        print(f"note: transformers tokenizes {len(ids) - same_tokens} prompts differently ({type(tok).__name__}); "
+              "scoring rubric's token ids", file=sys.stderr)
+        ids = report["token_ids"]
+        ids_used = "rubric"
 
     pad = tok.pad_token_id if tok.pad_token_id is not None else 0
 
@@ -117,6 +126,7 @@ def main() -> int:
         "seconds": secs,
         "criteria_per_s": n / secs,
         "same_token_ids": same_tokens,
+        "token_ids_used": ids_used,
         "yes_tokens": len(yes),
         "no_tokens": len(no),
         "scores": scores,

@@ -45,6 +45,10 @@ done
 mkdir -p "$OUT"
 
 BIN=${RUBRIC_BIN:-}
+if [ -z "$BIN" ] && ! command -v cargo >/dev/null; then
+  echo "error: no cargo here: set RUBRIC_BIN to a rubric binary (a \`cuda\` build for --device cuda)" >&2
+  exit 2
+fi
 if [ -z "$BIN" ]; then
   features=""
   case $DEVICE in cuda*) features="--features cuda" ;; esac

@@ -98,15 +98,20 @@ fn load_err(path: &Path, message: impl std::fmt::Display) -> ModelError {
 }
 
 impl LocalJudge {
-    /// Load the model directory `dir` onto `device`.
+    /// Load the model directory `dir` onto `device`, in the device's dtype ([`dtype_for`]).
     pub fn load(dir: &Path, device: &Device) -> Result<LocalJudge, ModelError> {
+        LocalJudge::load_as(dir, device, dtype_for(device))
+    }
+
+    /// Load the model directory `dir` onto `device`, computing in `dtype`.
+    pub fn load_as(dir: &Path, device: &Device, dtype: DType) -> Result<LocalJudge, ModelError> {
         if !dir.is_dir() {
             return Err(load_err(dir, "not a directory"));
         }
         let tok_path = dir.join("tokenizer.json");
         let tokenizer = tokenizers::Tokenizer::from_file(&tok_path).map_err(|e| load_err(&tok_path, e))?;
         let template = ChatTemplate::load(dir)?;
-        let model = CausalLm::load(dir, device, dtype_for(device))?;
+        let model = CausalLm::load(dir, device, dtype)?;
         let vocab = model.config.vocab_size.min(tokenizer.get_vocab_size(true)) as u32;
         let (mut yes, mut no) = (Vec::new(), Vec::new());
         for id in 0..vocab {
