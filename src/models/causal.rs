@@ -366,10 +366,11 @@ pub struct KvCache {
 
 /// How the queries of one forward pass attend.
 enum Attend<'a> {
-    /// To their own sequence, causally; `mask` is `[B, 1, 1, S, S]` (0 or `MASKED`).
+    /// To their own sequence, causally; `mask` is `[B, kv, rep, S, S]` (0 or `MASKED`).
     Own { mask: Tensor },
     /// To a prefilled prefix and to their own continuation, under one softmax. The batch holds
-    /// `per_group` continuations of each of the cache's `groups` sequences, group-major.
+    /// `per_group` continuations of each of the cache's `groups` sequences, group-major;
+    /// `mask` is `[B, kv, rep, S, P + S]`.
     Shared { cache: &'a KvCache, groups: usize, per_group: usize, mask: Tensor },
 }
 
@@ -608,6 +609,17 @@ impl CausalLm {
         Ok((x, k, v))
     }
 
+    /// The additive mask `[B, S, K]` (row-major in `mask`) spread over every head once per
+    /// forward pass, `[B, kv, rep, S, K]`, so that each layer adds it without broadcasting
+    /// (a broadcast over the middle dimensions is slow on the CPU).
+    fn full_mask(&self, mask: Vec<f32>, b: usize, s: usize, k: usize) -> candle_core::Result<Tensor> {
+        let (kvh, rep) = (self.config.num_kv_heads, self.config.num_heads / self.config.num_kv_heads);
+        Tensor::from_vec(mask, (b, 1, 1, s, k), &self.device)?
+            .to_dtype(self.dtype)?
+            .broadcast_as((b, kvh, rep, s, k))?
+            .contiguous()
+    }
+
     fn ids_tensor(&self, ids: &[Vec<u32>], width: usize) -> Result<Tensor, ModelError> {
         let vocab = self.config.vocab_size as u32;
         let mut flat = Vec::with_capacity(ids.len() * width);
@@ -639,7 +651,7 @@ impl CausalLm {
                 }
             }
         }
-        let mask = Tensor::from_vec(mask, (b, 1, 1, t, t), &self.device)?.to_dtype(self.dtype)?;
+        let mask = self.full_mask(mask, b, t, t)?;
         let (cos, sin) = self.rope_tables(&positions, b, t)?;
         let mut x = self.embed.index_select(&ids.flatten_all()?, 0)?.reshape((b, t, self.config.hidden_size))?;
         let mut layers = Vec::with_capacity(self.layers.len());
@@ -687,7 +699,7 @@ impl CausalLm {
                 }
             }
         }
-        let mask = Tensor::from_vec(mask, (b, 1, 1, s, p + s), &self.device)?.to_dtype(self.dtype)?;
+        let mask = self.full_mask(mask, b, s, p + s)?;
         let (cos, sin) = self.rope_tables(&positions, b, s)?;
         let mut x = self.embed.index_select(&ids.flatten_all()?, 0)?.reshape((b, s, self.config.hidden_size))?;
         let attend = Attend::Shared { cache, groups: g, per_group, mask };
