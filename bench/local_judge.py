@@ -107,11 +107,13 @@ def main() -> int:
     score(ids[:1])  # warm-up, untimed
     sync()
     t1 = time.perf_counter()
+    cpu1 = time.process_time()
     scores = []
     for i in range(0, len(ids), batch):
         scores.extend(score(ids[i:i + batch]))
     sync()
     secs = time.perf_counter() - t1
+    cpu_secs = time.process_time() - cpu1
 
     n = len(ids)
     out = {
@@ -124,6 +126,7 @@ def main() -> int:
         "prompts": n,
         "batch": batch,
         "seconds": secs,
+        "cpu_seconds": cpu_secs,
         "criteria_per_s": n / secs,
         "same_token_ids": same_tokens,
         "token_ids_used": ids_used,
@@ -138,7 +141,7 @@ def main() -> int:
     json.dump(out, open(args.out, "w"))
     print(
         f"transformers {transformers.__version__} on {device} ({dtype_name}): {n} criteria in {secs:.2f}s "
-        f"({n / secs:.2f} criteria/s); token ids equal ours for {same_tokens}/{n} prompts; "
+        f"({n / secs:.2f} criteria/s, {cpu_secs:.1f} CPU seconds); token ids equal ours for {same_tokens}/{n} prompts; "
         + ", ".join(f"max |hf - {m}| = {out[f'max_abs_diff_vs_{m}']:.2e}" for m in ("shared", "naive") if m in report),
         file=sys.stderr,
     )

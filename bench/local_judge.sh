@@ -99,15 +99,25 @@ rows = []
 for mode in ("shared", "naive"):
     if mode in r:
         rows.append((f"rubric, {'prefix-shared + batched' if mode == 'shared' else 'each prompt alone'}",
-                     r[mode]["seconds"], r[mode]["criteria_per_s"]))
+                     r[mode]["seconds"], r[mode].get("cpu_seconds"), r[mode]["criteria_per_s"]))
 if hf:
-    rows.append((f"transformers {hf['transformers']} (batches of {hf['batch']})", hf["seconds"], hf["criteria_per_s"]))
+    rows.append((f"transformers {hf['transformers']} (batches of {hf['batch']})", hf["seconds"],
+                 hf.get("cpu_seconds"), hf["criteria_per_s"]))
+n = r["prompts"]
 base = hf["criteria_per_s"] if hf else None
-print("| scorer | seconds | criteria/s | x transformers |")
-print("| --- | --- | --- | --- |")
-for name, secs, cps in rows:
+base_cpu = n / hf["cpu_seconds"] if hf and hf.get("cpu_seconds") else None
+print("| scorer | seconds | criteria/s | x transformers | CPU seconds | criteria per CPU-s | x transformers (CPU) |")
+print("| --- | --- | --- | --- | --- | --- | --- |")
+for name, secs, cpu, cps in rows:
     ratio = f"{cps / base:.2f}" if base else "-"
-    print(f"| {name} | {secs:.2f} | {cps:.2f} | {ratio} |")
+    per_cpu = n / cpu if cpu else None
+    ratio_cpu = f"{per_cpu / base_cpu:.2f}" if per_cpu and base_cpu else "-"
+    cpu_s = f"{cpu:.1f}" if cpu else "-"
+    per_cpu_s = f"{per_cpu:.3f}" if per_cpu else "-"
+    print(f"| {name} | {secs:.2f} | {cps:.3f} | {ratio} | {cpu_s} | {per_cpu_s} | {ratio_cpu} |")
+scores = r.get("shared", r.get("naive", {})).get("scores", [])
+if scores:
+    print(f"P(yes) ranges over [{min(scores):.4f}, {max(scores):.4f}]")
 if "max_abs_diff_shared_naive" in r:
     print(f"max |shared - naive| = {r['max_abs_diff_shared_naive']:.2e}")
 if hf:

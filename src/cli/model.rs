@@ -208,6 +208,18 @@ pub fn bench_prompts(rows: usize, criteria: usize, words: usize) -> Vec<Vec<Chat
     out
 }
 
+/// CPU seconds this process has used (user + system, all threads), from `/proc/self/stat`;
+/// `None` where that file does not exist. On a shared machine it measures the work done,
+/// whatever else runs.
+fn cpu_seconds() -> Option<f64> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    // The fields after the parenthesised command name; utime and stime are the 12th and 13th.
+    let rest = stat.get(stat.rfind(')')? + 2..)?;
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let ticks = f.get(11)?.parse::<f64>().ok()? + f.get(12)?.parse::<f64>().ok()?;
+    Some(ticks / 100.0)
+}
+
 fn bench(dir: &Path, rows: usize, criteria: usize, words: usize, modes: &[String], out: Option<&Path>) -> ExitCode {
     let run = || -> Result<serde_json::Value, String> {
         let device = crate::models::device();
@@ -239,6 +251,7 @@ fn bench(dir: &Path, rows: usize, criteria: usize, words: usize, modes: &[String
         let mut naive_scores = None;
         for mode in modes {
             let t = Instant::now();
+            let cpu0 = cpu_seconds();
             let scores: Vec<f64> = match mode.as_str() {
                 "shared" => judge
                     .score_tokens(&tokens)
@@ -254,8 +267,14 @@ fn bench(dir: &Path, rows: usize, criteria: usize, words: usize, modes: &[String
                 other => return Err(format!("unknown mode `{other}`: expected shared or naive")),
             };
             let secs = t.elapsed().as_secs_f64();
-            eprintln!("{mode}: {n} criteria in {secs:.2}s ({:.2} criteria/s)", n as f64 / secs);
-            report[mode.as_str()] = json!({"seconds": secs, "criteria_per_s": n as f64 / secs, "scores": scores});
+            let cpu = cpu_seconds().zip(cpu0).map(|(b, a)| b - a);
+            eprintln!(
+                "{mode}: {n} criteria in {secs:.2}s ({:.2} criteria/s){}",
+                n as f64 / secs,
+                cpu.map(|c| format!(", {c:.1} CPU seconds")).unwrap_or_default()
+            );
+            report[mode.as_str()] =
+                json!({"seconds": secs, "cpu_seconds": cpu, "criteria_per_s": n as f64 / secs, "scores": scores});
             match mode.as_str() {
                 "shared" => shared_scores = Some(scores),
                 _ => naive_scores = Some(scores),
