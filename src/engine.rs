@@ -86,6 +86,9 @@ pub struct CriterionResult {
     pub source: String,
     pub evidence: Option<String>,
     pub extracted: Option<Json>,
+    /// P(yes) / (P(yes) + P(no)) of a binary criterion whose judge scores by log-probability
+    /// (`scoring logprob`, local judges): the mean over the samples that voted.
+    pub p_yes: Option<f64>,
     /// Names of the sets the criterion belongs to directly.
     pub sets: Vec<String>,
 }
@@ -129,6 +132,9 @@ impl CriterionResult {
         }
         if let Some(x) = &self.extracted {
             m.insert("extracted".into(), x.clone());
+        }
+        if let Some(p) = self.p_yes {
+            m.insert("p_yes".into(), number_to_json(p));
         }
         if !self.sets.is_empty() {
             m.insert("sets".into(), json!(self.sets));

@@ -9,6 +9,8 @@ mod engine_props;
 mod ifeval;
 mod jit_engine;
 mod judge;
+#[cfg(all(feature = "models", feature = "judges"))]
+mod local_judge;
 mod models;
 mod props;
 mod serve;

@@ -193,6 +193,7 @@ fn judge_setting() -> BoxedStrategy<JudgeSetting> {
         text().prop_map(|s| JudgeSettingKind::Template(lit(s))),
         text().prop_map(|s| JudgeSettingKind::System(lit(s))),
         ident().prop_map(|n| JudgeSettingKind::Scoring(nm(n))),
+        text().prop_map(|s| JudgeSettingKind::Local(lit(s))),
     ];
     kind.prop_map(|kind| JudgeSetting { kind, span: sp() }).boxed()
 }

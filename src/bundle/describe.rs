@@ -68,6 +68,9 @@ pub struct JudgeView {
     pub system: Option<String>,
     pub scoring: String,
     pub per_call: u32,
+    /// The model directory of a local judge.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub local: Option<String>,
     /// The criteria it decides (a per-instance block as `name[]`).
     pub criteria: Vec<String>,
 }
@@ -281,6 +284,7 @@ fn judge_view(p: &Program, index: usize, j: &JudgeDecl) -> JudgeView {
         }
         .into(),
         per_call: j.per_call,
+        local: j.local.clone(),
         criteria,
     }
 }

@@ -362,6 +362,9 @@ fn inspect_body(d: &Description) {
             if let Some(e) = &j.evidence_from {
                 outln!("    evidence  must quote {e}");
             }
+            if let Some(d) = &j.local {
+                outln!("    local     {d}");
+            }
             outln!("    decides   {}", j.criteria.join(", "));
             for (label, text) in [("system", &j.system), ("template", &j.template)] {
                 if let Some(t) = text {

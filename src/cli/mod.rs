@@ -26,6 +26,8 @@ mod embed_bench;
 pub use embed_bench::sentences as bench_sentences;
 pub mod bundle;
 mod import;
+#[cfg(feature = "models")]
+mod model;
 pub mod suite;
 
 use crate::diag::Diagnostic;
@@ -278,6 +280,13 @@ pub enum Command {
         #[arg(long)]
         latency_ms: Option<u64>,
     },
+    /// Local judge models: `init` writes a random-weight model directory of a real
+    /// architecture; `bench` times a local judge on synthetic responses.
+    #[cfg(feature = "models")]
+    Model {
+        #[command(subcommand)]
+        command: model::ModelCommand,
+    },
     /// Serve rubrics (bundles or sources) over HTTP for RL trainers: `POST /v1/score` scores
     /// rows into the records `rubric run` writes; `GET /v1/bundles`, `/healthz`, `/metrics`.
     /// Prints its base URL as the first line of stdout.
@@ -414,12 +423,14 @@ pub fn main_with(cli: Cli) -> ExitCode {
             }
             let engine = engine.engine_for(program);
             let start = std::time::Instant::now();
+            let local = program.judges.iter().any(|j| j.local.is_some());
             let dispatching = match judge_dispatch(
                 judges.as_deref(),
                 judge.as_deref(),
                 record.as_deref(),
                 cache.as_deref(),
                 no_cache,
+                local,
             ) {
                 Ok(d) => d,
                 Err(e) => {
@@ -549,6 +560,8 @@ pub fn main_with(cli: Cli) -> ExitCode {
         }
         #[cfg(feature = "judges")]
         Command::MockJudge { rules, addr, latency_ms } => crate::judge::mock::main(rules.as_deref(), &addr, latency_ms),
+        #[cfg(feature = "models")]
+        Command::Model { command } => model::main(command),
         #[cfg(feature = "serve")]
         Command::Serve {
             files,
@@ -609,8 +622,9 @@ pub fn main_with(cli: Cli) -> ExitCode {
                     engine: kind.engine_for(program),
                 });
             }
+            let local = served.iter().any(|s| s.program.judges.iter().any(|j| j.local.is_some()));
             let dispatching =
-                match judge_dispatch(judges.as_deref(), judge.as_deref(), None, cache.as_deref(), no_cache) {
+                match judge_dispatch(judges.as_deref(), judge.as_deref(), None, cache.as_deref(), no_cache, local) {
                     Ok(d) => d,
                     Err(e) => {
                         eprintln!("error: {e}");
@@ -629,9 +643,11 @@ pub fn main_with(cli: Cli) -> ExitCode {
 }
 
 /// The judge dispatcher `rubric run` uses, when judges are configured (`--judges`) or
-/// replayed (`--judge replay:FILE`): its replies cached in `cache` (default
-/// `Cache::default_path()`) unless `no_cache`, recorded to `record`. `rubric serve` and the
-/// Python bindings (`rubric.load(..., judges=...)`) build theirs here too.
+/// replayed (`--judge replay:FILE`), or when the rubric has local judges (`local`: these need
+/// no configuration; other judges then end `judge_no_endpoint` unless they have recorded
+/// verdicts): its replies cached in `cache` (default `Cache::default_path()`) unless
+/// `no_cache`, recorded to `record`. `rubric serve` and the Python bindings
+/// (`rubric.load(..., judges=...)`) build theirs here too.
 #[cfg(feature = "judges")]
 pub fn judge_dispatch(
     judges: Option<&Path>,
@@ -639,6 +655,7 @@ pub fn judge_dispatch(
     record: Option<&Path>,
     cache: Option<&Path>,
     no_cache: bool,
+    local: bool,
 ) -> Result<Option<Box<dyn runtime::ChunkJudge>>, String> {
     use crate::judge::{Cache, Dispatcher, JudgesConfig, Replay, TranscriptWriter};
     let replay = match judge {
@@ -648,7 +665,7 @@ pub fn judge_dispatch(
             None => return Err(format!("`--judge {spec}`: the only judge source is `replay:TRANSCRIPT.jsonl`")),
         },
     };
-    if judges.is_none() && replay.is_none() {
+    if judges.is_none() && replay.is_none() && !local {
         return Ok(None);
     }
     let config = match judges {
@@ -682,6 +699,7 @@ pub fn judge_dispatch(
     _record: Option<&Path>,
     _cache: Option<&Path>,
     _no_cache: bool,
+    _local: bool,
 ) -> Result<Option<Box<dyn runtime::ChunkJudge>>, String> {
     if judges.is_some() || judge.is_some() {
         return Err("this build has no judge dispatch: build with the `judges` feature".into());

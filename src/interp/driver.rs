@@ -545,6 +545,7 @@ impl Driver<'_, '_> {
             source,
             evidence: None,
             extracted: None,
+            p_yes: None,
             sets: d.sets.iter().map(|s| p.sets[*s as usize].name.clone()).collect(),
         }
     }

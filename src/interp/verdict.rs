@@ -113,6 +113,12 @@ pub fn apply(
         }
     };
     let n = decided.len();
+    // P(yes) of a binary criterion scored by log-probability: the mean over the samples that
+    // voted (all of them carry it, or it is not reported).
+    let p_yes = {
+        let p: Vec<f64> = decided.iter().filter_map(|s| s.p_yes).collect();
+        (p.len() == n).then(|| p.iter().sum::<f64>() / n as f64)
+    };
     let chosen: Sample = if n == 1 {
         decided.pop().unwrap()
     } else {
@@ -165,6 +171,7 @@ pub fn apply(
     r.value = Some(chosen.value);
     r.level = chosen.level;
     r.label = chosen.label;
+    r.p_yes = p_yes;
 }
 
 fn sample(kind: &CriterionKind, v: &Json) -> Result<Sample, String> {

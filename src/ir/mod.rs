@@ -177,6 +177,11 @@ pub struct JudgeDecl {
     pub scoring: Scoring,
     /// Criteria per call (1 = one call per criterion).
     pub per_call: u32,
+    /// `local "DIR"`: the model directory of a local logprob judge (as written; resolved at run
+    /// time). Absent from the serialised IR when unset, so IR hashes of rubrics without local
+    /// judges are unchanged.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub local: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -416,6 +416,10 @@ impl Writer<'_> {
         for l in lines {
             self.line(2, &l);
         }
+        // Printed only when set, so the text of IR without local judges is unchanged.
+        if let Some(dir) = &j.local {
+            self.line(2, &format!("local {}", quote(dir)));
+        }
     }
 
     fn step(&mut self, i: usize, s: &Step) {

@@ -19,6 +19,9 @@
 //!
 //! [models]                               # judge model pin -> endpoint
 //! "gpt-4.1-mini" = "openai"
+//!
+//! [local]                                # `local "NAME"` of a judge -> model directory
+//! "qwen3-judge" = "/models/Qwen3-0.6B"   # relative paths are taken from this file's directory
 //! ```
 
 use super::JudgeError;
@@ -42,6 +45,13 @@ pub struct JudgesConfig {
     /// Judge model pin → endpoint name.
     #[serde(default)]
     pub models: BTreeMap<String, String>,
+    /// A local judge's `local "NAME"` → the model directory that answers for it.
+    #[serde(default)]
+    pub local: BTreeMap<String, String>,
+    /// The directory relative model directories are taken from: the configuration file's
+    /// (set by [`JudgesConfig::load`]); `None` means the working directory.
+    #[serde(skip)]
+    pub base_dir: Option<std::path::PathBuf>,
 }
 
 /// How the reply schema is requested.
@@ -204,6 +214,8 @@ impl JudgesConfig {
             endpoints: BTreeMap::from([(name.to_string(), endpoint)]),
             judges: BTreeMap::new(),
             models: BTreeMap::new(),
+            local: BTreeMap::new(),
+            base_dir: None,
         }
     }
 
@@ -229,10 +241,18 @@ impl JudgesConfig {
     pub fn load(path: &Path) -> Result<JudgesConfig, JudgeError> {
         let text = std::fs::read_to_string(path)
             .map_err(|e| JudgeError::Io { path: path.display().to_string(), message: e.to_string() })?;
-        JudgesConfig::parse(&text).map_err(|e| match e {
+        let mut cfg = JudgesConfig::parse(&text).map_err(|e| match e {
             JudgeError::Config(m) => JudgeError::Config(format!("{}: {m}", path.display())),
             other => other,
-        })
+        })?;
+        cfg.base_dir = Some(path.parent().map(Path::to_path_buf).unwrap_or_default());
+        Ok(cfg)
+    }
+
+    /// The model directory of a local judge written `local "WRITTEN"`: the `[local]` entry for
+    /// `WRITTEN`, else `WRITTEN`; relative to [`JudgesConfig::base_dir`] when relative.
+    pub fn local_dir(&self, written: &str) -> std::path::PathBuf {
+        super::local::resolve_dir(written, self.local.get(written).map(String::as_str), self.base_dir.as_deref())
     }
 
     pub fn validate(&self) -> Result<(), JudgeError> {
@@ -312,6 +332,7 @@ mod tests {
             system: None,
             scoring: crate::ir::Scoring::Label,
             per_call: 1,
+            local: None,
         };
         assert_eq!(cfg.endpoint_for(&j).unwrap().0, "b");
         assert_eq!(cfg.model_for(&j).as_deref(), Some("m-b"));

@@ -11,11 +11,16 @@
 //! over HTTP (`client`: limits, retries, timeouts); and reads every reply (`reply`). Failures
 //! become `{"unscored": "judge_...: ..."}` samples, never panics or hangs.
 //!
+//! A local judge (`local "DIR"`) is planned the same way, one criterion per request, but its
+//! distinct requests are answered by a local model (`local`, over `models::local_judge`) in one
+//! batched call per `resolve`, after memory, the cache and a replay transcript.
+//!
 //! `mock` is `rubric mock-judge`, a loopback server speaking the same API, driven by rules.
 
 pub mod cache;
 pub mod client;
 pub mod config;
+pub mod local;
 pub mod mock;
 pub mod prompt;
 pub mod reply;
@@ -173,6 +178,12 @@ pub struct Stats {
     pub tokens_out: u64,
     pub cache_errors: u64,
     pub transcript_errors: u64,
+    /// Requests answered by a local model (`local "DIR"` judges).
+    pub local_requests: u64,
+    /// Batched local-model calls that answered them (one per model and dispatch round).
+    pub local_calls: u64,
+    /// Milliseconds spent in those calls (model loading included).
+    pub local_ms: f64,
     /// Milliseconds of each successful HTTP request, by endpoint.
     #[serde(skip)]
     pub latency_ms: BTreeMap<String, Vec<f64>>,
@@ -225,6 +236,7 @@ struct Inner {
     /// Validated replies of this dispatcher's earlier batches.
     memo: Mutex<HashMap<String, Reply>>,
     stats: Mutex<Stats>,
+    local: local::LocalModels,
 }
 
 /// Sends judge requests and reads their replies; cheap to clone (shared state).
@@ -281,9 +293,16 @@ impl DispatcherBuilder {
                 transcript: self.transcript,
                 memo: Mutex::new(HashMap::new()),
                 stats: Mutex::new(Stats::default()),
+                local: local::LocalModels::default(),
             }),
         })
     }
+}
+
+/// Where a judge's requests go.
+enum Route {
+    Http { endpoint: Option<String>, wire: Wire, model: String },
+    Local { model: String, fingerprint: String, dir: std::path::PathBuf },
 }
 
 /// What one distinct request produced: a sample per entry, and the model that answered.
@@ -309,8 +328,18 @@ impl Dispatcher {
         lock(&self.inner.stats).clone()
     }
 
-    /// Where a judge's requests go: endpoint name, wire settings and model.
-    fn route(&self, judge: &JudgeDecl) -> Result<(Option<String>, Wire, String), String> {
+    /// Where a judge's requests go: endpoint name, wire settings and model; or, for a local
+    /// judge, its model directory, name and fingerprint.
+    fn route(&self, judge: &JudgeDecl) -> Result<Route, String> {
+        if let Some(written) = &judge.local {
+            let dir = self.inner.config.local_dir(written);
+            let fingerprint = self.inner.local.fingerprint(&dir)?;
+            return Ok(Route::Local { model: format!("local:{written}"), fingerprint, dir });
+        }
+        self.route_http(judge).map(|(endpoint, wire, model)| Route::Http { endpoint, wire, model })
+    }
+
+    fn route_http(&self, judge: &JudgeDecl) -> Result<(Option<String>, Wire, String), String> {
         let bound = self.inner.config.endpoint_for(judge);
         let model = self.inner.config.model_for(judge);
         match (&self.inner.backend, bound) {
@@ -344,17 +373,35 @@ impl Dispatcher {
         let mut planned = 0u64;
         let mut plan = Vec::with_capacity(tasks.len());
         for t in tasks {
-            let per_call = t.judge.per_call.max(1) as usize;
-            let samples = t.judge.samples.max(1);
             let route = self.route(&t.judge);
             let mut slots: Vec<Vec<Slot>> = vec![Vec::new(); t.criteria.len()];
+            if let Ok(Route::Local { model, fingerprint, dir }) = &route {
+                // One request per criterion, one sample: the answer is deterministic.
+                for (c, criterion) in t.criteria.iter().enumerate() {
+                    planned += 1;
+                    let rendered = prompt::render_local(&t.judge, criterion, &t.seen);
+                    let p = request::prepare_local(&t.judge, rendered, model, fingerprint, dir.clone());
+                    let u = *by_hash.entry(p.hash.clone()).or_insert_with(|| {
+                        let p = Arc::new(p);
+                        on_new(uniques.len(), &p);
+                        uniques.push(p);
+                        uniques.len() - 1
+                    });
+                    slots[c].push(Ok((u, 0)));
+                }
+                plan.push(slots);
+                continue;
+            }
+            let per_call = t.judge.per_call.max(1) as usize;
+            let samples = t.judge.samples.max(1);
             for (c, chunk) in t.criteria.chunks(per_call).enumerate() {
                 let refs: Vec<&Criterion> = chunk.iter().collect();
                 let rendered = prompt::render(&t.judge, &refs, &t.seen);
                 for k in 0..samples {
                     let slot = match &route {
                         Err(reason) => Err(reason.clone()),
-                        Ok((endpoint, wire, model)) => {
+                        Ok(Route::Local { .. }) => Err("judge_internal: a local route".to_string()),
+                        Ok(Route::Http { endpoint, wire, model }) => {
                             planned += 1;
                             let p = request::prepare(&t.judge, rendered.clone(), model, k, endpoint.as_deref(), *wire);
                             let u = *by_hash.entry(p.hash.clone()).or_insert_with(|| {
@@ -384,17 +431,36 @@ impl Dispatcher {
     pub async fn resolve(&self, tasks: &[Task]) -> Vec<Vec<CriterionVerdict>> {
         let mut set = tokio::task::JoinSet::new();
         let mut ids = HashMap::new();
+        let mut local_ids = Vec::new();
         let (uniques, plan) = self.plan(tasks, |i, p| {
+            if p.local.is_some() {
+                local_ids.push(i);
+                return;
+            }
             let me = self.clone();
             let p = p.clone();
             let h = set.spawn(async move { me.fetch(&p).await });
             ids.insert(h.id(), i);
+        });
+        // Local requests are answered together, off the async threads, while HTTP ones fly.
+        let local = (!local_ids.is_empty()).then(|| {
+            let me = self.clone();
+            let ps: Vec<Arc<Prepared>> = local_ids.iter().map(|&i| uniques[i].clone()).collect();
+            tokio::task::spawn_blocking(move || me.fetch_local(&ps))
         });
         let mut fetched: Vec<Option<Fetched>> = vec![None; uniques.len()];
         // A task that panicked leaves its slot empty: its criteria are unscored below.
         while let Some(r) = set.join_next_with_id().await {
             if let Ok((id, f)) = r {
                 fetched[ids[&id]] = Some(f);
+            }
+        }
+        if let Some(Ok(fs)) = match local {
+            Some(h) => Some(h.await),
+            None => None,
+        } {
+            for (&i, f) in local_ids.iter().zip(fs) {
+                fetched[i] = Some(f);
             }
         }
         if let Some(cache) = &self.inner.cache {
@@ -518,6 +584,70 @@ impl Dispatcher {
         }
     }
 
+    /// Answer local requests: each from memory, the cache or a replay transcript when it can
+    /// be, the rest by their model, one batched call per model directory.
+    fn fetch_local(&self, ps: &[Arc<Prepared>]) -> Vec<Fetched> {
+        let mut out: Vec<Option<Fetched>> = vec![None; ps.len()];
+        let mut todo: BTreeMap<std::path::PathBuf, Vec<usize>> = BTreeMap::new();
+        for (k, p) in ps.iter().enumerate() {
+            let memo = lock(&self.inner.memo).get(&p.hash).cloned();
+            if let Some(r) = memo {
+                lock(&self.inner.stats).memo_hits += 1;
+                out[k] = Some(self.finish(p, r, "memo", 0, None));
+                continue;
+            }
+            if let Some(cache) = &self.inner.cache {
+                match cache.get(&p.hash) {
+                    Ok(Some(r)) => {
+                        lock(&self.inner.stats).cache_hits += 1;
+                        out[k] = Some(self.finish(p, r, "cache", 0, None));
+                        continue;
+                    }
+                    Ok(None) => {}
+                    Err(_) => lock(&self.inner.stats).cache_errors += 1,
+                }
+            }
+            if let Backend::Replay(replay) = &self.inner.backend {
+                if let Some(r) = replay.get(&p.hash) {
+                    lock(&self.inner.stats).replayed += 1;
+                    out[k] = Some(self.finish(p, r.clone(), "replay", 0, None));
+                    continue;
+                }
+            }
+            if let Some(dir) = &p.local {
+                todo.entry(dir.clone()).or_default().push(k);
+            }
+        }
+        for (dir, ks) in todo {
+            let started = std::time::Instant::now();
+            let model = ps[ks[0]].body.get("model").and_then(Json::as_str).unwrap_or("local").to_string();
+            let prompts: Vec<&[prompt::Message]> = ks.iter().map(|&k| ps[k].rendered.messages.as_slice()).collect();
+            let answers = self.inner.local.answer(&dir, &model, &prompts);
+            let ms = started.elapsed().as_secs_f64() * 1000.0;
+            {
+                let mut s = lock(&self.inner.stats);
+                s.local_calls += 1;
+                s.local_ms += ms;
+                for r in answers.iter().flatten() {
+                    s.local_requests += 1;
+                    s.tokens_in += r.usage.prompt_tokens;
+                }
+            }
+            for (&k, a) in ks.iter().zip(answers) {
+                out[k] = Some(match a {
+                    Ok(r) => self.finish(&ps[k], r, "local", 1, None),
+                    Err(reason) => self.fail(&ps[k], reason, "local", 1),
+                });
+            }
+        }
+        out.into_iter()
+            .enumerate()
+            .map(|(k, f)| {
+                f.unwrap_or_else(|| self.fail(&ps[k], "judge_internal: not a local request".into(), "local", 0))
+            })
+            .collect()
+    }
+
     fn redact(&self, s: String) -> String {
         match &self.inner.backend {
             Backend::Http(eps) => eps.values().fold(s, |s, e| e.redact(&s)),
@@ -537,7 +667,7 @@ impl Dispatcher {
         let (samples, ok) = reply::interpret(&p.rendered, &reply);
         if ok {
             lock(&self.inner.memo).insert(p.hash.clone(), reply.clone());
-            if matches!(source, "http" | "replay") {
+            if matches!(source, "http" | "replay" | "local") {
                 if let Some(cache) = &self.inner.cache {
                     if cache.put(&p.hash, &reply).is_err() {
                         lock(&self.inner.stats).cache_errors += 1;

@@ -26,6 +26,9 @@ pub struct Prepared {
     /// The chat-completions body.
     pub body: Json,
     pub rendered: Rendered,
+    /// The model directory that answers, for a local judge's request (never part of the hash:
+    /// the body names the model and its fingerprint instead).
+    pub local: Option<std::path::PathBuf>,
 }
 
 /// The wire settings an endpoint adds to a request.
@@ -94,7 +97,35 @@ pub fn prepare(
     }
     let body = Json::Object(body);
     let hash = request_hash(&body, &rendered.schema, sample);
-    Prepared { hash, judge: judge.name.clone(), endpoint: endpoint.map(str::to_string), sample, body, rendered }
+    Prepared {
+        hash,
+        judge: judge.name.clone(),
+        endpoint: endpoint.map(str::to_string),
+        sample,
+        body,
+        rendered,
+        local: None,
+    }
+}
+
+/// Build the request of a local judge (`local "DIR"`): the model `local:DIR`, the rendered
+/// messages, and the model directory's fingerprint (`models::local_judge::fingerprint`), so
+/// that a cached reply is never taken for another model's. One sample: the answer is
+/// deterministic. Sampling settings do not apply.
+pub fn prepare_local(
+    judge: &JudgeDecl,
+    rendered: Rendered,
+    model: &str,
+    fingerprint: &str,
+    dir: std::path::PathBuf,
+) -> Prepared {
+    let mut body = Map::new();
+    body.insert("model".into(), json!(model));
+    body.insert("messages".into(), serde_json::to_value(&rendered.messages).unwrap_or(Json::Null));
+    body.insert("local".into(), json!({"fingerprint": fingerprint, "score": "p_yes_first_token"}));
+    let body = Json::Object(body);
+    let hash = request_hash(&body, &rendered.schema, 0);
+    Prepared { hash, judge: judge.name.clone(), endpoint: None, sample: 0, body, rendered, local: Some(dir) }
 }
 
 /// The canonical bytes of a request: compact JSON, keys in a fixed order.

@@ -7,7 +7,11 @@
 //! [`configure`]. Models are directories of safetensors weights, `config.json` and
 //! `tokenizer.json`, named by the run configuration and never downloaded at run time.
 
+pub mod causal;
+pub mod chat;
 pub mod embed;
+pub mod local_judge;
+pub mod random;
 
 use std::path::PathBuf;
 use std::sync::OnceLock;

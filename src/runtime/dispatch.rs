@@ -113,6 +113,15 @@ pub fn report(stats: &Json) -> String {
         n("criteria_not_needed"),
         n("planning_rounds"),
     ));
+    if n("local_requests") > 0 || n("local_calls") > 0 {
+        let ms = stats.get("local_ms").and_then(Json::as_f64).unwrap_or(0.0);
+        out.push_str(&format!(
+            "\nlocal judges: {} requests answered by local models in {} batched calls ({:.2}s, model loading included)",
+            n("local_requests"),
+            n("local_calls"),
+            ms / 1000.0
+        ));
+    }
     if let Some(lat) = stats.get("latency_ms").and_then(Json::as_object) {
         for (endpoint, p) in lat {
             let f = |k: &str| p.get(k).and_then(Json::as_f64).unwrap_or(f64::NAN);

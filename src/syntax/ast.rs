@@ -116,12 +116,17 @@ pub enum JudgeSettingKind {
     Samples(f64),
     Vote(Name),
     Sees(Vec<Name>),
-    Returns { kind: Name, fields: Vec<FieldType> },
+    Returns {
+        kind: Name,
+        fields: Vec<FieldType>,
+    },
     EvidenceQuote(Name),
     Template(StrLit),
     System(StrLit),
     Scoring(Name),
     PerCall(f64),
+    /// `local "DIR"`: a local model answers, scoring P(yes).
+    Local(StrLit),
 }
 
 #[derive(Debug, Clone, PartialEq)]

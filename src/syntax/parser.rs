@@ -708,6 +708,7 @@ impl Lower {
             Rule::js_evidence => JudgeSettingKind::EvidenceQuote(self.name(k.next().unwrap())),
             Rule::js_template => JudgeSettingKind::Template(self.string(k.next().unwrap())),
             Rule::js_system => JudgeSettingKind::System(self.string(k.next().unwrap())),
+            Rule::js_local => JudgeSettingKind::Local(self.string(k.next().unwrap())),
             r => unreachable!("judge setting {r:?}"),
         };
         JudgeSetting { kind, span }

@@ -490,6 +490,10 @@ impl Printer {
                 self.w("scoring ");
                 self.w(&n.text);
             }
+            JudgeSettingKind::Local(dir) => {
+                self.w("local ");
+                self.str_lit(&dir.value);
+            }
         }
     }
 
@@ -989,9 +993,10 @@ fn erase_item(item: &mut Item) {
             for s in &mut j.settings {
                 s.span = Span::default();
                 match &mut s.kind {
-                    JudgeSettingKind::Model(s) | JudgeSettingKind::Template(s) | JudgeSettingKind::System(s) => {
-                        str_lit(s)
-                    }
+                    JudgeSettingKind::Model(s)
+                    | JudgeSettingKind::Template(s)
+                    | JudgeSettingKind::System(s)
+                    | JudgeSettingKind::Local(s) => str_lit(s),
                     JudgeSettingKind::Temperature(_)
                     | JudgeSettingKind::TopP(_)
                     | JudgeSettingKind::MaxTokens(_)

@@ -683,10 +683,14 @@ impl<'a> Checker<'a> {
             system: None,
             scoring: ir::Scoring::Label,
             per_call: 1,
+            local: None,
         };
         let mut seen: Vec<(std::mem::Discriminant<K>, Span)> = Vec::new();
         let mut evidence_span = None;
         let mut template_span = None;
+        // Settings a local judge cannot honour, with where they were given.
+        let mut not_local: Vec<(Span, &'static str)> = Vec::new();
+        let mut local_span = None;
         for s in &j.settings {
             let disc = std::mem::discriminant(&s.kind);
             if let Some((_, prev)) = seen.iter().find(|(d, _)| *d == disc) {
@@ -725,8 +729,26 @@ impl<'a> Checker<'a> {
                 }
                 K::MaxTokens(n) => d.max_tokens = Some(self.positive_int(*n, s.span, "max_tokens")),
                 K::Seed(n) => d.seed = Some(self.positive_int(*n, s.span, "seed") as u64),
-                K::Samples(n) => d.samples = self.positive_int(*n, s.span, "samples").max(1),
-                K::PerCall(n) => d.per_call = self.positive_int(*n, s.span, "per_call").max(1),
+                K::Samples(n) => {
+                    d.samples = self.positive_int(*n, s.span, "samples").max(1);
+                    if d.samples > 1 {
+                        not_local.push((s.span, "`samples` above 1 (a local judge's answer is deterministic)"));
+                    }
+                }
+                K::PerCall(n) => {
+                    d.per_call = self.positive_int(*n, s.span, "per_call").max(1);
+                    if d.per_call > 1 {
+                        not_local
+                            .push((s.span, "`per_call` above 1 (a local judge asks about one criterion at a time)"));
+                    }
+                }
+                K::Local(dir) => {
+                    local_span = Some(s.span);
+                    if dir.value.trim().is_empty() {
+                        self.err("rubric::judge::invalid_setting", s.span, "`local` needs a model directory", "empty");
+                    }
+                    d.local = Some(dir.value.clone());
+                }
                 K::Vote(v) => {
                     d.vote = match v.text.as_str() {
                         "majority" => ir::Vote::Majority,
@@ -746,6 +768,9 @@ impl<'a> Checker<'a> {
                     }
                 }
                 K::Scoring(v) => {
+                    if v.text == "label" {
+                        not_local.push((s.span, "`scoring label` (a local judge scores by P(yes))"));
+                    }
                     d.scoring = match v.text.as_str() {
                         "label" => ir::Scoring::Label,
                         "logprob" => ir::Scoring::Logprob,
@@ -801,6 +826,7 @@ impl<'a> Checker<'a> {
                     }
                 }
                 K::EvidenceQuote(n) => {
+                    not_local.push((s.span, "an evidence rule (a local judge quotes nothing)"));
                     evidence_span = Some(n.span);
                     match self.globals.get(&n.text).map(|g| g.0) {
                         Some(Global::Input(i)) => d.evidence_from = Some(i),
@@ -813,6 +839,21 @@ impl<'a> Checker<'a> {
                 }
                 K::System(t) => d.system = Some(t.value.clone()),
             }
+        }
+        if let Some(local) = local_span {
+            for (span, what) in not_local {
+                self.diags.push(
+                    Diagnostic::error(
+                        "rubric::judge::local_setting",
+                        format!("judge `{}` is a local model, which cannot take {what}", j.name.text),
+                    )
+                    .with_label(span, "not for a local judge")
+                    .with_label(local, "a local model")
+                    .with_help("remove the setting, or drop `local` to call the judge over HTTP"),
+                );
+            }
+            // A local judge always scores by P(yes) / (P(yes) + P(no)).
+            d.scoring = ir::Scoring::Logprob;
         }
         if let (Some(i), Some(span)) = (d.evidence_from, evidence_span) {
             if !d.sees.contains(&i) {
@@ -1262,6 +1303,32 @@ impl<'a> Checker<'a> {
                 }
             },
         };
+        if let ir::Verifier::Judge { judge } | ir::Verifier::Extract { judge, .. } = &verifier {
+            let j = &self.p.judges[*judge as usize];
+            if j.local.is_some() {
+                let what = match (&verifier, &kind) {
+                    (ir::Verifier::Extract { .. }, _) => Some("extract values"),
+                    (_, ir::CriterionKind::Ordinal { .. }) => Some("score an ordinal criterion"),
+                    (_, ir::CriterionKind::Nominal { .. }) => Some("score a nominal criterion"),
+                    _ => None,
+                };
+                if let Some(what) = what {
+                    let name = j.name.clone();
+                    let span = c.verifier.as_ref().map_or(c.span, |v| v.span);
+                    self.err(
+                        "rubric::judge::local_kind",
+                        span,
+                        format!("judge `{name}` is a local model, which cannot {what}"),
+                        "decided by a local judge",
+                    )
+                    .help = Some(
+                        "a local judge scores binary and continuous criteria by P(yes); make the criterion binary or \
+                         continuous, or give it a judge with a `model`"
+                            .into(),
+                    );
+                }
+            }
+        }
         let site = self.site(c.span);
         Some(ir::CriterionDecl {
             id: id.to_string(),
