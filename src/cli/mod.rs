@@ -359,6 +359,7 @@ pub fn main_with(cli: Cli) -> ExitCode {
                 judges: dispatching.as_deref(),
                 compact,
                 groups: groups.as_deref(),
+                numeric: None,
             };
             match runtime::run_batch_as(engine.as_ref(), program, &rubric.identity(), &opts) {
                 Ok(s) => {
