@@ -11,10 +11,12 @@ pub mod diag;
 pub mod engine;
 pub mod interp;
 pub mod ir;
-#[cfg(feature = "models")]
-pub mod models;
 #[cfg(feature = "judges")]
 pub mod judge;
+#[cfg(feature = "models")]
+pub mod models;
+#[cfg(feature = "models")]
+pub mod numeric;
 pub mod resolve;
 pub mod runtime;
 #[cfg(feature = "serve")]
