@@ -6,9 +6,13 @@ mod common;
 mod conformance;
 mod conformance_data;
 mod engine_props;
+#[cfg(feature = "models")]
+mod gpu;
 mod ifeval;
 mod jit_engine;
 mod judge;
+#[cfg(feature = "models")]
+mod numeric;
 mod props;
 mod serve;
 mod stdlib_docs;
