@@ -6,7 +6,7 @@
 //! CUDA device they fail, saying so. `gpu_bench_numeric…` runs the `rubric` binary named by
 //! `RUBRIC_BIN` (default: the one cargo built next to this test).
 
-use crate::common::{crate_root, example_dirs, read_lines};
+use crate::common::{crate_root, read_lines};
 use candle_core::Device;
 use rubric::engine::{CriterionResult, Engine, RowResult, Status};
 use rubric::interp::Interpreter;
@@ -66,19 +66,29 @@ fn agree_groups(what: &str, cpu: &[Vec<Option<f64>>], gpu: &[Vec<Option<f64>>]) 
     }
 }
 
+/// The case directories under `rel` (`tests/conformance`, `examples`): from the working
+/// directory when it holds them (a test executable carried to another machine runs in a copy
+/// of the tree), else from the crate the test was built in.
+fn case_dirs(rel: &str) -> Vec<std::path::PathBuf> {
+    let local = std::path::PathBuf::from(rel);
+    let root = if local.is_dir() { local } else { crate_root().join(rel) };
+    let mut dirs: Vec<_> = std::fs::read_dir(&root)
+        .unwrap_or_else(|e| panic!("{}: {e} (run from the repository root)", root.display()))
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.join("main.rubric").is_file())
+        .collect();
+    dirs.sort();
+    dirs
+}
+
 /// Every conformance case and example with a plan: scores and group trees on CUDA agree with
 /// the CPU's.
 #[test]
 #[ignore = "needs a CUDA device (the GPU machine)"]
 fn gpu_numeric_corpus_agrees_with_the_cpu() {
     let dev = cuda();
-    let mut dirs: Vec<_> = std::fs::read_dir(crate_root().join("tests/conformance"))
-        .unwrap()
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.join("main.rubric").is_file())
-        .collect();
-    dirs.sort();
-    dirs.extend(example_dirs());
+    let mut dirs = case_dirs("tests/conformance");
+    dirs.extend(case_dirs("examples"));
     let mut compared = 0;
     for dir in dirs {
         let compiled = compile_path(&dir.join("main.rubric"));

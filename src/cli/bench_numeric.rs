@@ -14,11 +14,11 @@
 use crate::engine::{CriterionResult, Status};
 use crate::interp::{aggregate, eval_decided, Decided};
 use crate::ir::{AggOp, Program, RewardDecl};
-use crate::numeric::eval::{agrees, evaluate, Outcome};
+use crate::numeric::eval::{agrees, evaluate, Outcome, OK};
 use crate::numeric::matrix::{DeviceMatrix, HostMatrix, Layout, MET, SKIPPED, UNMET, UNSCORED};
 use crate::numeric::plan::Plan;
 use crate::numeric::{rl, within_tolerance, CUDA_TOLERANCE};
-use crate::runtime::groups::{advantages, criterion_advantages, default_reward};
+use crate::runtime::groups::{advantages, criterion_advantages, default_reward, GroupStats};
 use crate::stdlib::Trap;
 use crate::value::Value;
 use candle_core::Device;
@@ -131,6 +131,42 @@ type Computed = (Vec<Outcome>, Vec<Vec<Option<f64>>>);
 /// Per-criterion advantages and whether each is defined, per row and column.
 type PerCriterion = (Vec<Vec<f64>>, Vec<Vec<u8>>);
 
+/// Rows the tensor stage computes at a time on the CPU.
+const CPU_BATCH: usize = 8192;
+
+/// Rows whose scalar-path inputs are built at a time.
+const SCALAR_BATCH: usize = 8192;
+
+/// The matrix of rows `start..start + n`.
+fn block_matrix(seed: u64, start: usize, n: usize, layout: &Layout, col_of: &[usize]) -> HostMatrix {
+    let mut m = HostMatrix::empty(n, layout.clone());
+    for r in 0..n {
+        for (c, col) in col_of.iter().enumerate() {
+            let (st, v) = cell(seed, start + r, c);
+            let at = m.cell(r, *col);
+            m.status[at] = st;
+            m.value[at] = v;
+            m.has_value[at] = u8::from(st == MET || st == UNMET);
+            m.weight[at] = weight(c);
+            m.points[at] = points(c);
+            m.entry[at] = c as u32;
+        }
+    }
+    m
+}
+
+/// The matrix in runs of at most `batch` rows (the first row of each, and its rows); the whole
+/// matrix, uncopied, when it fits.
+fn batches(m: &HostMatrix, batch: usize) -> Vec<(usize, std::borrow::Cow<'_, HostMatrix>)> {
+    if m.rows <= batch {
+        return vec![(0, std::borrow::Cow::Borrowed(m))];
+    }
+    (0..m.rows)
+        .step_by(batch)
+        .map(|first| (first, std::borrow::Cow::Owned(m.rows_range(first, batch.min(m.rows - first)))))
+        .collect()
+}
+
 /// One part's timings.
 #[derive(Default)]
 struct Times {
@@ -211,59 +247,31 @@ pub fn command(o: &Options) -> ExitCode {
     let mut start = 0;
     while start < rows {
         let n = block.min(rows - start);
-        // The block's matrix (the tensor stage's input).
-        let mut m = HostMatrix::empty(n, layout.clone());
-        for r in 0..n {
-            for (c, col) in col_of.iter().enumerate() {
-                let (st, v) = cell(o.seed, start + r, c);
-                let at = m.cell(r, *col);
-                m.status[at] = st;
-                m.value[at] = v;
-                m.has_value[at] = u8::from(st == MET || st == UNMET);
-                m.weight[at] = weight(c);
-                m.points[at] = points(c);
-                m.entry[at] = c as u32;
-            }
-        }
-        // The scalar path's input: each row's decided criteria (and, for the reasons, its list).
-        let mut decided: Vec<(Decided, Vec<CriterionResult>)> = (0..n)
-            .into_par_iter()
-            .map(|r| {
-                let list: Vec<CriterionResult> =
-                    (0..cols).map(|c| criterion_result(p, c, cell(o.seed, start + r, c))).collect();
-                let mut d = Decided::new(p);
-                for (c, x) in list.iter().enumerate() {
-                    d.criteria[c] = Some(x.clone());
+        let m = block_matrix(o.seed, start, n, &layout, &col_of);
+        let list = |r: usize| -> Vec<CriterionResult> {
+            (0..cols).map(|c| criterion_result(p, c, cell(o.seed, start + r, c))).collect()
+        };
+        // The stage: scores and trees, on the CPU in batches of CPU_BATCH rows (candle's CPU
+        // operations allocate a fresh buffer each: small ones are reused, large ones fault
+        // pages in), on CUDA the whole block at once.
+        let stage = |dev: &Device, batch: usize| -> candle_core::Result<Computed> {
+            let mut outcomes = Vec::with_capacity(n);
+            let mut trees = vec![Vec::with_capacity(n); plan.groups.len()];
+            for (first, part) in batches(&m, batch) {
+                let s = evaluate(&plan, p, &part, dev)?;
+                for r in 0..part.rows {
+                    // Reasons quote the row's criteria: only rows that are not a value need them.
+                    let criteria = if s.state[r] == OK { Vec::new() } else { list(first + r) };
+                    outcomes.push(s.outcome(p, &part, r, &criteria));
                 }
-                (d, list)
-            })
-            .collect();
-        let scalar_row = |d: &Decided| -> (Result<Value, Trap>, Vec<Option<f64>>) {
-            let score = eval_decided(p, d, &p.score);
-            let trees = plan
-                .groups
-                .iter()
-                .map(|(set, policy)| match aggregate(p, d, AggOp::Tree, *set, *policy, &[]) {
-                    Ok(Value::Number(x)) => Some(x),
-                    _ => None,
-                })
-                .collect();
-            (score, trees)
+                for (all, g) in trees.iter_mut().zip(s.groups) {
+                    all.extend(g);
+                }
+            }
+            Ok((outcomes, trees))
         };
         let t = Instant::now();
-        let scalar: Vec<_> = decided.iter().map(|(d, _)| scalar_row(d)).collect();
-        scores.scalar_one += t.elapsed();
-        let t = Instant::now();
-        let scalar_par: Vec<_> = decided.par_iter_mut().map(|(d, _)| scalar_row(d)).collect();
-        scores.scalar_all += t.elapsed();
-        drop(scalar_par);
-        let tensor = |dev: &Device| -> candle_core::Result<Computed> {
-            let s = evaluate(&plan, p, &m, dev)?;
-            let outcomes = (0..n).map(|r| s.outcome(p, &m, r, &decided[r].1)).collect();
-            Ok((outcomes, s.groups))
-        };
-        let t = Instant::now();
-        let cpu = match tensor(&Device::Cpu) {
+        let cpu = match stage(&Device::Cpu, CPU_BATCH) {
             Ok(x) => x,
             Err(e) => {
                 eprintln!("error: the tensor stage failed on the CPU: {e}");
@@ -271,17 +279,9 @@ pub fn command(o: &Options) -> ExitCode {
             }
         };
         scores.tensor_cpu += t.elapsed();
-        for (r, (score, trees)) in scalar.iter().enumerate() {
-            checked += 1;
-            let trees_agree =
-                trees.iter().enumerate().all(|(g, t)| cpu.1[g][r].map(f64::to_bits) == t.map(f64::to_bits));
-            if !agrees(score, &cpu.0[r]) || !trees_agree {
-                cpu_disagree += 1;
-            }
-        }
         if let Some(dev) = &cuda {
             let t = Instant::now();
-            let got = match tensor(dev) {
+            let got = match stage(dev, n) {
                 Ok(x) => x,
                 Err(e) => {
                     eprintln!("error: the tensor stage failed on {spec}: {e}");
@@ -292,7 +292,7 @@ pub fn command(o: &Options) -> ExitCode {
             for r in 0..n {
                 match (&cpu.0[r], &got.0[r]) {
                     (Outcome::Value(a), Outcome::Value(b)) => dev_scores.compare(*a, *b),
-                    (a, b) if std::mem::discriminant(a) == std::mem::discriminant(b) => {}
+                    (a, b) if a == b => {}
                     _ => dev_scores.state_mismatch += 1,
                 }
                 for g in 0..plan.groups.len() {
@@ -304,27 +304,29 @@ pub fn command(o: &Options) -> ExitCode {
                 }
             }
         }
-        // Advantages of the groups, the scores being the rewards.
-        let rewards: Vec<Vec<Option<f64>>> = scalar
+        // Advantages of the groups, the scores being the rewards (the scalar scores: they are
+        // checked equal to the stage's below).
+        let rewards: Vec<Vec<Option<f64>>> = cpu
+            .0
             .chunks(o.group_size)
             .map(|g| {
                 g.iter()
-                    .map(|(s, _)| match s {
-                        Ok(Value::Number(x)) if x.is_finite() => Some(*x),
+                    .map(|s| match s {
+                        Outcome::Value(x) if x.is_finite() => Some(*x),
                         _ => None,
                     })
                     .collect()
             })
             .collect();
+        let advantages_on = |dev: &Device, batch: usize| -> candle_core::Result<Vec<(Vec<Option<f64>>, GroupStats)>> {
+            let mut out = Vec::with_capacity(rewards.len());
+            for part in rewards.chunks((batch / o.group_size).max(1)) {
+                out.extend(rl::advantages(&decl, part, dev)?);
+            }
+            Ok(out)
+        };
         let t = Instant::now();
-        let want: Vec<_> = rewards.iter().map(|g| advantages(&decl, g)).collect();
-        adv.scalar_one += t.elapsed();
-        let t = Instant::now();
-        let want_par: Vec<_> = rewards.par_iter().map(|g| advantages(&decl, g)).collect();
-        adv.scalar_all += t.elapsed();
-        drop(want_par);
-        let t = Instant::now();
-        let got = match rl::advantages(&decl, &rewards, &Device::Cpu) {
+        let adv_cpu = match advantages_on(&Device::Cpu, CPU_BATCH) {
             Ok(x) => x,
             Err(e) => {
                 eprintln!("error: advantages failed on the CPU: {e}");
@@ -332,16 +334,9 @@ pub fn command(o: &Options) -> ExitCode {
             }
         };
         adv.tensor_cpu += t.elapsed();
-        for ((a, s), (b, t)) in got.iter().zip(&want) {
-            checked += 1;
-            let same = s == t && a.iter().map(|x| x.map(f64::to_bits)).eq(b.iter().map(|x| x.map(f64::to_bits)));
-            if !same {
-                cpu_disagree += 1;
-            }
-        }
         if let Some(dev) = &cuda {
             let t = Instant::now();
-            let on_dev = match rl::advantages(&decl, &rewards, dev) {
+            let on_dev = match advantages_on(dev, n) {
                 Ok(x) => x,
                 Err(e) => {
                     eprintln!("error: advantages failed on {spec}: {e}");
@@ -349,7 +344,7 @@ pub fn command(o: &Options) -> ExitCode {
                 }
             };
             adv.tensor_dev += t.elapsed();
-            for ((a, _), (b, _)) in got.iter().zip(&on_dev) {
+            for ((a, _), (b, _)) in adv_cpu.iter().zip(&on_dev) {
                 for (x, y) in a.iter().zip(b) {
                     match (x, y) {
                         (Some(x), Some(y)) => dev_adv.compare(*x, *y),
@@ -359,26 +354,19 @@ pub fn command(o: &Options) -> ExitCode {
                 }
             }
         }
-        // Per-criterion advantages: the scalar path reads records; the stage reads the matrix.
-        let records: Vec<Json> = decided
-            .par_iter_mut()
-            .map(|(_, list)| json!({"criteria": list.iter().map(CriterionResult::to_json).collect::<Vec<_>>()}))
-            .collect();
-        let t = Instant::now();
-        let want: Vec<_> = records.chunks(o.group_size).map(criterion_advantages).collect();
-        crit.scalar_one += t.elapsed();
-        let t = Instant::now();
-        let want_par: Vec<_> = records.par_chunks(o.group_size).map(criterion_advantages).collect();
-        crit.scalar_all += t.elapsed();
-        drop(want_par);
-        drop(records);
-        let per_criterion = |dev: &Device| -> candle_core::Result<PerCriterion> {
-            let dm = DeviceMatrix::upload(&m, dev)?;
-            let (a, decided) = rl::criterion_advantages(&dm, n / o.group_size, o.group_size)?;
-            Ok((a.to_vec2()?, decided.to_vec2()?))
+        // Per-criterion advantages: the stage reads the matrix.
+        let per_criterion = |dev: &Device, batch: usize| -> candle_core::Result<PerCriterion> {
+            let (mut a, mut d) = (Vec::with_capacity(n), Vec::with_capacity(n));
+            for (_, part) in batches(&m, batch) {
+                let dm = DeviceMatrix::upload(&part, dev)?;
+                let (x, y) = rl::criterion_advantages(&dm, part.rows / o.group_size, o.group_size)?;
+                a.extend(x.to_vec2::<f64>()?);
+                d.extend(y.to_vec2::<u8>()?);
+            }
+            Ok((a, d))
         };
         let t = Instant::now();
-        let (a_cpu, decided_cpu) = match per_criterion(&Device::Cpu) {
+        let (a_cpu, decided_cpu) = match per_criterion(&Device::Cpu, CPU_BATCH) {
             Ok(x) => x,
             Err(e) => {
                 eprintln!("error: criterion advantages failed on the CPU: {e}");
@@ -386,21 +374,9 @@ pub fn command(o: &Options) -> ExitCode {
             }
         };
         crit.tensor_cpu += t.elapsed();
-        for r in 0..n {
-            checked += 1;
-            let maps = &want[r / o.group_size][r % o.group_size];
-            let same = (0..cols).all(|c| {
-                let id = &p.criteria[c].id;
-                let tensor = (decided_cpu[r][col_of[c]] == 1).then_some(a_cpu[r][col_of[c]]);
-                tensor.map(f64::to_bits) == maps.get(id).copied().map(f64::to_bits)
-            });
-            if !same {
-                cpu_disagree += 1;
-            }
-        }
         if let Some(dev) = &cuda {
             let t = Instant::now();
-            let (a_dev, decided_dev) = match per_criterion(dev) {
+            let (a_dev, decided_dev) = match per_criterion(dev, n) {
                 Ok(x) => x,
                 Err(e) => {
                     eprintln!("error: criterion advantages failed on {spec}: {e}");
@@ -417,6 +393,91 @@ pub fn command(o: &Options) -> ExitCode {
                     }
                 }
             }
+        }
+        // The scalar path, a sub-block at a time (its inputs — criterion results, JSON
+        // records — take far more memory than the matrix), checked against the stage.
+        let mut first = 0;
+        while first < n {
+            let k = SCALAR_BATCH.min(n - first);
+            let mut decided: Vec<Decided> = (first..first + k)
+                .into_par_iter()
+                .map(|r| {
+                    let mut d = Decided::new(p);
+                    for (c, x) in list(r).into_iter().enumerate() {
+                        d.criteria[c] = Some(x);
+                    }
+                    d
+                })
+                .collect();
+            let scalar_row = |d: &Decided| -> (Result<Value, Trap>, Vec<Option<f64>>) {
+                let score = eval_decided(p, d, &p.score);
+                let trees = plan
+                    .groups
+                    .iter()
+                    .map(|(set, policy)| match aggregate(p, d, AggOp::Tree, *set, *policy, &[]) {
+                        Ok(Value::Number(x)) => Some(x),
+                        _ => None,
+                    })
+                    .collect();
+                (score, trees)
+            };
+            let t = Instant::now();
+            let scalar: Vec<_> = decided.iter().map(scalar_row).collect();
+            scores.scalar_one += t.elapsed();
+            let t = Instant::now();
+            let scalar_par: Vec<_> = decided.par_iter_mut().map(|d| scalar_row(d)).collect();
+            scores.scalar_all += t.elapsed();
+            drop(scalar_par);
+            drop(decided);
+            for (i, (score, trees)) in scalar.iter().enumerate() {
+                let r = first + i;
+                checked += 1;
+                let trees_agree =
+                    trees.iter().enumerate().all(|(g, t)| cpu.1[g][r].map(f64::to_bits) == t.map(f64::to_bits));
+                if !agrees(score, &cpu.0[r]) || !trees_agree {
+                    cpu_disagree += 1;
+                }
+            }
+            let groups = &rewards[first / o.group_size..(first + k) / o.group_size];
+            let t = Instant::now();
+            let want: Vec<_> = groups.iter().map(|g| advantages(&decl, g)).collect();
+            adv.scalar_one += t.elapsed();
+            let t = Instant::now();
+            let want_par: Vec<_> = groups.par_iter().map(|g| advantages(&decl, g)).collect();
+            adv.scalar_all += t.elapsed();
+            drop(want_par);
+            for ((a, s), (b, t)) in adv_cpu[first / o.group_size..].iter().zip(&want) {
+                checked += 1;
+                let same = s == t && a.iter().map(|x| x.map(f64::to_bits)).eq(b.iter().map(|x| x.map(f64::to_bits)));
+                if !same {
+                    cpu_disagree += 1;
+                }
+            }
+            let records: Vec<Json> = (first..first + k)
+                .into_par_iter()
+                .map(|r| json!({"criteria": list(r).iter().map(CriterionResult::to_json).collect::<Vec<_>>()}))
+                .collect();
+            let t = Instant::now();
+            let want: Vec<_> = records.chunks(o.group_size).map(criterion_advantages).collect();
+            crit.scalar_one += t.elapsed();
+            let t = Instant::now();
+            let want_par: Vec<_> = records.par_chunks(o.group_size).map(criterion_advantages).collect();
+            crit.scalar_all += t.elapsed();
+            drop(want_par);
+            drop(records);
+            for i in 0..k {
+                let r = first + i;
+                checked += 1;
+                let maps = &want[i / o.group_size][i % o.group_size];
+                let same = col_of.iter().enumerate().all(|(c, col)| {
+                    let tensor = (decided_cpu[r][*col] == 1).then_some(a_cpu[r][*col]);
+                    tensor.map(f64::to_bits) == maps.get(&p.criteria[c].id).copied().map(f64::to_bits)
+                });
+                if !same {
+                    cpu_disagree += 1;
+                }
+            }
+            first += k;
         }
         start += n;
     }

@@ -271,6 +271,22 @@ impl HostMatrix {
         Ok(m)
     }
 
+    /// Rows `first..first + n` as a matrix of their own (same layout).
+    pub fn rows_range(&self, first: usize, n: usize) -> HostMatrix {
+        let cols = self.layout.cols();
+        let (a, b) = (first * cols, (first + n) * cols);
+        HostMatrix {
+            rows: n,
+            layout: self.layout.clone(),
+            status: self.status[a..b].to_vec(),
+            value: self.value[a..b].to_vec(),
+            has_value: self.has_value[a..b].to_vec(),
+            weight: self.weight[a..b].to_vec(),
+            points: self.points[a..b].to_vec(),
+            entry: self.entry[a..b].to_vec(),
+        }
+    }
+
     pub fn cell(&self, row: usize, col: usize) -> usize {
         row * self.layout.cols() + col
     }
