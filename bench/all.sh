@@ -9,7 +9,10 @@
 #   3. bench/scale.sh: 10k, 100k and 1M rows, throughput and peak RSS per engine, cold start;
 #   4. bench/ifeval.sh: `rubric run` on IFEval vs the Python reference implementation;
 #   5. bench/judges.sh: judge dispatch vs the ideal and vs Autorubric on the mock judge;
-#   6. bench/serve.sh: the reward server under 16 concurrent clients (needs `hey`).
+#   6. bench/serve.sh: the reward server under 16 concurrent clients (needs `hey`);
+#   7. bench/numeric.sh: the batch numeric stage (`rubric bench-numeric`, 1M rows × 50 criteria,
+#      scalar vs tensor on the CPU, and CUDA with RUBRIC_DEVICE=cuda) and `rubric run --groups
+#      --numeric scalar|tensor` end to end.
 # bench/python.sh (the Python binding vs the IFEval reference) needs the package built first
 # (`bash python/build.sh --release`) and runs on its own.
 #
@@ -17,7 +20,7 @@
 #   PARTS="1 3" bash bench/all.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
-PARTS=${PARTS:-"1 2 3 4 5 6"}
+PARTS=${PARTS:-"1 2 3 4 5 6 7"}
 REPORT=target/bench-report.txt
 mkdir -p target
 cargo build --release -q
@@ -38,6 +41,7 @@ RUBRIC=target/release/rubric
       4) echo; echo "## 4. IFEval vs the Python reference (bench/ifeval.sh)"; bash bench/ifeval.sh ;;
       5) echo; echo "## 5. judge dispatch (bench/judges.sh)"; bash bench/judges.sh ;;
       6) echo; echo "## 6. the reward server (bench/serve.sh)"; RUBRIC=$RUBRIC bash bench/serve.sh ;;
+      7) echo; echo "## 7. the batch numeric stage (bench/numeric.sh)"; RUBRIC=$RUBRIC bash bench/numeric.sh ;;
     esac
   done
 } 2>&1 | tee "$REPORT"

@@ -181,6 +181,10 @@ pub struct RowResult {
     /// Ids of the `skipped` criteria the result turned out to need (planning only; not
     /// written): the runtime asks the judges for them and evaluates the row again.
     pub demanded: Vec<String>,
+    /// Whether `score`, `unscored_reason` and `trap` came from the score expression (no gate
+    /// stopped the row, no `each` list failed, no resource limit ended it); not written. The
+    /// tensor numeric stage (`numeric`) recomputes exactly these rows' scores.
+    pub score_evaluated: bool,
 }
 
 impl RowResult {

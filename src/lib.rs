@@ -15,6 +15,8 @@ pub mod ir;
 pub mod judge;
 #[cfg(feature = "models")]
 pub mod models;
+#[cfg(feature = "models")]
+pub mod numeric;
 pub mod resolve;
 pub mod runtime;
 #[cfg(feature = "serve")]

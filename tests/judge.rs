@@ -826,6 +826,7 @@ fn run_dispatches_only_reachable_criteria_and_reruns_from_cache() {
             judges: Some(&judges),
             compact: false,
             groups: None,
+            numeric: None,
         };
         run_batch(&Interpreter, &program, &opts).unwrap()
     };

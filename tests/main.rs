@@ -6,12 +6,16 @@ mod common;
 mod conformance;
 mod conformance_data;
 mod engine_props;
+#[cfg(feature = "models")]
+mod gpu;
 mod ifeval;
 mod jit_engine;
 mod judge;
 #[cfg(all(feature = "models", feature = "judges"))]
 mod local_judge;
 mod models;
+#[cfg(feature = "models")]
+mod numeric;
 mod props;
 mod serve;
 mod stdlib_docs;

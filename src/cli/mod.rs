@@ -24,6 +24,8 @@ mod bench;
 mod embed_bench;
 #[cfg(feature = "models")]
 pub use embed_bench::sentences as bench_sentences;
+#[cfg(feature = "models")]
+mod bench_numeric;
 pub mod bundle;
 mod import;
 #[cfg(feature = "models")]
@@ -92,6 +94,15 @@ impl EngineKind {
     }
 }
 
+/// Where `rubric run` computes scores, aggregations, advantages and token credit.
+#[derive(Clone, Copy, Debug, ValueEnum, PartialEq)]
+pub enum NumericMode {
+    /// Row by row, by the engine (and `runtime::groups`).
+    Scalar,
+    /// The batch numeric stage on a tensor backend, on the configured device (`numeric`).
+    Tensor,
+}
+
 #[derive(Subcommand, Debug)]
 pub enum Command {
     /// Parse and type-check rubric files; print errors, warnings and the facts the checker proves.
@@ -147,6 +158,11 @@ pub enum Command {
         /// Do not read or write the judge cache.
         #[arg(long)]
         no_cache: bool,
+        /// `tensor`: compute scores, aggregations and (with `--groups`) advantages and token
+        /// credit with the batch numeric stage on the device (rubrics whose score has no plan
+        /// stay on the scalar path, with a notice); the records are the same.
+        #[arg(long, value_enum, default_value = "scalar")]
+        numeric: NumericMode,
     },
     /// Run the `example` blocks of rubric files; for a directory, also score its
     /// `inputs.jsonl` and compare with `expected.jsonl`.
@@ -195,6 +211,26 @@ pub enum Command {
     Devices {
         #[arg(long)]
         require_cuda: bool,
+    },
+    /// Measure the batch numeric stage on a synthetic criterion-result matrix: the scalar
+    /// path, the tensor stage on the CPU and, when the configured device is CUDA, on CUDA, in
+    /// the same run, with rows per second, ratios and agreement.
+    #[cfg(feature = "models")]
+    BenchNumeric {
+        /// Rows of the synthetic matrix.
+        #[arg(long, default_value_t = 1_000_000)]
+        rows: usize,
+        /// Criteria per row.
+        #[arg(long, default_value_t = 50)]
+        criteria: usize,
+        /// Rows per RL group.
+        #[arg(long, default_value_t = 8)]
+        group_size: usize,
+        /// Rows generated and computed at a time (bounds memory).
+        #[arg(long, default_value_t = 65_536)]
+        block: usize,
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
     },
     /// Show, for one row, every gate and check with the values it computed.
     Explain {
@@ -405,9 +441,17 @@ pub fn main_with(cli: Cli) -> ExitCode {
             record,
             cache,
             no_cache,
+            numeric,
         } => {
             let Some(rubric) = bundle::load_or_report(&file, error_format) else { return ExitCode::from(1) };
             let program = rubric.program();
+            let numeric = match numeric_stage(numeric, program) {
+                Ok(n) => n,
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    return ExitCode::from(2);
+                }
+            };
             let vf = match verdicts.as_deref().map(VerdictFile::load).transpose() {
                 Ok(v) => v,
                 Err(e) => {
@@ -447,6 +491,7 @@ pub fn main_with(cli: Cli) -> ExitCode {
                 judges: dispatching.as_deref(),
                 compact,
                 groups: groups.as_deref(),
+                numeric: numeric.as_deref(),
             };
             match runtime::run_batch_as(engine.as_ref(), program, &rubric.identity(), &opts) {
                 Ok(s) => {
@@ -505,6 +550,10 @@ pub fn main_with(cli: Cli) -> ExitCode {
             } else {
                 ExitCode::SUCCESS
             }
+        }
+        #[cfg(feature = "models")]
+        Command::BenchNumeric { rows, criteria, group_size, block, seed } => {
+            bench_numeric::command(&bench_numeric::Options { rows, criteria, group_size, block, seed })
         }
         Command::Explain { file, input, row, verdicts, engine } => {
             explain(&file, &input, row, verdicts.as_deref(), engine)
@@ -639,6 +688,37 @@ pub fn main_with(cli: Cli) -> ExitCode {
             };
             crate::serve::main(served, dispatching, opts)
         }
+    }
+}
+
+/// The tensor numeric stage of `rubric run --numeric tensor`, on the process's device
+/// (`models::device()`); `None` for `scalar`, and for a rubric whose score has no plan, which
+/// stays on the scalar path with a notice.
+#[cfg(feature = "models")]
+fn numeric_stage(
+    mode: NumericMode,
+    program: &crate::ir::Program,
+) -> Result<Option<Box<dyn runtime::ChunkNumeric>>, String> {
+    if mode == NumericMode::Scalar {
+        return Ok(None);
+    }
+    match crate::numeric::TensorStage::new(program, crate::models::device().clone()) {
+        Ok(stage) => Ok(Some(Box::new(stage))),
+        Err(why) => {
+            eprintln!("note: `--numeric tensor`: {why}; this rubric is scored on the scalar path");
+            Ok(None)
+        }
+    }
+}
+
+#[cfg(not(feature = "models"))]
+fn numeric_stage(
+    mode: NumericMode,
+    _program: &crate::ir::Program,
+) -> Result<Option<Box<dyn runtime::ChunkNumeric>>, String> {
+    match mode {
+        NumericMode::Scalar => Ok(None),
+        NumericMode::Tensor => Err("`--numeric tensor` needs a build with the `models` feature".into()),
     }
 }
 

@@ -421,6 +421,7 @@ impl Driver<'_, '_> {
             }
         }
         if stopped.is_none() && result.unscored_reason.is_none() {
+            result.score_evaluated = true;
             self.set_step("score".into());
             let mut locals = Vec::new();
             match self.eval(Root::Score, &p.score, &mut locals) {
@@ -493,6 +494,7 @@ impl Driver<'_, '_> {
         // A resource limit ends the row: whatever ran after it saw the same trap, and the row
         // is unscored with the trap at the root that hit it.
         if let Some((t, root)) = &self.limit {
+            result.score_evaluated = false;
             result.score = None;
             result.unscored_reason = Some(trap_reason(t));
             result.trap = Some(trap_info(p, t, root.site(p)));
@@ -882,8 +884,8 @@ fn tree(p: &Program, decided: &Decided, set: u32, policy: Policy) -> Result<Valu
 }
 
 /// The unscored policy each group is reported with: that of the `tree(...)` in the score
-/// that covers it (the nearest enclosing one), else `propagate`.
-fn group_policies(p: &Program) -> Vec<Policy> {
+/// that covers it (the nearest enclosing one), else `propagate`. Indexed by set.
+pub fn group_policies(p: &Program) -> Vec<Policy> {
     let mut declared: Vec<Option<Policy>> = vec![None; p.sets.len()];
     ir::walk(&p.score, &mut |e| {
         if let ExprKind::Aggregate { op: AggOp::Tree, set, policy, .. } = &e.kind {

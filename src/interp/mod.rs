@@ -62,6 +62,15 @@ pub fn eval_constant(p: &Program, e: &Expr) -> Result<Value, Trap> {
     Walk { w: &mut walker, decided: &decided, trace: &mut trace }.eval(e, &mut Vec::new())
 }
 
+/// Evaluate an expression that reads only criteria (the score of a rubric whose score needs
+/// no inputs) against criteria already decided: the scalar oracle of the tensor numeric stage
+/// (`numeric`) and of `rubric bench-numeric`. Inputs read as null.
+pub fn eval_decided(p: &Program, decided: &Decided, e: &Expr) -> Result<Value, Trap> {
+    let mut walker = Walker::new(p, &[]);
+    let mut trace = Trace::new(None);
+    Walk { w: &mut walker, decided, trace: &mut trace }.eval(e, &mut Vec::new())
+}
+
 /// The interpreter's per-row state: the inputs, the intrinsics' context and the `let` cache.
 struct Walker<'a> {
     p: &'a Program,

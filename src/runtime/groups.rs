@@ -103,7 +103,7 @@ pub fn advantages(decl: &RewardDecl, rewards: &[Option<f64>]) -> (Vec<Option<f64
 }
 
 /// A criterion's verdict in a record: `Some(true)` met, `Some(false)` unmet, `None` otherwise.
-fn verdict(c: &Json) -> Option<bool> {
+pub fn verdict(c: &Json) -> Option<bool> {
     match c.get("status").and_then(Json::as_str) {
         Some("met") => Some(true),
         Some("unmet") => Some(false),
@@ -113,24 +113,49 @@ fn verdict(c: &Json) -> Option<bool> {
 
 /// Every criterion met where met is wanted: met when its points are not negative, unmet when
 /// they are (a penalty item such as HealthBench's). An unscored or skipped criterion fails it.
-fn strict(criteria: &[Json]) -> bool {
+pub fn strict(criteria: &[Json]) -> bool {
     criteria.iter().all(|c| {
         let negative = c.get("points").and_then(Json::as_f64).is_some_and(|p| p < 0.0);
         verdict(c) == Some(!negative)
     })
 }
 
-/// Annotate the records of one complete group (error records are left as they are).
-pub fn annotate(decl: &RewardDecl, members: &mut [Json]) {
-    let scored: Vec<usize> = (0..members.len()).filter(|&i| members[i].get("error").is_none()).collect();
-    let reward_of = |r: &Json| -> Option<f64> {
-        match r.get("reward") {
-            Some(x) => x.as_f64(),
-            None => r.get("score").and_then(Json::as_f64),
-        }
-    };
+/// The members of a group that are not error records (indices into the group).
+pub fn scored_members(members: &[Json]) -> Vec<usize> {
+    (0..members.len()).filter(|&i| members[i].get("error").is_none()).collect()
+}
+
+/// The reward a record brings to its group: its `reward` when the rubric declares one (null
+/// when unscored), else its score.
+pub fn reward_of(record: &Json) -> Option<f64> {
+    match record.get("reward") {
+        Some(x) => x.as_f64(),
+        None => record.get("score").and_then(Json::as_f64),
+    }
+}
+
+/// What [`annotate`] writes into the records of a group, computed by the scalar path
+/// ([`figures`]) or by the tensor numeric stage (`numeric`), which must agree.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GroupFigures {
+    /// The members that are not error records ([`scored_members`]); the vectors below are
+    /// indexed like it.
+    pub scored: Vec<usize>,
+    pub rewards: Vec<Option<f64>>,
+    pub advantages: Vec<Option<f64>>,
+    pub stats: GroupStats,
+    /// [`strict`] of each scored member.
+    pub strict: Vec<bool>,
+    /// Criterion ids every scored member met (or left unmet), sorted.
+    pub saturated_met: Vec<String>,
+    pub saturated_unmet: Vec<String>,
+}
+
+/// The group's figures on the scalar path.
+pub fn figures(decl: &RewardDecl, members: &[Json]) -> GroupFigures {
+    let scored = scored_members(members);
     let rewards: Vec<Option<f64>> = scored.iter().map(|&i| reward_of(&members[i])).collect();
-    let (adv, stats) = advantages(decl, &rewards);
+    let (advantages, stats) = advantages(decl, &rewards);
     // Saturation: criteria (by id) that every member where it is decided has met, or unmet.
     let mut tally: BTreeMap<String, (usize, usize)> = BTreeMap::new();
     for &i in &scored {
@@ -145,30 +170,50 @@ pub fn annotate(decl: &RewardDecl, members: &mut [Json]) {
         }
     }
     let size = scored.len();
-    let saturated_met: Vec<&String> = tally.iter().filter(|(_, (m, u))| *m == size && *u == 0).map(|x| x.0).collect();
-    let saturated_unmet: Vec<&String> = tally.iter().filter(|(_, (m, u))| *u == size && *m == 0).map(|x| x.0).collect();
+    let saturated_met = tally.iter().filter(|(_, (m, u))| *m == size && *u == 0).map(|x| x.0.clone()).collect();
+    let saturated_unmet = tally.iter().filter(|(_, (m, u))| *u == size && *m == 0).map(|x| x.0.clone()).collect();
+    let strict = scored
+        .iter()
+        .map(|&i| strict(members[i].get("criteria").and_then(Json::as_array).map_or(&[][..], Vec::as_slice)))
+        .collect();
+    GroupFigures { scored, rewards, advantages, stats, strict, saturated_met, saturated_unmet }
+}
+
+/// Write a group's figures into its records: each scored member gets `reward`, `advantage`,
+/// `strict`, `verdicts` and `group_stats`, in that order.
+pub fn write_figures(members: &mut [Json], f: &GroupFigures) {
     let group_stats = json!({
-        "size": size,
-        "counted": stats.n,
-        "mean": stats.mean.map_or(Json::Null, number_to_json),
-        "std": stats.std.map_or(Json::Null, number_to_json),
-        "flagged": stats.flagged,
-        "saturated_met": saturated_met,
-        "saturated_unmet": saturated_unmet,
+        "size": f.scored.len(),
+        "counted": f.stats.n,
+        "mean": f.stats.mean.map_or(Json::Null, number_to_json),
+        "std": f.stats.std.map_or(Json::Null, number_to_json),
+        "flagged": f.stats.flagged,
+        "saturated_met": f.saturated_met,
+        "saturated_unmet": f.saturated_unmet,
     });
-    for (k, &i) in scored.iter().enumerate() {
-        let Some(o) = members[i].as_object_mut() else { continue };
-        let criteria: Vec<Json> = o.get("criteria").and_then(Json::as_array).cloned().unwrap_or_default();
-        let verdicts: Vec<Json> =
-            criteria.iter().map(|c| verdict(c).map_or(Json::Null, |b| json!(u8::from(b)))).collect();
+    for (k, &i) in f.scored.iter().enumerate() {
+        let Some(o) = members.get_mut(i).and_then(Json::as_object_mut) else { continue };
+        let verdicts: Vec<Json> = o
+            .get("criteria")
+            .and_then(Json::as_array)
+            .into_iter()
+            .flatten()
+            .map(|c| verdict(c).map_or(Json::Null, |b| json!(u8::from(b))))
+            .collect();
         let mut extra = Map::new();
-        extra.insert("reward".into(), rewards[k].map_or(Json::Null, number_to_json));
-        extra.insert("advantage".into(), adv[k].map_or(Json::Null, number_to_json));
-        extra.insert("strict".into(), json!(strict(&criteria)));
+        extra.insert("reward".into(), f.rewards.get(k).copied().flatten().map_or(Json::Null, number_to_json));
+        extra.insert("advantage".into(), f.advantages.get(k).copied().flatten().map_or(Json::Null, number_to_json));
+        extra.insert("strict".into(), json!(f.strict.get(k).copied().unwrap_or(false)));
         extra.insert("verdicts".into(), Json::Array(verdicts));
         extra.insert("group_stats".into(), group_stats.clone());
         o.extend(extra);
     }
+}
+
+/// Annotate the records of one complete group (error records are left as they are).
+pub fn annotate(decl: &RewardDecl, members: &mut [Json]) {
+    let f = figures(decl, members);
+    write_figures(members, &f);
 }
 
 /// The record turned into an error record: its row, id and rubric identity, and the error.
@@ -227,8 +272,9 @@ pub fn criterion_advantages(members: &[Json]) -> Vec<BTreeMap<String, f64>> {
         .collect()
 }
 
-/// A row's response and its tokens' character offsets, for token credit.
-type Tokens = Result<(String, Vec<(usize, usize)>), String>;
+/// A row's response and its tokens' character offsets, for token credit (or why its
+/// `token_offsets` cannot be used).
+pub type Tokens = Result<(String, Vec<(usize, usize)>), String>;
 
 fn tokens_of(row: &Json) -> Option<Tokens> {
     let offsets = row.get("token_offsets")?;
@@ -250,20 +296,56 @@ fn tokens_of(row: &Json) -> Option<Tokens> {
     })
 }
 
+/// A complete group waiting for its annotations: its records (error records included, in row
+/// order) and, per record, the tokens of its row when the row carries `token_offsets`.
+#[derive(Debug, Clone, Default)]
+pub struct PendingGroup {
+    pub members: Vec<Json>,
+    pub tokens: Vec<Option<Tokens>>,
+}
+
+/// Records in row order, some of them in groups still to annotate.
+enum Pending {
+    Record(Json),
+    Group(PendingGroup),
+}
+
 /// Collects records into groups of consecutive rows with the same group id and hands each
 /// group back, annotated, once it is complete (the next id starts, or the input ends).
+///
+/// [`Grouper::push`] annotates a group as soon as it completes. A batch caller may instead
+/// [`Grouper::enqueue`] a chunk's records and then [`Grouper::take_ready`]: every group the
+/// chunk completed is annotated in one call, which the tensor numeric stage
+/// ([`ChunkNumeric`](super::ChunkNumeric)) computes as one batch. Both give the same records.
 pub struct Grouper<'p> {
     program: &'p crate::ir::Program,
     field: String,
     decl: RewardDecl,
-    current: Option<(String, Vec<Json>, Vec<Option<Tokens>>)>,
+    current: Option<(String, PendingGroup)>,
     done: HashSet<String>,
+    pending: Vec<Pending>,
+    numeric: Option<&'p dyn super::ChunkNumeric>,
 }
 
 impl<'p> Grouper<'p> {
     pub fn new(program: &'p crate::ir::Program, field: &str) -> Grouper<'p> {
         let decl = program.reward.clone().unwrap_or_else(default_reward);
-        Grouper { program, field: field.to_string(), decl, current: None, done: HashSet::new() }
+        Grouper {
+            program,
+            field: field.to_string(),
+            decl,
+            current: None,
+            done: HashSet::new(),
+            pending: Vec::new(),
+            numeric: None,
+        }
+    }
+
+    /// Annotate groups with the tensor numeric stage (falling back to the scalar path, with a
+    /// warning, if the stage fails).
+    pub fn with_numeric(mut self, numeric: Option<&'p dyn super::ChunkNumeric>) -> Grouper<'p> {
+        self.numeric = numeric;
+        self
     }
 
     /// The group key of a row (its field, as canonical JSON), if it has one.
@@ -273,100 +355,168 @@ impl<'p> Grouper<'p> {
 
     /// Add the record of the next row (`row`: the row as read, when it parsed). Returns the
     /// records now ready to write, in row order.
-    pub fn push(&mut self, mut record: Json, row: Option<&Json>) -> Vec<Json> {
+    pub fn push(&mut self, record: Json, row: Option<&Json>) -> Vec<Json> {
+        self.enqueue(record, row);
+        self.take_ready()
+    }
+
+    /// End the current group: annotate it and hand it back.
+    pub fn flush(&mut self) -> Vec<Json> {
+        self.end_group();
+        self.take_ready()
+    }
+
+    /// [`Grouper::push`] without annotating: the records it would return wait for
+    /// [`Grouper::take_ready`].
+    pub fn enqueue(&mut self, mut record: Json, row: Option<&Json>) {
         if record.get("error").is_some() {
             // An error record keeps its place in the current group, and counts for nothing.
-            return match &mut self.current {
-                Some((_, members, tokens)) => {
-                    members.push(record);
-                    tokens.push(None);
-                    Vec::new()
+            match &mut self.current {
+                Some((_, g)) => {
+                    g.members.push(record);
+                    g.tokens.push(None);
                 }
-                None => vec![record],
-            };
+                None => self.pending.push(Pending::Record(record)),
+            }
+            return;
         }
         let Some(key) = row.and_then(|r| self.key(r)) else {
-            let mut ready = self.flush();
+            self.end_group();
             let message = format!("the row has no `{}` field: `--groups` needs every row's group id", self.field);
-            ready.push(into_error(record, "rubric::row::missing_group", message));
-            return ready;
+            self.pending.push(Pending::Record(into_error(record, "rubric::row::missing_group", message)));
+            return;
         };
         if let Some(o) = record.as_object_mut() {
             o.insert("group".into(), row.and_then(|r| r.get(&self.field)).cloned().unwrap_or(Json::Null));
         }
-        let mut ready = Vec::new();
-        if self.current.as_ref().is_some_and(|(k, _, _)| *k != key) {
-            ready = self.flush();
+        if self.current.as_ref().is_some_and(|(k, _)| *k != key) {
+            self.end_group();
         }
         if self.current.is_none() && self.done.contains(&key) {
             let message = format!(
                 "group {key} appeared earlier, apart from this row: the rows of a group must be consecutive (sort the input by `{}`)",
                 self.field
             );
-            ready.push(into_error(record, "rubric::row::group_split", message));
-            return ready;
+            self.pending.push(Pending::Record(into_error(record, "rubric::row::group_split", message)));
+            return;
         }
         let tokens = row.and_then(tokens_of);
         match &mut self.current {
-            Some((_, members, toks)) => {
-                members.push(record);
-                toks.push(tokens);
+            Some((_, g)) => {
+                g.members.push(record);
+                g.tokens.push(tokens);
             }
-            None => self.current = Some((key, vec![record], vec![tokens])),
-        }
-        ready
-    }
-
-    /// End the current group: annotate it and hand it back.
-    pub fn flush(&mut self) -> Vec<Json> {
-        match self.current.take() {
-            Some((key, mut members, tokens)) => {
-                annotate(&self.decl, &mut members);
-                if tokens.iter().any(Option::is_some) {
-                    self.credit(&mut members, &tokens);
-                }
-                self.done.insert(key);
-                members
-            }
-            None => Vec::new(),
+            None => self.current = Some((key, PendingGroup { members: vec![record], tokens: vec![tokens] })),
         }
     }
 
-    /// Token credit for the members that carry token offsets (crate::runtime::credit).
-    fn credit(&self, members: &mut [Json], tokens: &[Option<Tokens>]) {
-        let scored: Vec<usize> = (0..members.len()).filter(|&i| members[i].get("error").is_none()).collect();
-        let group: Vec<Json> = scored.iter().map(|&i| members[i].clone()).collect();
-        let per_criterion = criterion_advantages(&group);
-        for (k, &i) in scored.iter().enumerate() {
-            let Some(t) = &tokens[i] else { continue };
-            let Some(o) = members[i].as_object_mut() else { continue };
-            match t {
-                Err(why) => {
-                    o.insert("token_credit_error".into(), json!(why));
-                }
-                Ok((response, offsets)) => {
-                    let spans = super::credit::spans(self.program, &group[k], response);
-                    let row_adv = o.get("advantage").and_then(Json::as_f64);
-                    let uncovered = match self.decl.uncovered {
-                        Uncovered::Row => row_adv.unwrap_or(0.0),
-                        Uncovered::Zero => 0.0,
-                    };
-                    let adv = |id: &str| per_criterion[k].get(id).copied();
-                    let credit = super::credit::token_credit(response, offsets, &spans, &adv, uncovered);
-                    let map = super::credit::char_offsets(response);
-                    let spans_json: Map<String, Json> = spans
-                        .iter()
-                        .map(|(id, ss)| {
-                            let cs: Vec<Json> = ss.iter().map(|(s, e)| json!([map[*s], map[*e]])).collect();
-                            (id.clone(), Json::Array(cs))
-                        })
-                        .collect();
-                    o.insert("token_credit".into(), json!(credit.into_iter().map(number_to_json).collect::<Vec<_>>()));
-                    o.insert("criterion_spans".into(), Json::Object(spans_json));
+    /// End the current group without annotating it yet.
+    pub fn end_group(&mut self) {
+        if let Some((key, g)) = self.current.take() {
+            self.done.insert(key);
+            self.pending.push(Pending::Group(g));
+        }
+    }
+
+    /// Annotate every complete group waiting and hand back the records that are ready, in row
+    /// order (the current, incomplete group stays).
+    pub fn take_ready(&mut self) -> Vec<Json> {
+        let pending = std::mem::take(&mut self.pending);
+        let mut groups: Vec<PendingGroup> = Vec::new();
+        let mut order: Vec<Option<Json>> = Vec::with_capacity(pending.len());
+        for p in pending {
+            match p {
+                Pending::Record(r) => order.push(Some(r)),
+                Pending::Group(g) => {
+                    groups.push(g);
+                    order.push(None);
                 }
             }
         }
+        if !groups.is_empty() {
+            let tensor = self.numeric.map(|n| n.annotate_groups(self.program, &self.decl, &mut groups));
+            match tensor {
+                Some(Ok(())) => {}
+                other => {
+                    if let Some(Err(e)) = other {
+                        super::numeric_warning(&e);
+                    }
+                    for g in &mut groups {
+                        annotate_scalar(self.program, &self.decl, g);
+                    }
+                }
+            }
+        }
+        let mut groups = groups.into_iter();
+        let mut out = Vec::new();
+        for slot in order {
+            match slot {
+                Some(r) => out.push(r),
+                None => out.extend(groups.next().map(|g| g.members).unwrap_or_default()),
+            }
+        }
+        out
     }
+}
+
+/// A group annotated on the scalar path: figures, then token credit for the members that
+/// carry token offsets.
+pub fn annotate_scalar(program: &crate::ir::Program, decl: &RewardDecl, g: &mut PendingGroup) {
+    annotate(decl, &mut g.members);
+    if g.tokens.iter().any(Option::is_some) {
+        credit(program, decl, &mut g.members, &g.tokens);
+    }
+}
+
+/// Token credit for the members that carry token offsets (crate::runtime::credit).
+fn credit(program: &crate::ir::Program, decl: &RewardDecl, members: &mut [Json], tokens: &[Option<Tokens>]) {
+    let scored = scored_members(members);
+    let group: Vec<Json> = scored.iter().map(|&i| members[i].clone()).collect();
+    let per_criterion = criterion_advantages(&group);
+    for (k, &i) in scored.iter().enumerate() {
+        let Some(t) = &tokens[i] else { continue };
+        let Some(o) = members[i].as_object_mut() else { continue };
+        match t {
+            Err(why) => {
+                o.insert("token_credit_error".into(), json!(why));
+            }
+            Ok((response, offsets)) => {
+                let spans = super::credit::spans(program, &group[k], response);
+                let uncovered = uncovered_credit(decl, o);
+                let adv = |id: &str| per_criterion[k].get(id).copied();
+                let credit = super::credit::token_credit(response, offsets, &spans, &adv, uncovered);
+                write_token_credit(o, &credit, &spans, response);
+            }
+        }
+    }
+}
+
+/// The credit of a token no span covers: the row's advantage (`uncovered row`; 0 when it has
+/// none) or 0, read from the record once its figures are written.
+pub fn uncovered_credit(decl: &RewardDecl, record: &Map<String, Json>) -> f64 {
+    match decl.uncovered {
+        Uncovered::Row => record.get("advantage").and_then(Json::as_f64).unwrap_or(0.0),
+        Uncovered::Zero => 0.0,
+    }
+}
+
+/// Write a member's `token_credit` and its `criterion_spans` (character offsets).
+pub fn write_token_credit(
+    o: &mut Map<String, Json>,
+    credit: &[f64],
+    spans: &[(String, super::credit::Spans)],
+    response: &str,
+) {
+    let map = super::credit::char_offsets(response);
+    let spans_json: Map<String, Json> = spans
+        .iter()
+        .map(|(id, ss)| {
+            let cs: Vec<Json> = ss.iter().map(|(s, e)| json!([map[*s], map[*e]])).collect();
+            (id.clone(), Json::Array(cs))
+        })
+        .collect();
+    o.insert("token_credit".into(), json!(credit.iter().copied().map(number_to_json).collect::<Vec<_>>()));
+    o.insert("criterion_spans".into(), Json::Object(spans_json));
 }
 
 #[cfg(test)]

@@ -173,6 +173,36 @@ pub trait ChunkJudge: Sync + Send {
     }
 }
 
+/// The batch numeric stage on a tensor backend (`rubric run --numeric tensor`; implemented by
+/// the `numeric` module under the `models` feature): what is arithmetic over a chunk's
+/// criterion results — the scores, the group trees, and for `--groups` the rewards,
+/// advantages, group statistics and token credit — computed as tensor operations. It must give
+/// exactly what the scalar path gives on the CPU; when it fails (a device error), the runtime
+/// keeps the scalar results and warns once.
+pub trait ChunkNumeric: Sync {
+    /// Recompute, in place, the scores of the rows whose score came from the score expression
+    /// (`RowResult::score_evaluated`) and every row's group trees. All or nothing: on an error
+    /// the results are left as they were.
+    fn finish_chunk(&self, program: &Program, results: &mut [RowResult]) -> Result<(), String>;
+
+    /// Annotate complete groups as `groups::annotate_scalar` does. All or nothing.
+    fn annotate_groups(
+        &self,
+        program: &Program,
+        decl: &crate::ir::RewardDecl,
+        groups: &mut [groups::PendingGroup],
+    ) -> Result<(), String>;
+}
+
+/// Report a failure of the numeric stage once per process: the chunk is computed on the scalar
+/// path instead.
+pub fn numeric_warning(e: &str) {
+    static WARNED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+    if !WARNED.swap(true, std::sync::atomic::Ordering::Relaxed) {
+        eprintln!("warning: the tensor numeric stage failed ({e}); results are computed on the scalar path");
+    }
+}
+
 fn kind_of(v: &Json) -> &'static str {
     match v {
         Json::Null => "null",
@@ -220,6 +250,9 @@ pub struct RunOptions<'a> {
     /// Group rows by this field (consecutive rows with the same value) and add rewards and
     /// group-relative advantages (`runtime::groups`).
     pub groups: Option<&'a str>,
+    /// Compute scores, group trees, advantages and token credit with the tensor numeric
+    /// stage; `None`: the scalar path.
+    pub numeric: Option<&'a dyn ChunkNumeric>,
 }
 
 /// A compact record: `values` holds each criterion's value in the order of the full record's
@@ -310,7 +343,8 @@ pub fn run_batch_as(
     let read_err = |e| RunError::Read { path: opts.input.display().to_string(), source: e };
     let write_err = |e| RunError::Write { path: opts.output.display().to_string(), source: e };
     let skip = if opts.resume { resume_point(opts.output, ident, opts.groups.is_some())? } else { 0 };
-    let grouper = std::cell::RefCell::new(opts.groups.map(|f| groups::Grouper::new(program, f)));
+    let grouper =
+        std::cell::RefCell::new(opts.groups.map(|f| groups::Grouper::new(program, f).with_numeric(opts.numeric)));
     let out_file = if opts.resume {
         OpenOptions::new().create(true).append(true).open(opts.output).map_err(write_err)?
     } else {
@@ -339,33 +373,35 @@ pub fn run_batch_as(
                 (line, outcome)
             };
             let mut grouper = grouper.borrow_mut();
-            let lines: Vec<(String, Result<Option<f64>, ()>)> = match (opts.judges, grouper.as_mut()) {
-                (None, None) => chunk
+            let lines: Vec<(String, Result<Option<f64>, ()>)> = match (opts.judges, opts.numeric, grouper.as_mut()) {
+                (None, None, None) => chunk
                     .par_iter()
                     .map(|(i, line)| line_of(score_line(engine, program, ident, *i, line, opts.verdicts)))
                     .collect(),
-                (Some(judges), None) => score_chunk_with_judges(engine, program, ident, chunk, opts.verdicts, judges)
-                    .into_par_iter()
-                    .map(line_of)
-                    .collect(),
-                (judges, Some(g)) => {
+                (judges, numeric, None) => {
+                    score_chunk_results(engine, program, ident, chunk, opts.verdicts, judges, numeric)
+                        .into_par_iter()
+                        .map(line_of)
+                        .collect()
+                }
+                (judges, numeric, Some(g)) => {
                     // Records wait for the rest of their group; a group may span chunks.
-                    let records: Vec<Json> = match judges {
-                        None => chunk
+                    let records: Vec<Json> = match (judges, numeric) {
+                        (None, None) => chunk
                             .par_iter()
                             .map(|(i, line)| score_line(engine, program, ident, *i, line, opts.verdicts))
                             .collect(),
-                        Some(judges) => score_chunk_with_judges(engine, program, ident, chunk, opts.verdicts, judges),
+                        _ => score_chunk_results(engine, program, ident, chunk, opts.verdicts, judges, numeric),
                     };
-                    let mut ready = Vec::new();
                     for ((_, line), record) in chunk.iter().zip(records) {
                         let row: Option<Json> = serde_json::from_str(line).ok();
-                        ready.extend(g.push(record, row.as_ref()));
+                        g.enqueue(record, row.as_ref());
                     }
                     if chunk.is_empty() {
-                        ready.extend(g.flush());
+                        g.end_group();
                     }
-                    ready.into_par_iter().map(line_of).collect()
+                    // Every group the chunk completed, annotated together.
+                    g.take_ready().into_par_iter().map(line_of).collect()
                 }
             };
             for (line, outcome) in &lines {
@@ -426,7 +462,9 @@ pub fn score_batch(
         match judges {
             None => records
                 .par_extend(chunk.par_iter().map(|(i, line)| score_line(engine, program, ident, *i, line, verdicts))),
-            Some(judges) => records.extend(score_chunk_with_judges(engine, program, ident, chunk, verdicts, judges)),
+            Some(judges) => {
+                records.extend(score_chunk_results(engine, program, ident, chunk, verdicts, Some(judges), None))
+            }
         }
     }
     let Some(field) = group_field else { return records };
@@ -480,25 +518,40 @@ pub fn evaluate_row(
     Ok(engine.evaluate(program, &inputs, verdicts))
 }
 
-/// A chunk whose judged criteria are dispatched: prepare every row, let the judge evaluate
-/// them together (one round of calls for the whole chunk), then write each row's record with
-/// the model that answered each dispatched criterion.
-fn score_chunk_with_judges(
+/// A chunk evaluated as a whole: prepare every row; evaluate them (with `judges`, together: one
+/// round of calls for the whole chunk; else in parallel); let the numeric stage recompute the
+/// chunk's scores and group trees (`numeric`); then write each row's record, with the model
+/// that answered each dispatched criterion.
+fn score_chunk_results(
     engine: &dyn Engine,
     program: &Program,
     ident: &Identity,
     chunk: &[(usize, String)],
     verdicts: Option<&VerdictFile>,
-    judges: &dyn ChunkJudge,
+    judges: Option<&dyn ChunkJudge>,
+    numeric: Option<&dyn ChunkNumeric>,
 ) -> Vec<Json> {
     let prepared: Vec<Result<PreparedRow, Json>> =
         chunk.par_iter().map(|(i, line)| prepare_line(program, ident, *i, line, verdicts)).collect();
     let mut outs = Vec::new();
-    let mut rows = Vec::new();
-    for r in prepared.iter().flatten() {
-        rows.push((r.inputs.clone(), r.verdicts.clone()));
+    let (mut results, models): (Vec<RowResult>, Vec<ModelsByCriterion>) = match judges {
+        Some(judges) => {
+            let rows = prepared.iter().flatten().map(|r| (r.inputs.clone(), r.verdicts.clone())).collect();
+            judges.evaluate_chunk(engine, program, rows).into_iter().unzip()
+        }
+        None => {
+            let rows: Vec<&PreparedRow> = prepared.iter().flatten().collect();
+            rows.par_iter()
+                .map(|r| (engine.evaluate(program, &r.inputs, &r.verdicts), ModelsByCriterion::new()))
+                .unzip()
+        }
+    };
+    if let Some(n) = numeric {
+        if let Err(e) = n.finish_chunk(program, &mut results) {
+            numeric_warning(&e);
+        }
     }
-    let mut evaluated = judges.evaluate_chunk(engine, program, rows).into_iter();
+    let mut evaluated = results.into_iter().zip(models);
     for p in prepared {
         match p {
             Err(record) => outs.push(record),
