@@ -65,5 +65,12 @@ for dev in cuda cpu; do
         --batch-sizes 1,8,32,128,256 --sentences "$n" 2>&1 | tee -a "$FIG" || failed=1
 done
 
+say "== (b) local judge: random-weight Qwen3-0.6B shape, ~300-token responses x 20 criteria, prefix-shared vs naive vs transformers"
+RUBRIC_BIN="$BIN/rubric" PYTHON="${PYTHON:-python3}" bash bench/local_judge.sh --device cuda --rows 64 \
+    --out "$OUTDIR/local-judge" 2>&1 | tee -a "$FIG" || failed=1
+
+say "== (c) numeric stage: 1,000,000 rows x 50 criteria, scalar CPU vs tensor CPU vs CUDA"
+RUBRIC="$BIN/rubric" RUBRIC_DEVICE=cuda bash bench/numeric.sh 2>&1 | tee -a "$FIG" || failed=1
+
 say "gpu-check: done (failures: $failed); figures in $FIG"
 exit "$failed"

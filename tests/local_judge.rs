@@ -148,7 +148,7 @@ fn scores_equal_transformers_on_the_same_models() {
 /// each prompt alone on the GPU too. Without a CUDA device it says so and checks nothing.
 #[test]
 #[ignore = "needs a CUDA device (scripts/gpu-check.sh runs it)"]
-fn cuda_scores_equal_cpu_scores() {
+fn gpu_local_judge_scores_equal_cpu_scores() {
     let gpu = match rubric::models::DeviceSpec::Cuda(0).open() {
         Ok(d) => d,
         Err(e) => {
