@@ -115,7 +115,7 @@ impl Embedder {
         let mut flat = Vec::with_capacity(ids.len() * width);
         let mut mask = Vec::with_capacity(ids.len() * width);
         for seq in ids {
-            flat.extend(seq.iter().copied().chain(std::iter::repeat(0).take(width - seq.len())));
+            flat.extend(seq.iter().copied().chain(std::iter::repeat_n(0, width - seq.len())));
             mask.extend((0..width).map(|i| u32::from(i < seq.len())));
         }
         let input = Tensor::from_vec(flat, (ids.len(), width), &self.device)?;
