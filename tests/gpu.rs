@@ -26,9 +26,7 @@ fn cuda() -> Device {
     match DeviceSpec::Cuda(0).open() {
         Ok(d) if d.is_cuda() => d,
         Ok(_) => panic!("gpu tests: `cuda:0` opened as a CPU device"),
-        Err(e) => {
-            panic!("gpu tests need a CUDA device and a build with the `cuda` feature (scripts/build-cuda.sh): {e}")
-        }
+        Err(e) => panic!("gpu test: no usable CUDA device: {e}"),
     }
 }
 

@@ -26,6 +26,9 @@ pub const ABSENT: u8 = 4;
 /// The most columns (and rows of a group, sets, counts) a reason code can name: 2^20.
 pub const MAX_INDEX: usize = 1 << 20;
 
+/// The most cells a matrix built from results may have (2^26: about 2 GiB on the host).
+pub const MAX_CELLS: usize = 1 << 26;
+
 /// What a column holds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Slot {
@@ -246,10 +249,15 @@ impl HostMatrix {
             }
             cells.push(out);
         }
-        let layout = Layout::new(p, &widths);
-        if layout.cols() >= MAX_INDEX {
-            return Err(format!("{} criterion columns: the numeric stage takes at most {}", layout.cols(), MAX_INDEX));
+        // Bounded before anything is allocated: an `each` block as wide as its longest list.
+        let cols = p.criteria.len() + widths.iter().sum::<usize>() + 1;
+        if cols >= MAX_INDEX || rows.len().saturating_mul(cols) > MAX_CELLS {
+            return Err(format!(
+                "{} rows × {cols} criterion columns: more than the numeric stage takes at once",
+                rows.len()
+            ));
         }
+        let layout = Layout::new(p, &widths);
         let mut m = HostMatrix::empty(rows.len(), layout);
         let cols = m.layout.cols();
         for (r, (row, at)) in rows.iter().zip(&cells).enumerate() {
@@ -407,5 +415,7 @@ criterion z "Z" weight 2 check false
         assert_eq!(m.layout.set_columns(&p, all), vec![0, 1, 2, 3]);
         let bad = vec![vec![r("nope", MET, 1.0)]];
         assert!(HostMatrix::build(&p, &bad).unwrap_err().contains("`nope`"));
+        let huge = vec![vec![r("item[999999999]", MET, 1.0)]];
+        assert!(HostMatrix::build(&p, &huge).unwrap_err().contains("more than"));
     }
 }

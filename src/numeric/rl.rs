@@ -180,33 +180,66 @@ const CREDIT_BATCH: usize = 1 << 22;
 /// Token credit of each row: per token, the sum of the advantages of the decided criteria with
 /// a span overlapping it, in criterion order, or the row's `uncovered` credit.
 fn token_credit(rows: &[CreditRow], a: &Tensor, decided: &Tensor, dev: &Device) -> Result<Vec<Vec<f64>>> {
+    token_credit_within(rows, a, decided, dev, CREDIT_BATCH)
+}
+
+/// [`token_credit`] with overlap tensors of at most `budget` elements (but one token's).
+fn token_credit_within(
+    rows: &[CreditRow],
+    a: &Tensor,
+    decided: &Tensor,
+    dev: &Device,
+    budget: usize,
+) -> Result<Vec<Vec<f64>>> {
     let cols = a.dim(1)?;
     let flat_a = a.flatten_all()?;
     let flat_decided = decided.flatten_all()?;
-    let mut out = Vec::with_capacity(rows.len());
+    // Tokens are independent: a long row is split into runs of tokens whose overlap tensor
+    // stays under the budget.
+    let mut pieces: Vec<(usize, Piece<'_>)> = Vec::new();
+    for (i, r) in rows.iter().enumerate() {
+        let per = budget / (r.spans.len().max(1) * r.spans.iter().map(|s| s.1.len()).max().unwrap_or(1).max(1));
+        if r.tokens.is_empty() {
+            pieces.push((i, Piece { row: r, tokens: &[] }));
+        }
+        for run in r.tokens.chunks(per.max(1)) {
+            pieces.push((i, Piece { row: r, tokens: run }));
+        }
+    }
+    let mut out = vec![Vec::new(); rows.len()];
     let mut start = 0;
-    while start < rows.len() {
-        // Grow the sub-batch while its overlap tensor stays under CREDIT_BATCH elements.
+    while start < pieces.len() {
+        // Grow the sub-batch while its overlap tensor stays under the budget.
         let mut end = start;
         let (mut t, mut k, mut p) = (1, 1, 1);
-        while end < rows.len() {
-            let r = &rows[end];
-            let (t2, k2) = (t.max(r.tokens.len()), k.max(r.spans.len()));
-            let p2 = p.max(r.spans.iter().map(|s| s.1.len()).max().unwrap_or(1));
-            if end > start && (end + 1 - start) * t2 * k2 * p2 > CREDIT_BATCH {
+        while end < pieces.len() {
+            let r = &pieces[end].1;
+            let (t2, k2) = (t.max(r.tokens.len()), k.max(r.row.spans.len()));
+            let p2 = p.max(r.row.spans.iter().map(|s| s.1.len()).max().unwrap_or(1));
+            if end > start && (end + 1 - start) * t2 * k2 * p2 > budget {
                 break;
             }
             (t, k, p) = (t2, k2, p2);
             end += 1;
         }
-        out.extend(credit_batch(&rows[start..end], (t, k, p), &flat_a, &flat_decided, cols, dev)?);
+        let batch: Vec<&Piece<'_>> = pieces[start..end].iter().map(|(_, piece)| piece).collect();
+        let credits = credit_batch(&batch, (t, k, p), &flat_a, &flat_decided, cols, dev)?;
+        for ((i, _), c) in pieces[start..end].iter().zip(credits) {
+            out[*i].extend(c);
+        }
         start = end;
     }
     Ok(out)
 }
 
+/// Some consecutive tokens of a row.
+struct Piece<'r> {
+    row: &'r CreditRow,
+    tokens: &'r [(usize, usize)],
+}
+
 fn credit_batch(
-    rows: &[CreditRow],
+    rows: &[&Piece<'_>],
     (t, k, p): (usize, usize, usize),
     flat_a: &Tensor,
     flat_decided: &Tensor,
@@ -220,9 +253,10 @@ fn credit_batch(
     let mut cell = vec![0u32; m * k];
     let mut crit_valid = vec![0u8; m * k];
     let mut uncovered = vec![0.0; m];
-    for (i, r) in rows.iter().enumerate() {
+    for (i, piece) in rows.iter().enumerate() {
+        let r = piece.row;
         uncovered[i] = r.uncovered;
-        for (j, (s, e)) in r.tokens.iter().enumerate() {
+        for (j, (s, e)) in piece.tokens.iter().enumerate() {
             tok[(i * t + j) * 2] = *s as f64;
             tok[(i * t + j) * 2 + 1] = *e as f64;
         }
@@ -259,7 +293,7 @@ fn credit_batch(
     let covered = as_f64(&covers)?.sum(2)?.gt(0.0)?;
     let uncovered = Tensor::from_vec(uncovered, (m, 1), dev)?.broadcast_as((m, t))?.contiguous()?;
     let credit = covered.where_cond(&sum, &uncovered)?.to_vec2::<f64>()?;
-    Ok(rows.iter().zip(credit).map(|(r, c)| c.into_iter().take(r.tokens.len()).collect()).collect())
+    Ok(rows.iter().zip(credit).map(|(piece, c)| c.into_iter().take(piece.tokens.len()).collect()).collect())
 }
 
 /// Annotate complete groups as `runtime::groups::annotate_scalar` does, with every number
@@ -412,4 +446,38 @@ enum CreditOut {
     Error(String),
     /// Its credit (index into the batch's results), its spans (bytes) and its response.
     Credit(usize, Vec<(String, Spans)>, String),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn token_credit_is_the_same_in_any_split() {
+        // Two rows of three criteria: advantages 0.5, -0.25, 1 (the third undecided).
+        let dev = Device::Cpu;
+        let a = Tensor::from_vec(vec![0.5, -0.25, 1.0, 0.1, 0.2, 0.3], (2, 3), &dev).unwrap();
+        let decided = Tensor::from_vec(vec![1u8, 1, 0, 1, 1, 1], (2, 3), &dev).unwrap();
+        let tokens: Vec<(usize, usize)> = (0..40).map(|i| (i * 3, i * 3 + 2)).collect();
+        let rows = vec![
+            CreditRow {
+                row: 0,
+                tokens: tokens.clone(),
+                spans: vec![(0, vec![(0, 10), (50, 61)]), (1, vec![(5, 7)]), (2, vec![(0, 120)])],
+                uncovered: 0.75,
+            },
+            CreditRow { row: 1, tokens: tokens[..7].to_vec(), spans: vec![(2, vec![(4, 9)])], uncovered: 0.0 },
+            CreditRow { row: 1, tokens: vec![], spans: vec![], uncovered: 0.0 },
+        ];
+        let whole = token_credit_within(&rows, &a, &decided, &dev, CREDIT_BATCH).unwrap();
+        // Token 2 ([6, 8)) is covered by criterion 0's [0, 10) and criterion 1's [5, 7); the
+        // undecided criterion 2 covers everything and counts for nothing.
+        assert_eq!(&whole[0][..5], &[0.5, 0.5, 0.25, 0.5, 0.75]);
+        assert_eq!(whole[0][17], 0.5, "[51, 53) is in [50, 61)");
+        assert_eq!(&whole[1][..4], &[0.0, 0.3, 0.3, 0.0], "[4, 9) covers [3, 5) and [6, 8)");
+        assert!(whole[2].is_empty());
+        for budget in [1, 5, 37, 200] {
+            assert_eq!(token_credit_within(&rows, &a, &decided, &dev, budget).unwrap(), whole, "budget {budget}");
+        }
+    }
 }
