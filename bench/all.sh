@@ -9,7 +9,10 @@
 #   3. bench/scale.sh: 10k, 100k and 1M rows, throughput and peak RSS per engine, cold start;
 #   4. bench/ifeval.sh: `rubric run` on IFEval vs the Python reference implementation;
 #   5. bench/judges.sh: judge dispatch vs the ideal and vs Autorubric on the mock judge;
-#   6. bench/serve.sh: the reward server under 16 concurrent clients (needs `hey`).
+#   6. bench/serve.sh: the reward server under 16 concurrent clients (needs `hey`);
+#   7. bench/local_judge.sh: a local judge on a Qwen3-0.6B-shaped random model, shared prefixes
+#      vs each prompt alone vs transformers (not in the default parts: it installs torch into
+#      target/bench-venv and takes 10-20 minutes on 2 cores; PARTS=7 runs it).
 # bench/python.sh (the Python binding vs the IFEval reference) needs the package built first
 # (`bash python/build.sh --release`) and runs on its own.
 #
@@ -38,6 +41,7 @@ RUBRIC=target/release/rubric
       4) echo; echo "## 4. IFEval vs the Python reference (bench/ifeval.sh)"; bash bench/ifeval.sh ;;
       5) echo; echo "## 5. judge dispatch (bench/judges.sh)"; bash bench/judges.sh ;;
       6) echo; echo "## 6. the reward server (bench/serve.sh)"; RUBRIC=$RUBRIC bash bench/serve.sh ;;
+      7) echo; echo "## 7. local judges (bench/local_judge.sh)"; RUBRIC_BIN=$RUBRIC bash bench/local_judge.sh --rows 2 ;;
     esac
   done
 } 2>&1 | tee "$REPORT"
