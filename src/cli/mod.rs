@@ -22,7 +22,7 @@ macro_rules! out {
 mod bench;
 pub mod bundle;
 mod import;
-#[cfg(feature = "models")]
+#[cfg(all(feature = "models", feature = "judges"))]
 mod model;
 pub mod suite;
 
@@ -246,7 +246,7 @@ pub enum Command {
     },
     /// Local judge models: `init` writes a random-weight model directory of a real
     /// architecture; `bench` times a local judge on synthetic responses.
-    #[cfg(feature = "models")]
+    #[cfg(all(feature = "models", feature = "judges"))]
     Model {
         #[command(subcommand)]
         command: model::ModelCommand,
@@ -461,7 +461,7 @@ pub fn main_with(cli: Cli) -> ExitCode {
         }
         #[cfg(feature = "judges")]
         Command::MockJudge { rules, addr, latency_ms } => crate::judge::mock::main(rules.as_deref(), &addr, latency_ms),
-        #[cfg(feature = "models")]
+        #[cfg(all(feature = "models", feature = "judges"))]
         Command::Model { command } => model::main(command),
         #[cfg(feature = "serve")]
         Command::Serve {
