@@ -13,6 +13,9 @@
 #   7. bench/numeric.sh: the batch numeric stage (`rubric bench-numeric`, 1M rows × 50 criteria,
 #      scalar vs tensor on the CPU, and CUDA with RUBRIC_DEVICE=cuda) and `rubric run --groups
 #      --numeric scalar|tensor` end to end.
+#   8. bench/local_judge.sh: a local judge on a Qwen3-0.6B-shaped random model, shared prefixes
+#      vs each prompt alone vs transformers (not in the default parts: it installs torch into
+#      target/bench-venv and takes 10-20 minutes on 2 cores; PARTS=8 runs it).
 # bench/python.sh (the Python binding vs the IFEval reference) needs the package built first
 # (`bash python/build.sh --release`) and runs on its own.
 #
@@ -42,6 +45,7 @@ RUBRIC=target/release/rubric
       5) echo; echo "## 5. judge dispatch (bench/judges.sh)"; bash bench/judges.sh ;;
       6) echo; echo "## 6. the reward server (bench/serve.sh)"; RUBRIC=$RUBRIC bash bench/serve.sh ;;
       7) echo; echo "## 7. the batch numeric stage (bench/numeric.sh)"; RUBRIC=$RUBRIC bash bench/numeric.sh ;;
+      8) echo; echo "## 8. local judges (bench/local_judge.sh)"; RUBRIC_BIN=$RUBRIC bash bench/local_judge.sh --rows 2 ;;
     esac
   done
 } 2>&1 | tee "$REPORT"

@@ -28,7 +28,7 @@ pub use embed_bench::sentences as bench_sentences;
 mod bench_numeric;
 pub mod bundle;
 mod import;
-#[cfg(feature = "models")]
+#[cfg(all(feature = "models", feature = "judges"))]
 mod model;
 pub mod suite;
 
@@ -318,7 +318,7 @@ pub enum Command {
     },
     /// Local judge models: `init` writes a random-weight model directory of a real
     /// architecture; `bench` times a local judge on synthetic responses.
-    #[cfg(feature = "models")]
+    #[cfg(all(feature = "models", feature = "judges"))]
     Model {
         #[command(subcommand)]
         command: model::ModelCommand,
@@ -609,7 +609,7 @@ pub fn main_with(cli: Cli) -> ExitCode {
         }
         #[cfg(feature = "judges")]
         Command::MockJudge { rules, addr, latency_ms } => crate::judge::mock::main(rules.as_deref(), &addr, latency_ms),
-        #[cfg(feature = "models")]
+        #[cfg(all(feature = "models", feature = "judges"))]
         Command::Model { command } => model::main(command),
         #[cfg(feature = "serve")]
         Command::Serve {
