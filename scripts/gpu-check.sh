@@ -42,9 +42,13 @@ export LD_LIBRARY_PATH="${libs}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 say "gpu-check: $(cat "$DIST/COMMIT" 2>/dev/null || echo 'unknown commit') on $(hostname), $(date -u +%FT%TZ)"
 command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | sed 's/^/gpu: /' | tee -a "$FIG"
 
-"$BIN/rubric" devices --require-cuda 2>&1 | tee -a "$FIG"
-status=${PIPESTATUS[0]}
-if [ "$status" -eq 3 ]; then
+"$BIN/rubric" devices --require-cuda > "$OUTDIR/devices.txt" 2>&1
+status=$?
+cat "$OUTDIR/devices.txt" | tee -a "$FIG"
+if [ "$status" -eq 127 ] && grep -q "libcuda.so.1" "$OUTDIR/devices.txt"; then
+    say "gpu-check: no CUDA driver (libcuda.so.1) on this machine: nothing checked"
+    exit 3
+elif [ "$status" -eq 3 ]; then
     say "gpu-check: no CUDA device: nothing checked"
     exit 3
 elif [ "$status" -ne 0 ]; then

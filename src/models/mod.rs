@@ -77,7 +77,11 @@ impl DeviceSpec {
                         "device `cuda:{n}` needs a build with the `cuda` feature (scripts/build-cuda.sh)"
                     )));
                 }
-                candle_core::Device::new_cuda(n).map_err(|e| ModelError::Config(format!("device `cuda:{n}`: {e}")))
+                // candle's CUDA errors carry a backtrace after the message: keep the message
+                candle_core::Device::new_cuda(n).map_err(|e| {
+                    let e = e.to_string();
+                    ModelError::Config(format!("device `cuda:{n}`: {}", e.lines().next().unwrap_or_default()))
+                })
             }
         }
     }
