@@ -91,6 +91,9 @@ impl NativeRubric {
             return Err(PyValueError::new_err("`cache` and `no_cache` exclude each other"));
         }
         let replay = replay.map(|p| format!("replay:{p}"));
+        // local judges (`judge { local "DIR" }`) need no configuration; this package is built
+        // without local models, so their criteria end unscored with the reason
+        let local = loaded.program().judges.iter().any(|j| j.local.is_some());
         let judges = py
             .detach(|| {
                 judge_dispatch(
@@ -99,6 +102,7 @@ impl NativeRubric {
                     None,
                     cache.as_deref().map(Path::new),
                     no_cache,
+                    local,
                 )
             })
             .map_err(PyValueError::new_err)?;
