@@ -6,12 +6,15 @@
 //! and no floating state: `canonical_bytes` of the same rubric is the same on every machine.
 
 mod print;
+mod typing;
+pub mod validate;
 
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use std::fmt;
 
 pub use print::print_program;
+pub use typing::{assignable, consistent, join, subst, unify, Bindings};
 
 /// Bumped whenever the meaning or the serialised shape of the IR changes.
 pub const IR_VERSION: u32 = 1;
@@ -182,6 +185,26 @@ pub struct JudgeDecl {
     /// judges are unchanged.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub local: Option<String>,
+}
+
+/// The `{{name}}` slots of a judge template, each once, in order of appearance (what the checker
+/// checks against `sees` and the validator checks again).
+pub fn template_slots(t: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut rest = t;
+    while let Some(i) = rest.find("{{") {
+        rest = &rest[i + 2..];
+        if let Some(j) = rest.find("}}") {
+            let slot = rest[..j].trim();
+            if !slot.is_empty() && !out.iter().any(|s: &String| s == slot) {
+                out.push(slot.to_string());
+            }
+            rest = &rest[j + 2..];
+        } else {
+            break;
+        }
+    }
+    out
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -557,11 +580,26 @@ pub enum Const {
     Text(String),
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Expr {
     pub kind: ExprKind,
     pub ty: Type,
+}
+
+// Cloning and comparing recurse once per level of nesting, several frames a level: each level
+// grows the stack when it runs low, so that a program as deep as `validate::MAX_EXPR_DEPTH`
+// can be cloned and compared on a 2 MiB thread (a rayon worker's, where an engine caches it).
+impl Clone for Expr {
+    fn clone(&self) -> Expr {
+        stacker::maybe_grow(64 * 1024, 1024 * 1024, || Expr { kind: self.kind.clone(), ty: self.ty.clone() })
+    }
+}
+
+impl PartialEq for Expr {
+    fn eq(&self, other: &Expr) -> bool {
+        stacker::maybe_grow(64 * 1024, 1024 * 1024, || self.kind == other.kind && self.ty == other.ty)
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -663,9 +701,10 @@ impl Program {
     /// The canonical serialisation: compact JSON of the program with fields in declaration
     /// order. Deterministic because the IR holds only vectors and sorted records.
     pub fn canonical_bytes(&self) -> Vec<u8> {
-        // Serialising recurses once per level of expression nesting (up to the parser's depth
-        // limit): on a small thread stack it runs on a segment of its own.
-        stacker::maybe_grow(1024 * 1024, 32 * 1024 * 1024, || serde_json::to_vec(self).expect("IR serialises"))
+        // Serialising recurses several frames per level of expression nesting (up to
+        // `validate::MAX_EXPR_DEPTH`), more than a 2 MiB thread has: it runs on a segment of
+        // its own.
+        stacker::grow(64 << 20, || serde_json::to_vec(self).expect("IR serialises"))
     }
 
     /// `sha256:<hex>` of the canonical bytes.

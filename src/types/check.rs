@@ -2,7 +2,10 @@
 
 use super::sig::{intrinsic_sig, lower_type};
 use crate::diag::{did_you_mean, Diagnostic};
-use crate::ir::{self, AggOp, Const, Expr, ExprKind, HigherOrder, Policy, Program, Type};
+use crate::ir::{
+    self, assignable, join, subst, template_slots, unify, AggOp, Bindings, Const, Expr, ExprKind, HigherOrder, Policy,
+    Program, Type,
+};
 use crate::resolve::Module;
 use crate::source::{SourceMap, Span};
 use crate::stdlib;
@@ -257,48 +260,6 @@ fn cmpop(op: ast::CmpOp) -> ir::CmpOp {
         ast::CmpOp::Le => ir::CmpOp::Le,
         ast::CmpOp::Gt => ir::CmpOp::Gt,
         ast::CmpOp::Ge => ir::CmpOp::Ge,
-    }
-}
-
-/// Can a value of type `from` be used where `to` is expected?
-pub fn assignable(from: &Type, to: &Type) -> bool {
-    match (from, to) {
-        (Type::Any, _) | (_, Type::Any) => true,
-        (a, b) if a == b => true,
-        (Type::Null, Type::Optional(_)) => true,
-        (Type::Optional(a), Type::Optional(b)) => assignable(a, b),
-        (a, Type::Optional(b)) => assignable(a, b),
-        (Type::List(a), Type::List(b)) => assignable(a, b),
-        (Type::Record(a), Type::Record(b)) => {
-            a.len() == b.len() && a.iter().zip(b).all(|((na, ta), (nb, tb))| na == nb && assignable(ta, tb))
-        }
-        _ => false,
-    }
-}
-
-/// The least type both can be assigned to (for `if` branches and list elements).
-fn join(a: &Type, b: &Type) -> Option<Type> {
-    if assignable(a, b) && !matches!(b, Type::Any) {
-        return Some(b.clone());
-    }
-    if assignable(b, a) {
-        return Some(a.clone());
-    }
-    match (a, b) {
-        (Type::Null, t) | (t, Type::Null) => Some(Type::optional(t.clone())),
-        (Type::Optional(x), y) | (y, Type::Optional(x)) => join(x, y).map(Type::optional),
-        (Type::List(x), Type::List(y)) => join(x, y).map(|t| Type::List(Box::new(t))),
-        (Type::Record(x), Type::Record(y)) if x.len() == y.len() => {
-            let mut fields = Vec::with_capacity(x.len());
-            for ((nx, tx), (ny, ty)) in x.iter().zip(y) {
-                if nx != ny {
-                    return None;
-                }
-                fields.push((nx.clone(), join(tx, ty)?));
-            }
-            Some(Type::Record(fields))
-        }
-        _ => None,
     }
 }
 
@@ -731,6 +692,15 @@ impl<'a> Checker<'a> {
                 K::Seed(n) => d.seed = Some(self.positive_int(*n, s.span, "seed") as u64),
                 K::Samples(n) => {
                     d.samples = self.positive_int(*n, s.span, "samples").max(1);
+                    // Each sample is a request per criterion; a bundle reader refuses more.
+                    if d.samples > ir::validate::MAX_SAMPLES {
+                        self.err(
+                            "rubric::judge::invalid_setting",
+                            s.span,
+                            format!("`samples` is at most {}, found {}", ir::validate::MAX_SAMPLES, d.samples),
+                            "here",
+                        );
+                    }
                     if d.samples > 1 {
                         not_local.push((s.span, "`samples` above 1 (a local judge's answer is deterministic)"));
                     }
@@ -2489,7 +2459,7 @@ fn match_sig(
 ) -> Result<(Vec<Expr>, Type), (Span, String)> {
     let mut slots: Vec<Option<Expr>> = vec![None; sig.params.len()];
     let mut positional = 0usize;
-    let mut bindings: HashMap<String, Type> = HashMap::new();
+    let mut bindings = Bindings::new();
     for (name, e, span) in args {
         let idx = match name {
             Some(n) => sig
@@ -2547,43 +2517,6 @@ fn match_sig(
     Ok((out, subst(&sig.ret, &bindings)))
 }
 
-fn unify(param: &Type, arg: &Type, b: &mut HashMap<String, Type>) -> bool {
-    match (param, arg) {
-        (_, Type::Any) => true,
-        (Type::Var(v), a) => match b.get(v).cloned() {
-            Some(bound) => match join(&bound, a) {
-                Some(j) => {
-                    b.insert(v.clone(), j);
-                    true
-                }
-                None => false,
-            },
-            None => {
-                b.insert(v.clone(), a.clone());
-                true
-            }
-        },
-        (Type::List(p), Type::List(a)) => unify(p, a, b),
-        (Type::Optional(p), Type::Optional(a)) => unify(p, a, b),
-        (Type::Optional(_), Type::Null) => true,
-        (Type::Optional(p), a) => unify(p, a, b),
-        (Type::Record(p), Type::Record(a)) => {
-            p.len() == a.len() && p.iter().zip(a).all(|((pn, pt), (an, at))| pn == an && unify(pt, at, b))
-        }
-        (p, a) => assignable(a, p),
-    }
-}
-
-fn subst(t: &Type, b: &HashMap<String, Type>) -> Type {
-    match t {
-        Type::Var(v) => b.get(v).cloned().unwrap_or(Type::Any),
-        Type::List(i) => Type::List(Box::new(subst(i, b))),
-        Type::Optional(i) => Type::optional(subst(i, b)),
-        Type::Record(f) => Type::Record(f.iter().map(|(n, t)| (n.clone(), subst(t, b))).collect()),
-        other => other.clone(),
-    }
-}
-
 /// Every criterion id declared in a file, at any depth.
 fn criterion_ids(file: &ast::File) -> std::collections::HashSet<String> {
     fn group(g: &ast::Group, out: &mut std::collections::HashSet<String>) {
@@ -2606,25 +2539,6 @@ fn criterion_ids(file: &ast::File) -> std::collections::HashSet<String> {
             }
             ast::Item::Group(g) => group(g, &mut out),
             _ => {}
-        }
-    }
-    out
-}
-
-/// `{{name}}` slots of a judge template.
-pub fn template_slots(t: &str) -> Vec<String> {
-    let mut out = Vec::new();
-    let mut rest = t;
-    while let Some(i) = rest.find("{{") {
-        rest = &rest[i + 2..];
-        if let Some(j) = rest.find("}}") {
-            let slot = rest[..j].trim();
-            if !slot.is_empty() && !out.iter().any(|s: &String| s == slot) {
-                out.push(slot.to_string());
-            }
-            rest = &rest[j + 2..];
-        } else {
-            break;
         }
     }
     out

@@ -13,7 +13,7 @@ use crate::resolve::{self, Loaded};
 use crate::source::SourceMap;
 use std::path::Path;
 
-pub use sig::{intrinsic_sig, IntrinsicSig};
+pub use sig::{intrinsic_sig, Catalogue, IntrinsicSig, CATALOGUE};
 
 /// The result of compiling one rubric: the program when there were no errors, and every
 /// diagnostic (errors, warnings and proven facts) with the sources to render them.

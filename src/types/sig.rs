@@ -44,6 +44,29 @@ pub fn parse_sig(src: &str) -> Result<IntrinsicSig, String> {
     Ok(IntrinsicSig { params: out, ret: lower_type(&ret, true).map_err(|(_, m)| m)? })
 }
 
+/// The stdlib catalogue as the IR validator (`ir::validate`) sees it: each intrinsic's
+/// parameter and result types, by name and overload rank, parsed once.
+#[derive(Debug)]
+pub struct Catalogue;
+
+/// The catalogue every loaded program is validated against.
+pub static CATALOGUE: Catalogue = Catalogue;
+
+impl crate::ir::validate::Intrinsics for Catalogue {
+    fn signature(&self, name: &str, overload: u32) -> Option<(&[Type], &Type)> {
+        static TYPES: OnceLock<Vec<Option<(Vec<Type>, Type)>>> = OnceLock::new();
+        let table = TYPES.get_or_init(|| {
+            (0..stdlib::intrinsics().len())
+                .map(|i| {
+                    intrinsic_sig(i).map(|s| (s.params.iter().map(|(_, t, _)| t.clone()).collect(), s.ret.clone()))
+                })
+                .collect()
+        });
+        let (index, _) = stdlib::lookup(name).nth(overload as usize)?;
+        table.get(index)?.as_ref().map(|(params, ret)| (params.as_slice(), ret))
+    }
+}
+
 /// Built-in type names.
 pub const TYPE_NAMES: &[&str] = &["Text", "Number", "Bool", "Json", "Conversation", "Message"];
 
