@@ -127,7 +127,7 @@ pub struct NamedExpr {
 }
 
 pub fn describe(p: &Program) -> Description {
-    let printer = Printer { p, locals: vec![] };
+    let printer = Printer { p, locals: Locals::new() };
     let inputs = p
         .inputs
         .iter()
@@ -154,7 +154,12 @@ pub fn describe(p: &Program) -> Description {
                 value: printer.expr(&g.value),
                 reason: g.reason.clone(),
             }),
-            Step::Criterion(c) => criteria.push(criterion_view(p, &p.criteria[*c as usize], step, None)),
+            // A validated program's steps name existing criteria; any other is left out.
+            Step::Criterion(c) => {
+                if let Some(d) = p.criteria.get(*c as usize) {
+                    criteria.push(criterion_view(p, d, step, None));
+                }
+            }
             Step::Each(e) => {
                 let list = printer.expr(&e.list);
                 let element = format!("{list}[i]");
@@ -181,12 +186,7 @@ pub fn describe(p: &Program) -> Description {
         .functions
         .iter()
         .map(|f| {
-            let mut locals: Vec<Option<String>> = vec![None; f.locals as usize];
-            for (i, (n, _)) in f.params.iter().enumerate() {
-                if let Some(slot) = locals.get_mut(i) {
-                    *slot = Some(n.clone());
-                }
-            }
+            let locals: Locals = f.params.iter().enumerate().map(|(i, (n, _))| (i as u32, n.clone())).collect();
             let params: Vec<String> = f.params.iter().map(|(n, t)| format!("{n}: {t}")).collect();
             NamedExpr {
                 name: f.name.clone(),
@@ -248,7 +248,10 @@ fn judge_view(p: &Program, index: usize, j: &JudgeDecl) -> JudgeView {
     let mut criteria = Vec::new();
     for s in &p.steps {
         let (c, suffix) = match s {
-            Step::Criterion(c) => (&p.criteria[*c as usize], ""),
+            Step::Criterion(c) => match p.criteria.get(*c as usize) {
+                Some(c) => (c, ""),
+                None => continue,
+            },
             Step::Each(e) => (&e.template, "[]"),
             Step::Gate(_) => continue,
         };
@@ -290,7 +293,7 @@ fn judge_view(p: &Program, index: usize, j: &JudgeDecl) -> JudgeView {
 }
 
 fn criterion_view(p: &Program, c: &CriterionDecl, step: usize, each: Option<(u32, String)>) -> CriterionView {
-    let mut printer = Printer { p, locals: vec![] };
+    let mut printer = Printer { p, locals: Locals::new() };
     let per_instance = each.is_some();
     if let Some((local, name)) = each {
         printer.name_local(local, name);
@@ -377,24 +380,24 @@ enum Prec {
     Postfix,
 }
 
+/// Names of locals by index (a map, not a vector: an index is only as large as the program
+/// says, and a program from a bundle could say anything).
+type Locals = std::collections::BTreeMap<u32, String>;
+
 struct Printer<'a> {
     p: &'a Program,
     /// Names of locals where known (function parameters, the element of a per-instance
     /// block); others print as `$N`.
-    locals: Vec<Option<String>>,
+    locals: Locals,
 }
 
 impl Printer<'_> {
     fn name_local(&mut self, local: u32, name: String) {
-        let i = local as usize;
-        if self.locals.len() <= i {
-            self.locals.resize(i + 1, None);
-        }
-        self.locals[i] = Some(name);
+        self.locals.insert(local, name);
     }
 
     fn local(&self, l: u32) -> String {
-        self.locals.get(l as usize).cloned().flatten().unwrap_or_else(|| format!("${l}"))
+        self.locals.get(&l).cloned().unwrap_or_else(|| format!("${l}"))
     }
 
     pub fn expr(&self, e: &Expr) -> String {
@@ -523,5 +526,5 @@ fn next(p: Prec) -> Prec {
 
 /// Print one expression of `p` (inspect's score line, diff's details).
 pub fn print_expr(p: &Program, e: &Expr) -> String {
-    Printer { p, locals: vec![] }.expr(e)
+    Printer { p, locals: Locals::new() }.expr(e)
 }

@@ -76,7 +76,7 @@ pub fn derive(p: &Program) -> Derived {
         .steps
         .iter()
         .filter_map(|s| match s {
-            Step::Criterion(c) => Some(p.criteria[*c as usize].id.clone()),
+            Step::Criterion(c) => p.criteria.get(*c as usize).map(|c| c.id.clone()),
             Step::Each(e) => Some(format!("{}[]", e.template.id)),
             Step::Gate(_) => None,
         })

@@ -12,6 +12,7 @@ use super::ops::{trap_reason, unscored};
 use super::verdict;
 use super::TraceEvent;
 use crate::engine::{CriterionResult, GateResult, RowResult, Status, TrapInfo, VerdictSource};
+use crate::ir::validate::{MAX_GROUP_DEPTH, MAX_LOCALS};
 use crate::ir::{
     self, AggOp, CriterionDecl, CriterionKind, Expr, ExprKind, GateAction, Member, Policy, Program, SetKind, Step,
     Verifier,
@@ -369,7 +370,9 @@ impl Driver<'_, '_> {
                     }
                 }
                 Step::Criterion(ci) => {
-                    let decl = &p.criteria[*ci as usize];
+                    let Some(decl) = p.criteria.get(*ci as usize) else {
+                        return invalid_program(format!("step {si} evaluates criterion {ci}, which does not exist"));
+                    };
                     let owner = Owner::Criterion(*ci);
                     let mut locals = Vec::new();
                     let r = if let Some(gate) = &stopped {
@@ -381,10 +384,14 @@ impl Driver<'_, '_> {
                     self.decided.criteria[*ci as usize] = Some(r);
                 }
                 Step::Each(e) => {
+                    let (Some(set), true) = (p.sets.get(e.set as usize), e.local < e.locals && e.locals <= MAX_LOCALS)
+                    else {
+                        return invalid_program(format!("step {si} names set {} or local {} wrongly", e.set, e.local));
+                    };
                     let mut locals = vec![Value::Null; e.locals as usize];
-                    self.set_step(format!("criteria {}", p.sets[e.set as usize].name));
+                    let name = &set.name;
+                    self.set_step(format!("criteria {name}"));
                     let list = self.eval(Root::EachList { step: step_no }, &e.list, &mut locals);
-                    let name = &p.sets[e.set as usize].name;
                     let owner = Owner::Each(step_no);
                     let mut out = Vec::new();
                     match list {
@@ -469,7 +476,7 @@ impl Driver<'_, '_> {
         for (si, step) in p.steps.iter().enumerate() {
             match step {
                 Step::Criterion(ci) => {
-                    if let Some(r) = &self.decided.criteria[*ci as usize] {
+                    if let Some(Some(r)) = self.decided.criteria.get(*ci as usize) {
                         result.criteria.push(r.clone());
                     }
                 }
@@ -480,7 +487,7 @@ impl Driver<'_, '_> {
         let policies = group_policies(p);
         for (i, s) in p.sets.iter().enumerate() {
             if s.kind == SetKind::Group {
-                let v = match tree(p, &self.decided, i as u32, policies[i]) {
+                let v = match tree(p, &self.decided, i as u32, policies[i], 0) {
                     Ok(Value::Number(n)) => Some(n),
                     _ => None,
                 };
@@ -520,9 +527,10 @@ impl Driver<'_, '_> {
         };
         // An axis may also come from an `axis:NAME` tag (HealthBench rows carry their axes so).
         let axis = d.axis.clone().or_else(|| tags.iter().find_map(|t| t.strip_prefix("axis:").map(str::to_string)));
+        let judge_name = |j: u32| p.judges.get(j as usize).map_or("?", |j| j.name.as_str());
         let source = match &d.verifier {
-            Verifier::Judge { judge } => format!("judge:{}", p.judges[*judge as usize].name),
-            Verifier::Extract { judge, .. } => format!("extract:{}", p.judges[*judge as usize].name),
+            Verifier::Judge { judge } => format!("judge:{}", judge_name(*judge)),
+            Verifier::Extract { judge, .. } => format!("extract:{}", judge_name(*judge)),
             Verifier::Check { .. } => "check".into(),
             Verifier::Value { .. } => "value".into(),
         };
@@ -548,7 +556,7 @@ impl Driver<'_, '_> {
             evidence: None,
             extracted: None,
             p_yes: None,
-            sets: d.sets.iter().map(|s| p.sets[*s as usize].name.clone()).collect(),
+            sets: d.sets.iter().filter_map(|s| p.sets.get(*s as usize)).map(|s| s.name.clone()).collect(),
         }
     }
 
@@ -593,6 +601,12 @@ impl Driver<'_, '_> {
             {
                 r.status = Status::Skipped;
                 r.reason = Some(NOT_NEEDED.into());
+            }
+            Verifier::Judge { judge } | Verifier::Extract { judge, .. } if p.judges.get(*judge as usize).is_none() => {
+                r.reason = Some(format!("invalid program: judge {judge} does not exist"));
+            }
+            Verifier::Extract { local, .. } if *local >= MAX_LOCALS => {
+                r.reason = Some(format!("invalid program: local {local} is out of range"));
             }
             Verifier::Judge { judge } => {
                 let j = &p.judges[*judge as usize];
@@ -655,17 +669,30 @@ pub fn verdict_value(decided: &Decided, c: u32) -> Value {
     Value::Record(Arc::new(m))
 }
 
-/// The results of a set's criteria, flattened in member order.
-fn members(p: &Program, decided: &Decided, set: u32, out: &mut Vec<CriterionResult>) {
-    for m in &p.sets[set as usize].members {
+/// A row of a program that does not hold together (possible only for a program that was not
+/// validated): unscored, with a `rubric::trap::type` trap that says why.
+fn invalid_program(why: String) -> RowResult {
+    let t = Trap::new(TrapKind::Type, format!("the program is not valid: {why}"));
+    RowResult {
+        unscored_reason: Some(trap_reason(&t)),
+        trap: Some(TrapInfo { code: t.kind.code(), message: t.message, site: None }),
+        ..RowResult::default()
+    }
+}
+
+/// The results of a set's criteria, flattened in member order (members that do not exist, and
+/// sets nested deeper than groups may nest, are left out).
+fn members(p: &Program, decided: &Decided, set: u32, out: &mut Vec<CriterionResult>, depth: usize) {
+    let Some(s) = p.sets.get(set as usize).filter(|_| depth <= MAX_GROUP_DEPTH) else { return };
+    for m in &s.members {
         match m {
             Member::Criterion(c) => {
-                if let Some(r) = &decided.criteria[*c as usize] {
+                if let Some(Some(r)) = decided.criteria.get(*c as usize) {
                     out.push(r.clone());
                 }
             }
-            Member::Each(step) => out.extend(decided.each[*step as usize].iter().cloned()),
-            Member::Set(s) => members(p, decided, *s, out),
+            Member::Each(step) => out.extend(decided.each.get(*step as usize).into_iter().flatten().cloned()),
+            Member::Set(s) => members(p, decided, *s, out, depth + 1),
         }
     }
 }
@@ -684,10 +711,10 @@ pub fn aggregate(
         return Err(Trap::new(TrapKind::Type, format!("unknown set #{set}")));
     }
     if op == AggOp::Tree {
-        return tree(p, decided, set, policy);
+        return tree(p, decided, set, policy, 0);
     }
     let mut all = Vec::new();
-    members(p, decided, set, &mut all);
+    members(p, decided, set, &mut all, 0);
     let name = &p.sets[set as usize].name;
     let mut rs: Vec<(bool, f64, f64, f64)> = Vec::new(); // (met, value, weight, points)
     let mut skipped: Vec<&str> = Vec::new();
@@ -818,12 +845,15 @@ pub fn aggregate(
 
 /// A node's score is Σ(child score × child weight) / Σ(child weight), summed left to right as
 /// PaperBench does. With `skip`, unscored children leave the node.
-fn tree(p: &Program, decided: &Decided, set: u32, policy: Policy) -> Result<Value, Trap> {
+fn tree(p: &Program, decided: &Decided, set: u32, policy: Policy, depth: usize) -> Result<Value, Trap> {
+    let Some(node) = p.sets.get(set as usize).filter(|_| depth <= MAX_GROUP_DEPTH) else {
+        return Err(Trap::new(TrapKind::Type, format!("set {set} is not a group of this program")));
+    };
     let mut num = 0.0;
     let mut den = 0.0;
-    for m in &p.sets[set as usize].members {
+    for m in &node.members {
         let (score, weight): (Option<f64>, f64) = match m {
-            Member::Criterion(c) => match &decided.criteria[*c as usize] {
+            Member::Criterion(c) => match decided.criteria.get(*c as usize).and_then(Option::as_ref) {
                 Some(r) if r.status == Status::Skipped => {
                     decided.demand(&r.id);
                     return Ok(unscored(format!("criterion `{}` is waiting for its verdict", r.id)));
@@ -843,8 +873,8 @@ fn tree(p: &Program, decided: &Decided, set: u32, policy: Policy) -> Result<Valu
                 None => continue,
             },
             Member::Set(s) => {
-                let w = p.sets[*s as usize].weight.unwrap_or(1.0);
-                match tree(p, decided, *s, policy)? {
+                let w = p.sets.get(*s as usize).and_then(|s| s.weight).unwrap_or(1.0);
+                match tree(p, decided, *s, policy, depth + 1)? {
                     Value::Number(n) => (Some(n), w),
                     Value::Unscored(r) => match policy {
                         Policy::Skip => continue,
@@ -854,7 +884,7 @@ fn tree(p: &Program, decided: &Decided, set: u32, policy: Policy) -> Result<Valu
                 }
             }
             Member::Each(step) => {
-                for r in &decided.each[*step as usize] {
+                for r in decided.each.get(*step as usize).into_iter().flatten() {
                     let (s, w) = match r.status {
                         Status::Skipped => {
                             decided.demand(&r.id);
@@ -877,8 +907,7 @@ fn tree(p: &Program, decided: &Decided, set: u32, policy: Policy) -> Result<Valu
         den += weight;
     }
     if den == 0.0 {
-        let name = &p.sets[set as usize].name;
-        return Ok(unscored(format!("no scored children in group `{name}`")));
+        return Ok(unscored(format!("no scored children in group `{}`", node.name)));
     }
     Ok(Value::Number(num / den))
 }
@@ -889,15 +918,28 @@ pub fn group_policies(p: &Program) -> Vec<Policy> {
     let mut declared: Vec<Option<Policy>> = vec![None; p.sets.len()];
     ir::walk(&p.score, &mut |e| {
         if let ExprKind::Aggregate { op: AggOp::Tree, set, policy, .. } = &e.kind {
-            declared[*set as usize].get_or_insert(*policy);
+            if let Some(d) = declared.get_mut(*set as usize) {
+                d.get_or_insert(*policy);
+            }
         }
     });
-    fn down(p: &Program, set: usize, inherited: Option<Policy>, declared: &[Option<Policy>], out: &mut Vec<Policy>) {
-        let here = declared[set].or(inherited);
+    fn down(
+        p: &Program,
+        set: usize,
+        inherited: Option<Policy>,
+        declared: &[Option<Policy>],
+        out: &mut Vec<Policy>,
+        depth: usize,
+    ) {
+        let (Some(s), Some(d)) = (p.sets.get(set), declared.get(set)) else { return };
+        if depth > MAX_GROUP_DEPTH {
+            return;
+        }
+        let here = d.or(inherited);
         out[set] = here.unwrap_or(Policy::Propagate);
-        for m in &p.sets[set].members {
-            if let Member::Set(s) = m {
-                down(p, *s as usize, here, declared, out);
+        for m in &s.members {
+            if let Member::Set(c) = m {
+                down(p, *c as usize, here, declared, out, depth + 1);
             }
         }
     }
@@ -909,7 +951,7 @@ pub fn group_policies(p: &Program) -> Vec<Policy> {
         .collect();
     for i in 0..p.sets.len() {
         if !children.contains(&i) {
-            down(p, i, None, &declared, &mut out);
+            down(p, i, None, &declared, &mut out, 0);
         }
     }
     out

@@ -15,8 +15,9 @@ pub use driver::{aggregate, roots, run_row, verdict_value, Attr, Decided, Evalua
 pub use ops::compare;
 
 use crate::engine::{Engine, RowResult, VerdictSource};
+use crate::ir::validate::MAX_LOCALS;
 use crate::ir::{BinOp, Expr, ExprKind, Program};
-use crate::stdlib::{EvalCtx, Trap};
+use crate::stdlib::{EvalCtx, Trap, TrapKind};
 use crate::value::Value;
 use std::sync::Arc;
 
@@ -77,12 +78,21 @@ struct Walker<'a> {
     inputs: &'a [Value],
     ctx: EvalCtx,
     lets: Vec<Option<Result<Value, Trap>>>,
+    /// Function calls in progress (a validated program's calls form no cycle, so this stays
+    /// below the number of functions).
+    calls: usize,
 }
 
 impl<'a> Walker<'a> {
     fn new(p: &'a Program, inputs: &'a [Value]) -> Walker<'a> {
-        Walker { p, inputs, ctx: EvalCtx::new(), lets: vec![None; p.lets.len()] }
+        Walker { p, inputs, ctx: EvalCtx::new(), lets: vec![None; p.lets.len()], calls: 0 }
     }
+}
+
+/// A trap for an IR that does not hold together (possible only for a program that was not
+/// validated, `ir::validate`).
+fn invalid(why: String) -> Trap {
+    Trap::new(TrapKind::Type, format!("the program is not valid: {why}"))
 }
 
 impl Evaluator for Walker<'_> {
@@ -121,11 +131,16 @@ impl Walk<'_, '_, '_> {
             ExprKind::Input(i) => self.w.inputs.get(*i as usize).cloned().unwrap_or(Value::Null),
             ExprKind::Local(i) => locals.get(*i as usize).cloned().unwrap_or(Value::Null),
             ExprKind::Let(i) => {
-                if let Some(v) = &self.w.lets[*i as usize] {
+                let (Some(slot), Some(decl)) = (self.w.lets.get(*i as usize), p.lets.get(*i as usize)) else {
+                    return Err(invalid(format!("let {i} does not exist")));
+                };
+                if let Some(v) = slot {
                     return v.clone();
                 }
+                // While the let is evaluated, reading it again is a cycle, not a recursion.
+                self.w.lets[*i as usize] = Some(Err(invalid(format!("let `{}` reads itself", decl.name))));
                 let mut fresh = Vec::new();
-                let v = self.eval(&p.lets[*i as usize].value, &mut fresh);
+                let v = self.eval(&decl.value, &mut fresh);
                 self.w.lets[*i as usize] = Some(v.clone());
                 return v;
             }
@@ -207,12 +222,20 @@ impl Walk<'_, '_, '_> {
                 v
             }
             ExprKind::Call { func, args, site } => {
-                let f = &p.functions[*func as usize];
-                let mut frame = vec![Value::Null; (f.locals as usize).max(args.len())];
+                let Some(f) = p.functions.get(*func as usize) else {
+                    return Err(invalid(format!("function {func} does not exist")));
+                };
+                if self.w.calls > p.functions.len() {
+                    return Err(invalid(format!("function `{}` calls itself", f.name)));
+                }
+                let mut frame = vec![Value::Null; (f.locals.min(MAX_LOCALS) as usize).max(args.len())];
                 for (i, a) in args.iter().enumerate() {
                     frame[i] = self.eval(a, locals)?;
                 }
-                let v = self.eval(&f.body, &mut frame)?;
+                self.w.calls += 1;
+                let v = self.eval(&f.body, &mut frame);
+                self.w.calls -= 1;
+                let v = v?;
                 self.note(*site, || v.to_string());
                 v
             }
@@ -231,6 +254,9 @@ impl Walk<'_, '_, '_> {
                     Err(u) => return Ok(u),
                 };
                 let slot = *local as usize;
+                if *local >= MAX_LOCALS {
+                    return Err(invalid(format!("local {local} is out of range")));
+                }
                 if locals.len() <= slot {
                     locals.resize(slot + 1, Value::Null);
                 }

@@ -134,21 +134,30 @@ impl Facts<'_> {
         expr_site(&self.p.score).and_then(|s| self.span(s))
     }
 
-    /// Static criteria of a set, recursively; `None` when it holds per-instance criteria.
+    /// Static criteria of a set, recursively; `false` when it holds per-instance criteria.
     fn static_members(&self, set: u32, out: &mut Vec<u32>) -> bool {
+        self.static_members_within(set, out, 0)
+    }
+
+    /// `static_members`, at most as deep as groups may nest (a set that is not a tree, or an
+    /// index out of range, counts as not static: nothing is proved about it).
+    fn static_members_within(&self, set: u32, out: &mut Vec<u32>, depth: usize) -> bool {
+        let Some(s) = self.p.sets.get(set as usize).filter(|_| depth <= crate::ir::validate::MAX_GROUP_DEPTH) else {
+            return false;
+        };
         let mut all_static = true;
-        for m in &self.p.sets[set as usize].members {
+        for m in &s.members {
             match m {
-                Member::Criterion(c) => out.push(*c),
-                Member::Set(s) => all_static &= self.static_members(*s, out),
-                Member::Each(_) => all_static = false,
+                Member::Criterion(c) if (*c as usize) < self.p.criteria.len() => out.push(*c),
+                Member::Set(s) => all_static &= self.static_members_within(*s, out, depth + 1),
+                Member::Criterion(_) | Member::Each(_) => all_static = false,
             }
         }
         all_static
     }
 
     fn points_of(&self, c: u32) -> Option<f64> {
-        match &self.p.criteria[c as usize].points {
+        match &self.p.criteria.get(c as usize)?.points {
             None => Some(0.0),
             Some(e) => e.as_number(),
         }
@@ -401,8 +410,8 @@ impl Facts<'_> {
         let mut used_crit = vec![false; self.p.criteria.len()];
         let visit = |e: &Expr, us: &mut Vec<bool>, uc: &mut Vec<bool>| {
             walk(e, &mut |x| match &x.kind {
-                ExprKind::Aggregate { set, .. } => us[*set as usize] = true,
-                ExprKind::Criterion(c) => uc[*c as usize] = true,
+                ExprKind::Aggregate { set, .. } => mark(us, *set),
+                ExprKind::Criterion(c) => mark(uc, *c),
                 _ => {}
             })
         };
@@ -414,7 +423,8 @@ impl Facts<'_> {
                     visit(&g.value, &mut used_sets, &mut used_crit);
                 }
                 Step::Criterion(c) => {
-                    if let Verifier::Check { expr } | Verifier::Value { expr } = &self.p.criteria[*c as usize].verifier
+                    if let Some(Verifier::Check { expr } | Verifier::Value { expr }) =
+                        self.p.criteria.get(*c as usize).map(|c| &c.verifier)
                     {
                         visit(expr, &mut used_sets, &mut used_crit);
                     }
@@ -434,24 +444,17 @@ impl Facts<'_> {
                     continue;
                 }
                 for m in &s.members {
-                    match m {
-                        Member::Criterion(c) if !used_crit[*c as usize] => {
-                            used_crit[*c as usize] = true;
-                            changed = true;
-                        }
-                        Member::Set(x) if !used_sets[*x as usize] => {
-                            used_sets[*x as usize] = true;
-                            changed = true;
-                        }
-                        Member::Each(step) => {
-                            if let Step::Each(e) = &self.p.steps[*step as usize] {
-                                if !used_sets[e.set as usize] {
-                                    used_sets[e.set as usize] = true;
-                                    changed = true;
-                                }
-                            }
-                        }
-                        _ => {}
+                    let (flags, x) = match m {
+                        Member::Criterion(c) => (&mut used_crit, *c),
+                        Member::Set(x) => (&mut used_sets, *x),
+                        Member::Each(step) => match self.p.steps.get(*step as usize) {
+                            Some(Step::Each(e)) => (&mut used_sets, e.set),
+                            _ => continue,
+                        },
+                    };
+                    if flags.get(x as usize) == Some(&false) {
+                        flags[x as usize] = true;
+                        changed = true;
                     }
                 }
             }
@@ -472,12 +475,12 @@ impl Facts<'_> {
         }
         for step in &self.p.steps {
             if let Step::Each(e) = step {
-                if !used_sets[e.set as usize] {
+                if used_sets.get(e.set as usize) == Some(&false) {
                     if let Some(span) = self.span(e.template.site) {
                         self.out.push(
                             Diagnostic::warning(
                                 "rubric::facts::unused_criterion",
-                                format!("criteria `{}` do not affect the score", self.p.sets[e.set as usize].name),
+                                format!("criteria `{}` do not affect the score", e.template.id),
                             )
                             .with_label(span, "unused"),
                         );
@@ -485,6 +488,13 @@ impl Facts<'_> {
                 }
             }
         }
+    }
+}
+
+/// Set flag `i`, if there is one.
+fn mark(flags: &mut [bool], i: u32) {
+    if let Some(f) = flags.get_mut(i as usize) {
+        *f = true;
     }
 }
 
