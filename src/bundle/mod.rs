@@ -14,8 +14,11 @@ pub mod diff;
 mod manifest;
 
 pub use describe::{describe, Description};
-pub use manifest::{EntryPoint, FileEntry, Manifest, OutputView, SourceEntry, SourceMapFile, FORMAT_NAME};
+pub use manifest::{
+    derive, Derived, EntryPoint, FileEntry, Manifest, OutputView, SourceEntry, SourceMapFile, FORMAT_NAME,
+};
 
+use crate::ir::validate::{self, Intrinsics};
 use crate::ir::{Program, IR_VERSION};
 use crate::source::SourceMap;
 use container::Entry;
@@ -89,7 +92,17 @@ impl std::fmt::Display for BundleError {
 
 impl std::error::Error for BundleError {}
 
-/// What a reader accepts.
+/// The largest bundle a reader accepts (and `build` writes), in bytes.
+pub const MAX_BYTES: u64 = 64 << 20;
+
+/// The function that compiles a program to its portable Wasm module (the runtime's
+/// `backend::wasm::compile_module`): a bundle's `module.wasm` must be exactly its output.
+pub type CompileModule = fn(&Program) -> Result<Vec<u8>, String>;
+
+/// What a reader accepts, and what it checks a bundle against: the runtime's Wasm ABI, its
+/// intrinsic catalogue (the IR is validated against it) and its Wasm compiler (the stored
+/// module must be what it produces from the IR). `bundle` needs only `ir`, so the runtime
+/// hands the last two in.
 #[derive(Debug, Clone, Copy)]
 pub struct Limits {
     /// Largest bundle file, in bytes.
@@ -100,12 +113,23 @@ pub struct Limits {
     pub max_manifest_bytes: usize,
     /// Newest Wasm ABI the runtime implements.
     pub wasm_abi_version: u32,
+    /// The intrinsics the runtime implements.
+    pub intrinsics: &'static dyn Intrinsics,
+    /// The runtime's Wasm compiler.
+    pub compile_module: CompileModule,
 }
 
 impl Limits {
-    /// 64 MiB, 1024 entries, a 1 MiB manifest, and the given Wasm ABI.
-    pub fn new(wasm_abi_version: u32) -> Limits {
-        Limits { max_bytes: 64 << 20, max_entries: 1024, max_manifest_bytes: 1 << 20, wasm_abi_version }
+    /// 64 MiB, 1024 entries, a 1 MiB manifest, and the runtime's ABI, intrinsics and compiler.
+    pub fn new(wasm_abi_version: u32, intrinsics: &'static dyn Intrinsics, compile_module: CompileModule) -> Limits {
+        Limits {
+            max_bytes: MAX_BYTES,
+            max_entries: 1024,
+            max_manifest_bytes: 1 << 20,
+            wasm_abi_version,
+            intrinsics,
+            compile_module,
+        }
     }
 }
 
@@ -316,7 +340,7 @@ pub fn build(input: &BuildInput<'_>) -> Result<Built, BundleError> {
     entries.extend(files);
     entries.push(Entry { name: MANIFEST_HASH.into(), data: format!("{hash}\n").into_bytes() });
     let bytes = container::write(&entries);
-    let limit = Limits::new(input.wasm_abi_version).max_bytes;
+    let limit = MAX_BYTES;
     if bytes.len() as u64 > limit {
         return Err(BundleError::new(
             CODE_TOO_LARGE,
@@ -571,25 +595,15 @@ pub fn load_bytes(bytes: &[u8], limits: &Limits) -> Result<Bundle, BundleError> 
         }
     }
 
-    // 5. the IR: strict, canonical, and what the manifest says it is.
+    // 5. the IR: strict, valid, canonical, and what the manifest says it is.
     let ir = &find(&entries, IR_FILE).expect("checked above").data;
-    let program: Program =
-        parse_ir(ir).map_err(|e| BundleError::new(CODE_IR, format!("`{IR_FILE}` is not a valid IR program: {e}")))?;
-    if program.ir_version != IR_VERSION {
-        return Err(BundleError::new(
-            CODE_IR_VERSION,
-            format!("`{IR_FILE}` has IR version {}, this rubric reads version {IR_VERSION}", program.ir_version),
-        ));
-    }
-    if program.canonical_bytes() != *ir {
-        return Err(BundleError::new(CODE_IR, format!("`{IR_FILE}` is not in canonical form")));
-    }
+    let program = read_ir(ir, limits.intrinsics)?;
     if let Some(field) = manifest.disagreement(&manifest::derive(&program)) {
         return Err(BundleError::new(CODE_MANIFEST, format!("the manifest's `{field}` does not match `{IR_FILE}`"))
             .with_help("the manifest was edited after the bundle was built; rebuild it from its source"));
     }
 
-    // 6. the module and the source map.
+    // 6. the module: the one this runtime compiles from the IR, so it is never trusted.
     let wasm = find(&entries, WASM_FILE).expect("checked above").data.clone();
     match module_abi(&wasm) {
         Ok(v) if v == manifest.wasm_abi_version => {}
@@ -604,6 +618,24 @@ pub fn load_bytes(bytes: &[u8], limits: &Limits) -> Result<Bundle, BundleError> 
         }
         Err(m) => return Err(BundleError::new(CODE_WASM, format!("`{WASM_FILE}` is unusable: {m}"))),
     }
+    let compiled = (limits.compile_module)(&program)
+        .map_err(|e| BundleError::new(CODE_WASM, format!("`{IR_FILE}` does not compile to Wasm: {e}")))?;
+    if compiled != wasm {
+        return Err(BundleError::new(
+            CODE_WASM,
+            format!(
+                "`{WASM_FILE}` is not the module `{IR_FILE}` compiles to: it has {} bytes and hash {}, the \
+                 compiler gives {} bytes and {}",
+                wasm.len(),
+                sha256(&wasm),
+                compiled.len(),
+                sha256(&compiled)
+            ),
+        )
+        .with_help("the module was replaced after the bundle was built; rebuild the bundle from its source"));
+    }
+
+    // 7. the source map.
     let sm_bytes = &find(&entries, SOURCE_MAP_FILE).expect("checked above").data;
     let source_map: SourceMapFile = serde_json::from_slice(sm_bytes)
         .map_err(|e| BundleError::new(CODE_SOURCE_MAP, format!("`{SOURCE_MAP_FILE}` is invalid: {e}")))?;
@@ -669,14 +701,68 @@ fn check_source_map(
     Ok(out)
 }
 
-/// The IR as canonical JSON → a program. Expressions nest as deep as the parser allows (1,500
-/// levels, several JSON levels each), past serde_json's default limit of 128: the limit is off
-/// and the recursion grows its stack on the heap (the bundle's size bounds the depth).
-fn parse_ir(ir: &[u8]) -> Result<Program, serde_json::Error> {
-    use serde::Deserialize;
-    let mut de = serde_json::Deserializer::from_slice(ir);
-    de.disable_recursion_limit();
-    let program = Program::deserialize(serde_stacker::Deserializer::new(&mut de))?;
-    de.end()?;
-    Ok(program)
+/// The IR as canonical JSON → a validated program (step 5 of `docs/bundle-format.md`): not
+/// deeper than `validate::MAX_JSON_DEPTH` (checked on the bytes, before anything is built), a
+/// strict parse, the IR version, `validate::validate` against the runtime's intrinsics, and
+/// canonical form. Expressions nest as deep as the parser allows (several JSON levels each),
+/// past serde_json's default limit of 128: the limit is off and the parse grows its stack on
+/// the heap. The whole of it runs on a stack segment of its own, so that a program rejected
+/// for its depth is also dropped there (dropping a tree recurses once per level).
+fn read_ir(ir: &[u8], intrinsics: &dyn Intrinsics) -> Result<Program, BundleError> {
+    let invalid = |m: String| {
+        BundleError::new(CODE_IR, format!("`{IR_FILE}` is not a valid IR program: {m}")).with_help(
+            "the IR was edited after it was compiled (anyone can recompute a bundle's hashes); rebuild the \
+             bundle from its source",
+        )
+    };
+    if let Some(at) = json_too_deep(ir, validate::MAX_JSON_DEPTH) {
+        return Err(invalid(format!("it nests deeper than {} levels (at byte {at})", validate::MAX_JSON_DEPTH)));
+    }
+    stacker::grow(64 << 20, || {
+        use serde::Deserialize;
+        let mut de = serde_json::Deserializer::from_slice(ir);
+        de.disable_recursion_limit();
+        let program = Program::deserialize(serde_stacker::Deserializer::new(&mut de))
+            .and_then(|p| de.end().map(|()| p))
+            .map_err(|e| invalid(e.to_string()))?;
+        if program.ir_version != IR_VERSION {
+            return Err(BundleError::new(
+                CODE_IR_VERSION,
+                format!("`{IR_FILE}` has IR version {}, this rubric reads version {IR_VERSION}", program.ir_version),
+            ));
+        }
+        validate::validate(&program, intrinsics).map_err(|e| invalid(e.to_string()))?;
+        if program.canonical_bytes() != *ir {
+            return Err(BundleError::new(CODE_IR, format!("`{IR_FILE}` is not in canonical form")));
+        }
+        Ok(program)
+    })
+}
+
+/// The byte offset at which JSON text first nests deeper than `limit` arrays and objects.
+fn json_too_deep(json: &[u8], limit: usize) -> Option<usize> {
+    let (mut depth, mut in_string, mut escaped) = (0usize, false, false);
+    for (i, b) in json.iter().enumerate() {
+        if in_string {
+            match b {
+                _ if escaped => escaped = false,
+                b'\\' => escaped = true,
+                b'"' => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        match b {
+            b'"' => in_string = true,
+            b'[' | b'{' => {
+                depth += 1;
+                if depth > limit {
+                    return Some(i);
+                }
+            }
+            b']' | b'}' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    None
 }

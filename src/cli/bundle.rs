@@ -26,9 +26,11 @@ fn wasm_module(p: &Program) -> Result<Vec<u8>, String> {
     crate::backend::wasm::compile_module(p)
 }
 
-/// The limits bundles are loaded with.
+/// The limits bundles are loaded with, and what they are checked against: this build's Wasm
+/// ABI, its intrinsic catalogue (`ir.json` is validated against it) and its Wasm compiler
+/// (`module.wasm` must be what it produces from `ir.json`).
 pub fn limits() -> Limits {
-    Limits::new(WASM_ABI_VERSION)
+    Limits::new(WASM_ABI_VERSION, &crate::types::CATALOGUE, wasm_module)
 }
 
 /// A rubric as a command uses it: compiled from source, or loaded from a verified bundle.
@@ -140,6 +142,12 @@ fn human_size(n: u64) -> String {
 /// Build the bundle of a compiled rubric (its program must be present).
 pub fn build_compiled(c: &Compiled, with_sources: bool) -> Result<bundle::Built, BundleError> {
     let program = c.program.as_ref().expect("build_compiled needs a program");
+    // What a reader will check: a program that does not validate is a compiler bug, caught
+    // here rather than by whoever loads the bundle.
+    crate::ir::validate::validate(program, &crate::types::CATALOGUE).map_err(|e| {
+        BundleError::new(bundle::CODE_IR, format!("the compiled program is not valid IR: {e}"))
+            .with_help("this is a bug in the compiler; please report the rubric")
+    })?;
     let wasm = wasm_module(program)
         .map_err(|e| BundleError::new(bundle::CODE_WASM, format!("cannot compile the rubric to Wasm: {e}")))?;
     let input = bundle::BuildInput {
