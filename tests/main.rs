@@ -5,6 +5,7 @@ mod cli;
 mod common;
 mod conformance;
 mod conformance_data;
+mod contained;
 mod engine_props;
 #[cfg(feature = "models")]
 mod gpu;

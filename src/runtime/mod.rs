@@ -13,13 +13,15 @@ pub mod verdicts;
 pub use bind::{bind_row, BindError};
 pub use verdicts::VerdictFile;
 
-use crate::engine::{Engine, RowResult};
+use crate::engine::{Engine, RowResult, TrapInfo, VerdictSource};
 use crate::ir::Program;
+use crate::stdlib::TrapKind;
 use crate::value::Value;
 use rayon::prelude::*;
 use serde_json::{json, Map, Value as Json};
 use std::fs::{File, OpenOptions};
 use std::io::{BufRead, BufReader, BufWriter, Seek, SeekFrom, Write};
+use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::Path;
 
 /// Rows evaluated together; memory is bounded by one chunk of rows and results.
@@ -78,7 +80,50 @@ fn row_id(row: &Json) -> Option<Json> {
     row.get("id").filter(|v| v.is_string() || v.is_number()).cloned()
 }
 
-/// Evaluate one parsed line into its output record.
+/// The text of a caught panic's payload.
+pub fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+    payload
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "a panic without a message".into())
+}
+
+/// An engine whose rows cannot panic: a panic anywhere while a row is evaluated (the engine,
+/// the step driver, an intrinsic) is caught at the row and becomes a result with the
+/// `rubric::trap::internal` trap, which [`finish_record`] writes as that row's error record.
+/// The other rows of the batch go on, and nothing unwinds into rayon (which aborts the
+/// process on a panic that escapes a spawned task). Every batch path of this module evaluates
+/// through it.
+pub struct Contained<'e>(pub &'e dyn Engine);
+
+impl Engine for Contained<'_> {
+    fn name(&self) -> &'static str {
+        self.0.name()
+    }
+
+    fn evaluate(&self, program: &Program, inputs: &[Value], verdicts: &dyn VerdictSource) -> RowResult {
+        // Every engine starts each row from fresh per-row state (the Wasm engine resets its
+        // store's fuel, deadline and value table), so the rows after a caught panic are
+        // evaluated as any other.
+        catch_unwind(AssertUnwindSafe(|| self.0.evaluate(program, inputs, verdicts)))
+            .unwrap_or_else(|payload| internal_result(&panic_message(&*payload)))
+    }
+}
+
+/// The result of a row whose evaluation panicked.
+fn internal_result(message: &str) -> RowResult {
+    let message =
+        format!("evaluating the row panicked (a bug; please report it with the rubric and the row): {message}");
+    RowResult {
+        unscored_reason: Some(format!("{}: {message}", TrapKind::Internal.code())),
+        trap: Some(TrapInfo { code: TrapKind::Internal.code(), message, site: None }),
+        ..RowResult::default()
+    }
+}
+
+/// Evaluate one parsed line into its output record. A panic while the row is bound or
+/// evaluated becomes its `rubric::trap::internal` error record.
 pub fn score_line(
     engine: &dyn Engine,
     program: &Program,
@@ -87,13 +132,30 @@ pub fn score_line(
     line: &str,
     verdicts: Option<&VerdictFile>,
 ) -> Json {
-    match prepare_line(program, ident, index, line, verdicts) {
+    match prepare_contained(program, ident, index, line, verdicts) {
         Ok(row) => {
-            let result = engine.evaluate(program, &row.inputs, &row.verdicts);
+            let result = Contained(engine).evaluate(program, &row.inputs, &row.verdicts);
             finish_record(row.out, ident, engine.name(), &result)
         }
         Err(record) => record,
     }
+}
+
+/// [`prepare_line`], with a panic (while an input's default is evaluated, say) turned into the
+/// row's `rubric::trap::internal` error record.
+fn prepare_contained(
+    program: &Program,
+    ident: &Identity,
+    index: usize,
+    line: &str,
+    verdicts: Option<&VerdictFile>,
+) -> Result<PreparedRow, Json> {
+    catch_unwind(AssertUnwindSafe(|| prepare_line(program, ident, index, line, verdicts))).unwrap_or_else(|payload| {
+        let mut out = Map::new();
+        out.insert("row".into(), json!(index));
+        let message = format!("binding the row panicked (a bug; please report it): {}", panic_message(&*payload));
+        Err(error_record(out, ident, TrapKind::Internal.code(), message))
+    })
 }
 
 /// A parsed and bound row, ready to evaluate: its output record so far (`row`, `id`), its
@@ -229,7 +291,12 @@ fn error_record(mut out: Map<String, Json>, ident: &Identity, code: &str, messag
     Json::Object(out)
 }
 
+/// The record of an evaluated row; a row whose evaluation panicked ([`Contained`]) gets its
+/// `rubric::trap::internal` error record instead.
 pub fn finish_record(mut out: Map<String, Json>, ident: &Identity, engine: &str, result: &RowResult) -> Json {
+    if let Some(t) = result.trap.as_ref().filter(|t| t.code == TrapKind::Internal.code()) {
+        return error_record(out, ident, t.code, t.message.clone());
+    }
     stamp(&mut out, ident);
     out.insert("engine".into(), json!(engine));
     out.extend(result.to_json());
@@ -532,8 +599,9 @@ fn score_chunk_results(
     numeric: Option<&dyn ChunkNumeric>,
 ) -> Vec<Json> {
     let prepared: Vec<Result<PreparedRow, Json>> =
-        chunk.par_iter().map(|(i, line)| prepare_line(program, ident, *i, line, verdicts)).collect();
+        chunk.par_iter().map(|(i, line)| prepare_contained(program, ident, *i, line, verdicts)).collect();
     let mut outs = Vec::new();
+    let engine = &Contained(engine);
     let (mut results, models): (Vec<RowResult>, Vec<ModelsByCriterion>) = match judges {
         Some(judges) => {
             let rows = prepared.iter().flatten().map(|r| (r.inputs.clone(), r.verdicts.clone())).collect();
@@ -547,8 +615,15 @@ fn score_chunk_results(
         }
     };
     if let Some(n) = numeric {
-        if let Err(e) = n.finish_chunk(program, &mut results) {
-            numeric_warning(&e);
+        // All or nothing: a failure, or a panic, leaves the chunk's scalar results.
+        let scalar = results.clone();
+        match catch_unwind(AssertUnwindSafe(|| n.finish_chunk(program, &mut results))) {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => numeric_warning(&e),
+            Err(payload) => {
+                results = scalar;
+                numeric_warning(&format!("it panicked: {}", panic_message(&*payload)));
+            }
         }
     }
     let mut evaluated = results.into_iter().zip(models);

@@ -180,16 +180,24 @@ async fn score(State(state): State<Shared>, body: Result<Bytes, BytesRejection>)
     let group_field = req.groups;
     let job = move || {
         let s = &state.rubrics[which];
-        let records = runtime::score_batch(
-            s.engine.as_ref(),
-            s.program,
-            &s.ident,
-            &lines,
-            None,
-            state.judges.as_deref(),
-            group_field.as_deref(),
-        );
-        let _ = tx.send(serde_json::to_vec(&json!({ "results": records })));
+        // A row that panics is contained at the row (its error record); anything else that
+        // panics fails this request with a 500, and never unwinds into rayon, which would
+        // abort the server.
+        let scored = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let records = runtime::score_batch(
+                s.engine.as_ref(),
+                s.program,
+                &s.ident,
+                &lines,
+                None,
+                state.judges.as_deref(),
+                group_field.as_deref(),
+            );
+            serde_json::to_vec(&json!({ "results": records })).map_err(|e| e.to_string())
+        }));
+        let _ = tx.send(scored.unwrap_or_else(|payload| {
+            Err(format!("scoring the request panicked: {}", runtime::panic_message(&*payload)))
+        }));
     };
     // Not on a tokio blocking thread: judge dispatch blocks on its own runtime, which tokio
     // forbids inside a runtime's context. With judges, a thread of its own, so that a request
@@ -211,7 +219,7 @@ async fn score(State(state): State<Shared>, body: Result<Bytes, BytesRejection>)
             state.metrics.add_rows(n);
             ([(header::CONTENT_TYPE, HeaderValue::from_static("application/json"))], bytes).into_response()
         }
-        Ok(Ok(Err(e))) => error(StatusCode::INTERNAL_SERVER_ERROR, "rubric::serve::internal", e.to_string()),
+        Ok(Ok(Err(e))) => error(StatusCode::INTERNAL_SERVER_ERROR, "rubric::serve::internal", e),
         Ok(Err(_)) => error(StatusCode::INTERNAL_SERVER_ERROR, "rubric::serve::internal", "scoring stopped"),
         Err(_) => error(
             StatusCode::SERVICE_UNAVAILABLE,

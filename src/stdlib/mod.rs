@@ -68,6 +68,9 @@ pub enum TrapKind {
     Limit,
     /// A local model that is not configured, does not load or fails (embedding verifiers).
     Model,
+    /// A panic while a row was evaluated (a bug), caught at the row boundary by the runtime:
+    /// the row gets an error record with this code, and the batch goes on.
+    Internal,
 }
 
 impl TrapKind {
@@ -82,6 +85,7 @@ impl TrapKind {
             TrapKind::Type => "rubric::trap::type",
             TrapKind::Limit => "rubric::trap::limit",
             TrapKind::Model => "rubric::trap::model",
+            TrapKind::Internal => "rubric::trap::internal",
         }
     }
 }
