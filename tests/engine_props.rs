@@ -3,7 +3,8 @@
 //! unscored, a gate, an `each` block, aggregations with every unscored policy, arithmetic that
 //! divides by zero and indexes out of range — is scored on random rows by every engine of this
 //! build (the interpreter, Wasm, the JIT), and every engine's `RowResult` must equal the
-//! interpreter's exactly (`Debug`, so every float and NaN).
+//! interpreter's exactly (`Debug`, so every float and NaN). Every generated program also passes
+//! the IR validator (`ir::validate`) that bundles are loaded with.
 
 use proptest::prelude::*;
 use proptest::sample::select;
@@ -297,6 +298,9 @@ proptest! {
         // always 0) may still reject one.
         prop_assert!(errors.iter().all(|e| e.starts_with("rubric::facts::")), "{:?}\n{}", errors, c.src);
         let Some(p) = compiled.program else { return Err(TestCaseError::reject("rejected by a static fact")) };
+        // Whatever the checker produces, the bundle reader's validator accepts.
+        let valid = rubric::ir::validate::validate(&p, &rubric::types::CATALOGUE);
+        prop_assert!(valid.is_ok(), "{}\n{}", valid.unwrap_err(), c.src);
         for (row, verdicts) in &c.rows {
             let inputs = bind_row(&p, row).map_err(|e| TestCaseError::fail(format!("{e}: {row}")))?;
             let a = exact(&Interpreter.evaluate(&p, &inputs, verdicts));

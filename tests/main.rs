@@ -7,6 +7,7 @@ mod conformance;
 mod conformance_data;
 mod contained;
 mod engine_props;
+mod forged;
 #[cfg(feature = "models")]
 mod gpu;
 mod ifeval;
