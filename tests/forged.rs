@@ -329,9 +329,8 @@ fn forge(case: &Case, ir: Vec<u8>) -> Vec<u8> {
     manifest["ir_hash"] = Json::String(bundle::sha256(&ir));
     es[1].data = ir;
     es[3].data = serde_json::to_vec(&source_map).unwrap();
-    for i in 1..4 {
-        let (name, data) = (es[i].name.clone(), es[i].data.clone());
-        set_file(&mut manifest, &name, &data);
+    for e in &es[1..4] {
+        set_file(&mut manifest, &e.name, &e.data);
     }
     let mut mbytes = serde_json::to_vec_pretty(&manifest).unwrap();
     mbytes.push(b'\n');

@@ -52,9 +52,12 @@ pub struct Catalogue;
 /// The catalogue every loaded program is validated against.
 pub static CATALOGUE: Catalogue = Catalogue;
 
+/// An intrinsic's parameter types and result type.
+type Signature = (Vec<Type>, Type);
+
 impl crate::ir::validate::Intrinsics for Catalogue {
     fn signature(&self, name: &str, overload: u32) -> Option<(&[Type], &Type)> {
-        static TYPES: OnceLock<Vec<Option<(Vec<Type>, Type)>>> = OnceLock::new();
+        static TYPES: OnceLock<Vec<Option<Signature>>> = OnceLock::new();
         let table = TYPES.get_or_init(|| {
             (0..stdlib::intrinsics().len())
                 .map(|i| {
