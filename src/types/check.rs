@@ -2313,7 +2313,7 @@ impl<'a> Checker<'a> {
             match s {
                 Some(x) => out.push(x),
                 None => match &params[i].2 {
-                    Some(d) => out.push(d.clone()),
+                    Some(d) => out.push(inline_default(d, scope)),
                     None => {
                         self.err(
                             "rubric::type::bad_arguments",
@@ -2515,6 +2515,58 @@ fn match_sig(
         }
     }
     Ok((out, subst(&sig.ret, &bindings)))
+}
+
+/// A parameter's default (elaborated once, in its function's own scope) inlined at a call: its
+/// binders (`map(xs, x => ...)`...) get fresh locals of the caller's scope, so that they
+/// neither clash with the caller's locals nor fall outside the caller's local count.
+fn inline_default(default: &Expr, scope: &mut Scope) -> Expr {
+    fn rebase(e: &mut Expr, scope: &mut Scope, renamed: &mut Vec<(u32, u32)>) {
+        stacker::maybe_grow(128 * 1024, 4 * 1024 * 1024, || match &mut e.kind {
+            ExprKind::Local(l) => {
+                if let Some((_, fresh)) = renamed.iter().rev().find(|(old, _)| old == l) {
+                    *l = *fresh;
+                }
+            }
+            ExprKind::HigherOrder { list, local, body, .. } => {
+                rebase(list, scope, renamed);
+                // A name no identifier has: the binder is visible only through `renamed`.
+                let fresh = scope.push("", Type::Any);
+                renamed.push((*local, fresh));
+                *local = fresh;
+                rebase(body, scope, renamed);
+                renamed.pop();
+                scope.pop();
+            }
+            ExprKind::Const(_) | ExprKind::Input(_) | ExprKind::Let(_) | ExprKind::Criterion(_) => {}
+            ExprKind::List(xs) => xs.iter_mut().for_each(|x| rebase(x, scope, renamed)),
+            ExprKind::Record(fs) => fs.iter_mut().for_each(|(_, x)| rebase(x, scope, renamed)),
+            ExprKind::Field { base, .. } | ExprKind::Unary { arg: base, .. } => rebase(base, scope, renamed),
+            ExprKind::Index { base, index, .. } => {
+                rebase(base, scope, renamed);
+                rebase(index, scope, renamed);
+            }
+            ExprKind::Binary { lhs, rhs, .. } => {
+                rebase(lhs, scope, renamed);
+                rebase(rhs, scope, renamed);
+            }
+            ExprKind::Compare { first, rest } => {
+                rebase(first, scope, renamed);
+                rest.iter_mut().for_each(|(_, x)| rebase(x, scope, renamed));
+            }
+            ExprKind::If { cond, then, els } => {
+                rebase(cond, scope, renamed);
+                rebase(then, scope, renamed);
+                rebase(els, scope, renamed);
+            }
+            ExprKind::Intrinsic { args, .. } | ExprKind::Call { args, .. } | ExprKind::Aggregate { args, .. } => {
+                args.iter_mut().for_each(|x| rebase(x, scope, renamed))
+            }
+        })
+    }
+    let mut e = default.clone();
+    rebase(&mut e, scope, &mut Vec::new());
+    e
 }
 
 /// Every criterion id declared in a file, at any depth.
