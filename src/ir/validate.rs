@@ -18,7 +18,8 @@
 //!   the engines assume it, and strings, vectors and counts have sane sizes.
 //!
 //! The first problem found is returned with its path (`criteria[3].verifier.judge: judge 7
-//! does not exist (the program has 2)`). The rules are listed in `docs/bundle-format.md`.
+//! does not exist (the program has 2 judges)`). The rules are listed in
+//! `docs/bundle-format.md`.
 //!
 //! The intrinsic catalogue comes from outside (`Intrinsics`), so that `ir` depends on nothing:
 //! `types` implements it over `stdlib`.
