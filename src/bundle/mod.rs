@@ -357,7 +357,7 @@ pub struct Bundle {
     pub hash: String,
     pub manifest: Manifest,
     pub program: Program,
-    /// The portable Wasm module, as built.
+    /// The portable Wasm module: byte for byte what this runtime compiles from `program`.
     pub wasm: Vec<u8>,
     pub source_map: SourceMapFile,
     /// Bundled sources, `(module, text)`, in source-map order; empty unless built with them.
@@ -701,7 +701,7 @@ fn check_source_map(
     Ok(out)
 }
 
-/// The IR as canonical JSON → a validated program (step 5 of `docs/bundle-format.md`): not
+/// The IR as canonical JSON → a validated program (step 7 of `docs/bundle-format.md`): not
 /// deeper than `validate::MAX_JSON_DEPTH` (checked on the bytes, before anything is built), a
 /// strict parse, the IR version, `validate::validate` against the runtime's intrinsics, and
 /// canonical form. Expressions nest as deep as the parser allows (several JSON levels each),
