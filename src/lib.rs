@@ -13,6 +13,7 @@ pub mod interp;
 pub mod ir;
 #[cfg(feature = "judges")]
 pub mod judge;
+pub mod meter;
 #[cfg(feature = "models")]
 pub mod models;
 #[cfg(feature = "models")]

@@ -637,7 +637,8 @@ fn cli_build_inspect_run_and_test_a_bundle() {
     let j: Json = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(j["kind"], "source");
 
-    // run: the same lines as the source, each with the bundle hash
+    // run: the same lines as the source, each with the bundle hash; the bundle on the Wasm
+    // engine (the sandbox, by default), the source on the interpreter
     let from_bundle = dir.path("b.jsonl");
     let from_source = dir.path("s.jsonl");
     let (inputs, verdicts) = (ex.join("inputs.jsonl"), ex.join("verdicts.jsonl"));
@@ -656,6 +657,14 @@ fn cli_build_inspect_run_and_test_a_bundle() {
         assert_eq!(x["bundle"], Json::String(hash.clone()), "{x}");
         assert!(x["rubric"].is_string() && x["version"].is_string() && x["ir_hash"].is_string());
         x.as_object_mut().unwrap().remove("bundle");
+        // Error records (a row that does not bind) name no engine.
+        if y.get("error").is_none() {
+            assert_eq!(x["engine"], "wasm", "{x}");
+            assert_eq!(y["engine"], "interp", "{y}");
+        }
+        x.as_object_mut().unwrap().remove("engine");
+        let mut y = y;
+        y.as_object_mut().unwrap().remove("engine");
         assert_eq!(x, y);
     }
     // resume from a bundle

@@ -16,6 +16,11 @@ use rubric::runtime::{self, ChunkJudge, Identity, VerdictFile};
 use serde_json::Value as Json;
 use std::path::Path;
 
+// The system allocator, counted per row so that the sandbox's memory limit covers every
+// allocation of a bundle's rows (`rubric::meter`).
+#[global_allocator]
+static GLOBAL: rubric::meter::Counting<std::alloc::System> = rubric::meter::Counting(std::alloc::System);
+
 /// A loaded rubric, the engine it runs on and, when judges are configured, the dispatcher that
 /// asks them (one per loaded rubric: its in-memory deduplication, limits and counters).
 #[pyclass(frozen, module = "rubric._rubric", name = "NativeRubric")]
@@ -39,7 +44,7 @@ impl NativeRubric {
     /// Every line's record, in order (grouped and annotated when `group_field` is set).
     fn records(&self, lines: Vec<String>, group_field: Option<&str>, verdicts: Option<&VerdictFile>) -> Vec<Json> {
         let program = self.loaded.program();
-        let engine = self.engine.engine_for(program);
+        let engine = self.engine.engine_for(program, rubric::stdlib::Limits::DEFAULT);
         let lines: Vec<(usize, String)> = lines.into_iter().enumerate().collect();
         runtime::score_batch(
             engine.as_ref(),

@@ -37,6 +37,7 @@ use crate::engine::Engine;
 use crate::interp::Interpreter;
 use crate::runtime::{self, RunOptions, VerdictFile};
 use crate::source::SourceMap;
+use crate::stdlib::Limits;
 use crate::types::{compile_path, Compiled};
 use clap::{Parser, Subcommand, ValueEnum};
 use std::io::{IsTerminal, Write};
@@ -75,22 +76,86 @@ pub enum EngineKind {
 }
 
 impl EngineKind {
-    pub fn engine(self) -> Box<dyn Engine> {
+    /// This engine, the Wasm engine under `limits`.
+    pub fn engine(self, limits: Limits) -> Box<dyn Engine> {
         match self {
             EngineKind::Interp => Box::new(Interpreter),
-            EngineKind::Wasm => Box::new(crate::backend::wasm::WasmEngine::new()),
+            EngineKind::Wasm => Box::new(crate::backend::wasm::WasmEngine::with_limits(limits)),
             EngineKind::Jit => Box::new(crate::backend::jit::JitEngine::new()),
         }
     }
 
     /// The engine for a batch of rows of one program (the Wasm and JIT engines compile it
-    /// once, here).
-    pub fn engine_for(self, program: &crate::ir::Program) -> Box<dyn Engine + '_> {
+    /// once, here), the Wasm engine under `limits`.
+    pub fn engine_for(self, program: &crate::ir::Program, limits: Limits) -> Box<dyn Engine + '_> {
         match self {
             EngineKind::Interp => Box::new(Interpreter),
-            EngineKind::Wasm => Box::new(crate::backend::wasm::WasmEngine::new().bind(program)),
+            EngineKind::Wasm => Box::new(crate::backend::wasm::WasmEngine::with_limits(limits).bind(program)),
             EngineKind::Jit => Box::new(crate::backend::jit::JitEngine::new().bind(program)),
         }
+    }
+}
+
+/// Which engine runs a rubric, and the sandbox's limits: what `run`, `test`, `explain` and
+/// `serve` take. A bundle (a rubric from elsewhere) runs on the Wasm engine unless the user
+/// names another; a source on the interpreter.
+#[derive(clap::Args, Clone, Debug)]
+pub struct EngineArgs {
+    /// The engine; default: `wasm` for bundles (sandboxed, with the limits below), `interp`
+    /// for sources. Naming `interp` or `jit` for a bundle says it is trusted.
+    #[arg(long, value_enum)]
+    pub engine: Option<EngineKind>,
+    /// Fuel per row on the Wasm engine: Wasm instructions, and bytes or elements that
+    /// intrinsics read or make.
+    #[arg(long, value_name = "UNITS", default_value_t = Limits::DEFAULT.fuel)]
+    pub row_fuel: u64,
+    /// Wall-clock time per row on the Wasm engine.
+    #[arg(long, value_name = "MS", default_value_t = Limits::DEFAULT.timeout.as_millis() as u64)]
+    pub row_timeout_ms: u64,
+    /// Memory a row may allocate on the host on the Wasm engine (values, text indexes, JSON,
+    /// regexes, embeddings).
+    #[arg(long, value_name = "MIB", default_value_t = (Limits::DEFAULT.heap_bytes >> 20) as u64)]
+    pub row_memory_mb: u64,
+}
+
+impl Default for EngineArgs {
+    fn default() -> EngineArgs {
+        EngineArgs {
+            engine: None,
+            row_fuel: Limits::DEFAULT.fuel,
+            row_timeout_ms: Limits::DEFAULT.timeout.as_millis() as u64,
+            row_memory_mb: (Limits::DEFAULT.heap_bytes >> 20) as u64,
+        }
+    }
+}
+
+impl EngineArgs {
+    pub fn limits(&self) -> Limits {
+        Limits {
+            fuel: self.row_fuel,
+            timeout: std::time::Duration::from_millis(self.row_timeout_ms),
+            heap_bytes: usize::try_from(self.row_memory_mb.saturating_mul(1 << 20)).unwrap_or(usize::MAX),
+            ..Limits::DEFAULT
+        }
+    }
+
+    /// The engine for `rubric`.
+    pub fn kind(&self, rubric: &bundle::Rubric) -> EngineKind {
+        self.engine.unwrap_or(if rubric.bundle.is_some() { EngineKind::Wasm } else { EngineKind::Interp })
+    }
+
+    /// [`EngineArgs::kind`], with a note when a bundle (named `what`) leaves the sandbox.
+    pub fn kind_for(&self, rubric: &bundle::Rubric, what: &Path) -> EngineKind {
+        let kind = self.kind(rubric);
+        if kind != EngineKind::Wasm && rubric.bundle.is_some() {
+            eprintln!(
+                "note: `--engine {}` runs the bundle `{}` without the sandbox: run bundles you did not build \
+                 yourself on the default Wasm engine",
+                kind.to_possible_value().map(|v| v.get_name().to_string()).unwrap_or_default(),
+                what.display()
+            );
+        }
+        kind
     }
 }
 
@@ -127,8 +192,8 @@ pub enum Command {
         /// Continue an interrupted run: keep the complete lines of OUTPUT, score the rest.
         #[arg(long)]
         resume: bool,
-        #[arg(long, value_enum, default_value = "interp")]
-        engine: EngineKind,
+        #[command(flatten)]
+        engine: EngineArgs,
         #[arg(long, value_enum, default_value = "human")]
         error_format: ErrorFormat,
         /// Never show a progress bar.
@@ -168,8 +233,8 @@ pub enum Command {
     /// `inputs.jsonl` and compare with `expected.jsonl`.
     Test {
         paths: Vec<PathBuf>,
-        #[arg(long, value_enum, default_value = "interp")]
-        engine: EngineKind,
+        #[command(flatten)]
+        engine: EngineArgs,
         #[arg(long, value_enum, default_value = "human")]
         error_format: ErrorFormat,
     },
@@ -242,8 +307,10 @@ pub enum Command {
         row: usize,
         #[arg(long)]
         verdicts: Option<PathBuf>,
-        #[arg(long, value_enum, default_value = "interp")]
-        engine: EngineKind,
+        /// Also run the row on this engine and compare (the trace is always the interpreter's,
+        /// under the limits below for a bundle).
+        #[command(flatten)]
+        engine: EngineArgs,
     },
     /// Print the compiled IR (text form, or canonical JSON) and its hash.
     Ir {
@@ -333,10 +400,8 @@ pub enum Command {
         /// Address to listen on; port 0 picks a free one.
         #[arg(long, default_value = "127.0.0.1:8700")]
         addr: String,
-        /// The engine for every rubric; default: `wasm` for bundles (sandboxed), `interp` for
-        /// sources.
-        #[arg(long, value_enum)]
-        engine: Option<EngineKind>,
+        #[command(flatten)]
+        engine: EngineArgs,
         /// Call judges for criteria without a recorded verdict: the endpoints of `judges.toml`.
         #[arg(long)]
         judges: Option<PathBuf>,
@@ -459,13 +524,7 @@ pub fn main_with(cli: Cli) -> ExitCode {
                     return ExitCode::from(2);
                 }
             };
-            if engine == EngineKind::Jit && rubric.bundle.is_some() {
-                eprintln!(
-                    "note: `--engine jit` runs the bundle as native code without a sandbox or limits; \
-                     run bundles you did not build yourself with `--engine wasm`"
-                );
-            }
-            let engine = engine.engine_for(program);
+            let engine = engine.kind_for(&rubric, &file).engine_for(program, engine.limits());
             let start = std::time::Instant::now();
             let local = program.judges.iter().any(|j| j.local.is_some());
             let dispatching = match judge_dispatch(
@@ -522,9 +581,7 @@ pub fn main_with(cli: Cli) -> ExitCode {
                 }
             }
         }
-        Command::Test { paths, engine, error_format } => {
-            suite::test_command(&paths, engine.engine().as_ref(), error_format)
-        }
+        Command::Test { paths, engine, error_format } => suite::test_command(&paths, &engine, error_format),
         Command::Bench { file, input, rows, runs, engines } => {
             let engines = if engines.is_empty() { EngineKind::value_variants().to_vec() } else { engines };
             bench::bench_command(&file, &bench::BenchOptions { input: &input, rows, runs, engines: &engines })
@@ -556,7 +613,7 @@ pub fn main_with(cli: Cli) -> ExitCode {
             bench_numeric::command(&bench_numeric::Options { rows, criteria, group_size, block, seed })
         }
         Command::Explain { file, input, row, verdicts, engine } => {
-            explain(&file, &input, row, verdicts.as_deref(), engine)
+            explain(&file, &input, row, verdicts.as_deref(), &engine)
         }
         Command::Ir { file, json } => {
             let Some(r) = bundle::load_or_report(&file, ErrorFormat::Human) else { return ExitCode::from(1) };
@@ -656,19 +713,12 @@ pub fn main_with(cli: Cli) -> ExitCode {
                 };
                 // The server runs until the process ends: its rubrics live as long.
                 let rubric: &'static bundle::Rubric = Box::leak(Box::new(rubric));
-                let kind =
-                    engine.unwrap_or(if rubric.bundle.is_some() { EngineKind::Wasm } else { EngineKind::Interp });
-                if kind == EngineKind::Jit && rubric.bundle.is_some() {
-                    eprintln!(
-                        "note: `--engine jit` runs the bundle `{}` as native code without a sandbox or limits",
-                        f.display()
-                    );
-                }
+                let kind = engine.kind_for(rubric, f);
                 let program = rubric.program();
                 served.push(crate::serve::Served {
                     program,
                     ident: rubric.identity(),
-                    engine: kind.engine_for(program),
+                    engine: kind.engine_for(program, engine.limits()),
                 });
             }
             let local = served.iter().any(|s| s.program.judges.iter().any(|j| j.local.is_some()));
@@ -832,7 +882,7 @@ fn plural(n: usize) -> &'static str {
     }
 }
 
-fn explain(file: &Path, input: &Path, row: usize, verdicts: Option<&Path>, engine: EngineKind) -> ExitCode {
+fn explain(file: &Path, input: &Path, row: usize, verdicts: Option<&Path>, engine: &EngineArgs) -> ExitCode {
     let Some(r) = bundle::load_or_report(file, ErrorFormat::Human) else { return ExitCode::from(1) };
     let (c, p) = (&r.compiled, r.program());
     let text = match std::fs::read_to_string(input) {
@@ -869,7 +919,9 @@ fn explain(file: &Path, input: &Path, row: usize, verdicts: Option<&Path>, engin
     };
     let row_verdicts = vf.map(|v| v.for_row(row, json.get("id"))).unwrap_or_default();
     let mut trace = Vec::new();
-    let result = crate::interp::evaluate(p, &inputs, &row_verdicts, Some(&mut trace));
+    // A bundle's trace runs under the sandbox's limits.
+    let limits = r.bundle.as_ref().map(|_| engine.limits());
+    let result = crate::interp::evaluate_within(p, &inputs, &row_verdicts, Some(&mut trace), limits);
     outln!("rubric {} @ {}  ({})", p.rubric.name, p.rubric.version, p.hash());
     outln!("row {row}");
     let mut last_step = String::new();
@@ -918,8 +970,9 @@ fn explain(file: &Path, input: &Path, row: usize, verdicts: Option<&Path>, engin
     }
     // The trace comes from the reference interpreter; another engine is run on the same row
     // and must agree with it exactly.
-    if engine != EngineKind::Interp {
-        let other = engine.engine_for(p);
+    let kind = engine.engine.unwrap_or(EngineKind::Interp);
+    if kind != EngineKind::Interp {
+        let other = kind.engine_for(p, engine.limits());
         let theirs = other.evaluate(p, &inputs, &row_verdicts);
         if theirs == result {
             outln!("engine {}: same result as the interpreter (the trace above is the interpreter's)", other.name());

@@ -4,9 +4,8 @@
 //! every key it has must match exactly).
 
 use super::bundle::{load_or_report, Rubric};
-use super::ErrorFormat;
+use super::{EngineArgs, ErrorFormat};
 use crate::diag::Diagnostic;
-use crate::engine::Engine;
 use crate::ir::Site;
 use crate::runtime::{self, examples::run_examples, VerdictFile};
 use crate::source::{SourceMap, Span};
@@ -23,7 +22,7 @@ struct Tally {
     compile_failed: usize,
 }
 
-pub fn test_command(paths: &[PathBuf], engine: &dyn Engine, format: ErrorFormat) -> ExitCode {
+pub fn test_command(paths: &[PathBuf], engine: &EngineArgs, format: ErrorFormat) -> ExitCode {
     let mut t = Tally::default();
     if paths.is_empty() {
         eprintln!("error: give .rubric files or example directories");
@@ -49,7 +48,7 @@ pub fn test_command(paths: &[PathBuf], engine: &dyn Engine, format: ErrorFormat)
     }
 }
 
-fn test_path(path: &Path, engine: &dyn Engine, format: ErrorFormat, t: &mut Tally) {
+fn test_path(path: &Path, engine: &EngineArgs, format: ErrorFormat, t: &mut Tally) {
     if path.is_dir() {
         let main = path.join("main.rubric");
         if main.is_file() {
@@ -78,7 +77,7 @@ fn site_span(sources: &SourceMap, site: &Option<Site>) -> Option<Span> {
 }
 
 /// Run a file's (or a bundle's) examples; returns the program for directory tests.
-fn test_file(path: &Path, engine: &dyn Engine, format: ErrorFormat, t: &mut Tally) -> Option<Rubric> {
+fn test_file(path: &Path, engine: &EngineArgs, format: ErrorFormat, t: &mut Tally) -> Option<Rubric> {
     let Some(r) = load_or_report(path, format) else {
         let why = if super::bundle::is_bundle(path) { "bundle rejected" } else { "does not compile" };
         outln!("FAIL {}: {why}", path.display());
@@ -86,7 +85,8 @@ fn test_file(path: &Path, engine: &dyn Engine, format: ErrorFormat, t: &mut Tall
         return None;
     };
     let (p, c) = (r.program(), &r.compiled);
-    for o in run_examples(engine, p) {
+    let outcomes = run_examples(engine.kind_for(&r, path).engine_for(p, engine.limits()).as_ref(), p);
+    for o in outcomes {
         if o.passed() {
             t.examples_ok += 1;
             outln!("ok   {} example {:?}", path.display(), o.name);
@@ -105,9 +105,11 @@ fn test_file(path: &Path, engine: &dyn Engine, format: ErrorFormat, t: &mut Tall
     Some(r)
 }
 
-fn test_dir(dir: &Path, main: &Path, engine: &dyn Engine, format: ErrorFormat, t: &mut Tally) {
+fn test_dir(dir: &Path, main: &Path, engine: &EngineArgs, format: ErrorFormat, t: &mut Tally) {
     let Some(r) = test_file(main, engine, format, t) else { return };
     let p = r.program();
+    let engine = engine.kind(&r).engine_for(p, engine.limits());
+    let engine = engine.as_ref();
     let inputs = dir.join("inputs.jsonl");
     if !inputs.is_file() {
         return;

@@ -16,7 +16,7 @@ pub use ops::compare;
 
 use crate::engine::{Engine, RowResult, VerdictSource};
 use crate::ir::{BinOp, Expr, ExprKind, Program};
-use crate::stdlib::{EvalCtx, Trap};
+use crate::stdlib::{Budget, EvalCtx, Limits, Trap};
 use crate::value::Value;
 use std::sync::Arc;
 
@@ -30,6 +30,24 @@ impl Engine for Interpreter {
 
     fn evaluate(&self, program: &Program, inputs: &[Value], verdicts: &dyn VerdictSource) -> RowResult {
         evaluate(program, inputs, verdicts, None)
+    }
+}
+
+/// The reference interpreter under a row's [`Limits`] (`rubric explain` of a bundle, `--engine
+/// interp` on one): every expression node is one unit of fuel, intrinsics charge theirs, the
+/// deadline is read as they work, and everything the row allocates counts against its memory
+/// (`meter`). Results are the interpreter's; only a row over a limit differs (its limit trap).
+pub struct LimitedInterpreter {
+    pub limits: Limits,
+}
+
+impl Engine for LimitedInterpreter {
+    fn name(&self) -> &'static str {
+        "interp"
+    }
+
+    fn evaluate(&self, program: &Program, inputs: &[Value], verdicts: &dyn VerdictSource) -> RowResult {
+        evaluate_within(program, inputs, verdicts, None, Some(self.limits))
     }
 }
 
@@ -50,7 +68,24 @@ pub fn evaluate(
     verdicts: &dyn VerdictSource,
     trace: Option<&mut Vec<TraceEvent>>,
 ) -> RowResult {
+    evaluate_within(p, inputs, verdicts, trace, None)
+}
+
+/// [`evaluate`], under `limits` when there are some.
+pub fn evaluate_within(
+    p: &Program,
+    inputs: &[Value],
+    verdicts: &dyn VerdictSource,
+    trace: Option<&mut Vec<TraceEvent>>,
+    limits: Option<Limits>,
+) -> RowResult {
+    let Some(limits) = limits else {
+        let mut walker = Walker::new(p, inputs);
+        return run_row(p, inputs, verdicts, &mut walker, trace);
+    };
+    let _meter = crate::meter::RowMeter::open();
     let mut walker = Walker::new(p, inputs);
+    walker.ctx.budget = Budget::new(limits);
     run_row(p, inputs, verdicts, &mut walker, trace)
 }
 
@@ -111,6 +146,7 @@ impl Walk<'_, '_, '_> {
     }
 
     fn eval(&mut self, e: &Expr, locals: &mut Vec<Value>) -> Result<Value, Trap> {
+        self.w.ctx.budget.work(1)?;
         stacker::maybe_grow(128 * 1024, 4 * 1024 * 1024, || self.eval_inner(e, locals))
     }
 

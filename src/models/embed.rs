@@ -144,13 +144,28 @@ impl Embedder {
     /// The embeddings of `texts` for the verifiers: from the process cache, the rest computed
     /// in unpadded batches of texts of one token length.
     pub fn embed_cached(&self, texts: &[&str]) -> Result<Vec<Arc<[f32]>>, ModelError> {
+        self.embed_cached_polled(texts, &mut |_| true)
+    }
+
+    /// [`Embedder::embed_cached`], asking `go_on` before each text is tokenized (with its
+    /// length in bytes) and before each batch runs (with its number of tokens): `false` stops
+    /// with [`ModelError::Stopped`] (a row over its limits).
+    pub fn embed_cached_polled(
+        &self,
+        texts: &[&str],
+        go_on: &mut dyn FnMut(usize) -> bool,
+    ) -> Result<Vec<Arc<[f32]>>, ModelError> {
         let mut out: Vec<Option<Arc<[f32]>>> = {
             let cache = self.cache.lock().unwrap_or_else(|e| e.into_inner());
             texts.iter().map(|t| cache.get(*t).cloned()).collect()
         };
         let mut by_len: HashMap<usize, Vec<(usize, Vec<u32>)>> = HashMap::new();
+        let mut seen = std::collections::HashSet::new();
         for (i, t) in texts.iter().enumerate() {
-            if out[i].is_none() && !texts[..i].contains(t) {
+            if out[i].is_none() && seen.insert(*t) {
+                if !go_on(t.len()) {
+                    return Err(ModelError::Stopped);
+                }
                 let ids = self.token_ids(t)?;
                 by_len.entry(ids.len()).or_default().push((i, ids));
             }
@@ -160,6 +175,9 @@ impl Embedder {
         let mut fresh: Vec<(usize, Arc<[f32]>)> = Vec::new();
         for len in lens {
             for chunk in by_len[&len].chunks(BATCH) {
+                if !go_on(len * chunk.len()) {
+                    return Err(ModelError::Stopped);
+                }
                 let ids: Vec<Vec<u32>> = chunk.iter().map(|(_, ids)| ids.clone()).collect();
                 for ((i, _), e) in chunk.iter().zip(self.forward(&ids)?) {
                     fresh.push((*i, e.into()));

@@ -26,6 +26,9 @@ pub enum ModelError {
     Load { path: String, message: String },
     #[error("model: {0}")]
     Run(String),
+    /// The caller's poll said stop (a row over its limits).
+    #[error("model: stopped by the row's limits")]
+    Stopped,
 }
 
 impl From<candle_core::Error> for ModelError {
