@@ -119,6 +119,29 @@ criterion words "Words" check word_count(response) > 0
 }
 
 #[test]
+fn self_references_through_every_in_place_keyword_are_json_traps() {
+    let src = "rubric sandbox.loops @ 1.0.0\ninput response: Text\ninput schema: Text\n\
+               criterion valid \"Valid\" check json_valid(json(response), json(schema))\n";
+    let p = compile(src);
+    let loops = [
+        json!({"anyOf": [{"type": "string"}, {"$ref": "#"}]}),
+        json!({"not": {"$ref": "#"}}),
+        json!({"if": {"$ref": "#"}}),
+        json!({"$defs": {"a": {"$ref": "#/$defs/b"}, "b": {"oneOf": [{"$ref": "#/$defs/a"}]}}, "$ref": "#/$defs/a"}),
+        json!({"propertyNames": {"allOf": [{"$ref": "#/propertyNames"}]}}),
+        json!({"dependentSchemas": {"a": {"$ref": "#"}}}),
+    ];
+    for schema in loops {
+        let row = json!({"response": "{\"a\": 1}", "schema": schema.to_string()});
+        for engine in [&Interpreter as &dyn Engine, &WasmEngine::new()] {
+            let r = eval(engine, &p, row.clone());
+            let reason = r.criteria[0].reason.as_deref().unwrap_or_default();
+            assert!(reason.contains("refers to itself"), "{}: {schema}: {r:?}", engine.name());
+        }
+    }
+}
+
+#[test]
 fn a_schema_that_refers_to_itself_in_place_is_a_json_trap_on_every_engine() {
     let p = compile(
         r##"rubric sandbox.schema @ 1.0.0

@@ -280,6 +280,9 @@ pub(super) const JSON_VALID: Intrinsic = Intrinsic {
     },
 };
 
+/// The value `propertyNames` is walked over: a string (any key; the walk does not read it).
+static KEY: JsonValue = JsonValue::String(String::new());
+
 /// The most subschemas applied in place (`allOf`, `anyOf`, `oneOf`, `not`, `if`/`then`/`else`,
 /// `dependentSchemas`, references) one inside the other at one place of the value: past it, a
 /// schema refers to itself without descending into the value, and validation would never end.
@@ -344,6 +347,9 @@ fn bound_validation(schema: &JsonValue, value: &JsonValue, ctx: &mut EvalCtx) ->
                     .and_then(JsonValue::as_object)
                     .map(|m| m.values().collect())
                     .unwrap_or_default();
+                // A key is a string: what `propertyNames` applies to it cannot descend further,
+                // but may still refer to itself in place.
+                stack.extend(s.get("propertyNames").filter(|_| !o.is_empty()).map(|x| (x, &KEY, 0)));
                 for (k, child) in o {
                     if let Some(x) = s.get("properties").and_then(|p| p.get(k)) {
                         stack.push((x, child, 0));
