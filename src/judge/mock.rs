@@ -28,7 +28,7 @@
 //! status = 429
 //! retry_after_s = 1              # a Retry-After header; retry_after_ms sends retry-after-ms
 //! delay_ms = 30000               # timeout: the stall; endless: the pause between 16 KiB chunks
-//! times = 1                      # per distinct request body; absent = every time
+//! times = 1                      # per distinct request (fence tags aside); absent = every time
 //! prompt = "..."                 # optional regexes, as for rules
 //! ```
 //!
@@ -145,7 +145,8 @@ pub struct Fault {
     pub retry_after_ms: Option<u64>,
     #[serde(default)]
     pub delay_ms: Option<u64>,
-    /// How many times each distinct request body gets the fault; absent = always.
+    /// How many times each distinct request gets the fault (its body, fence tags left out:
+    /// they differ from run to run); absent = always.
     #[serde(default)]
     pub times: Option<u32>,
 }
@@ -303,6 +304,8 @@ struct State {
     in_flight: std::sync::atomic::AtomicU64,
     bodies: Mutex<Vec<Json>>,
     fault_counts: Mutex<HashMap<(usize, u64), u32>>,
+    /// Fence markers, whose tags are left out of a request's identity.
+    fence_tags: Regex,
 }
 
 /// A running mock server; dropping it stops it.
@@ -351,6 +354,7 @@ impl MockServer {
             in_flight: std::sync::atomic::AtomicU64::new(0),
             bodies: Mutex::new(Vec::new()),
             fault_counts: Mutex::new(HashMap::new()),
+            fence_tags: Regex::new(r"<<<(BEGIN|END|TURN) ([^ >]+) [0-9a-f]{16}>>>").map_err(|e| e.to_string())?,
         });
         let st = state.clone();
         let task = tokio::spawn(async move {
@@ -572,8 +576,12 @@ async fn chat(st: Arc<State>, req: Request<Incoming>) -> Resp {
         headers.get("x-rubric-sample").and_then(|v| v.to_str().ok()).and_then(|s| s.parse().ok()).unwrap_or(0);
     let entries = entries_of(&body);
     let body_hash = {
+        // Fence tags differ from run to run (a dispatcher draws its own secret): the same
+        // request from another run is the same request here.
+        let text = String::from_utf8_lossy(&bytes);
+        let untagged = st.fence_tags.replace_all(&text, "<<<$1 $2 TAG>>>");
         let mut h = std::collections::hash_map::DefaultHasher::new();
-        bytes.hash(&mut h);
+        untagged.hash(&mut h);
         h.finish()
     };
     let mut flags = Flags::default();
