@@ -299,6 +299,10 @@ impl Conn {
     /// a request, or shutdown finds it waiting.
     async fn serve(self, stream: TcpStream, _permit: OwnedSemaphorePermit, _slot: ClientSlot) {
         let Conn { service, limits, metrics, mut stop, registry } = self;
+        if *stop.borrow() {
+            // Shutdown began while this connection waited for a slot: it would serve nothing.
+            return;
+        }
         metrics.connection_opened();
         let _ = stream.set_nodelay(true);
         let opened = Instant::now();
@@ -321,10 +325,7 @@ impl Conn {
         });
         let conn = http1::Builder::new().keep_alive(true).serve_connection(TokioIo::new(stream), svc);
         tokio::pin!(conn);
-        let mut stopping = *stop.borrow();
-        if stopping {
-            conn.as_mut().graceful_shutdown();
-        }
+        let mut stopping = false;
         loop {
             tokio::select! {
                 _ = conn.as_mut() => break,
