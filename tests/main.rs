@@ -17,6 +17,7 @@ mod gpu;
 mod ifeval;
 mod jit_engine;
 mod judge;
+mod judge_fences;
 #[cfg(all(feature = "models", feature = "judges"))]
 mod local_judge;
 mod models;

@@ -418,12 +418,15 @@ pub enum Command {
         /// variable's value (on every endpoint but `/healthz`).
         #[arg(long, value_name = "VAR")]
         token_env: Option<String>,
-        /// Larger request bodies are refused with 413.
+        /// Larger request bodies are refused with 413 (a larger `Content-Length` before the
+        /// body is read; a chunked body where it passes the limit).
         #[arg(long, default_value_t = 16 * 1024 * 1024)]
         max_body_bytes: usize,
         /// Scoring requests that take longer are answered 503.
         #[arg(long, default_value_t = 300.0)]
         timeout_s: f64,
+        #[command(flatten)]
+        limits: crate::serve::LimitArgs,
     },
 }
 
@@ -680,6 +683,7 @@ pub fn main_with(cli: Cli) -> ExitCode {
             token_env,
             max_body_bytes,
             timeout_s,
+            limits,
         } => {
             let addr: std::net::SocketAddr = match addr.parse() {
                 Ok(a) => a,
@@ -702,6 +706,13 @@ pub fn main_with(cli: Cli) -> ExitCode {
                 eprintln!("error: `--timeout-s` must be a positive number of seconds");
                 return ExitCode::from(2);
             }
+            let limits = match limits.resolve() {
+                Ok(l) => l,
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    return ExitCode::from(2);
+                }
+            };
             let mut served = Vec::new();
             for f in &files {
                 let rubric = match bundle::load(f) {
@@ -735,6 +746,7 @@ pub fn main_with(cli: Cli) -> ExitCode {
                 token,
                 max_body_bytes,
                 timeout: std::time::Duration::from_secs_f64(timeout_s),
+                limits,
             };
             crate::serve::main(served, dispatching, opts)
         }
