@@ -515,6 +515,26 @@ pub enum HigherOrder {
     Count,
 }
 
+impl HigherOrder {
+    pub const ALL: &'static [HigherOrder] =
+        &[HigherOrder::Map, HigherOrder::Filter, HigherOrder::All, HigherOrder::Any, HigherOrder::Count];
+
+    /// The list function's name, as written in rubrics (`map(xs, x => ...)`).
+    pub fn name(self) -> &'static str {
+        match self {
+            HigherOrder::Map => "map",
+            HigherOrder::Filter => "filter",
+            HigherOrder::All => "all",
+            HigherOrder::Any => "any",
+            HigherOrder::Count => "count",
+        }
+    }
+
+    pub fn from_name(name: &str) -> Option<HigherOrder> {
+        HigherOrder::ALL.iter().copied().find(|h| h.name() == name)
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum UnOp {

@@ -210,16 +210,6 @@ fn cmp_op(op: CmpOp) -> &'static str {
     }
 }
 
-fn higher_order(op: HigherOrder) -> &'static str {
-    match op {
-        HigherOrder::Map => "map",
-        HigherOrder::Filter => "filter",
-        HigherOrder::All => "all",
-        HigherOrder::Any => "any",
-        HigherOrder::Count => "count",
-    }
-}
-
 fn fields(fs: &[(String, Type)]) -> String {
     let inner: Vec<String> = fs.iter().map(|(n, t)| format!("{n}: {t}")).collect();
     format!("({})", inner.join(", "))
@@ -608,7 +598,7 @@ impl Writer<'_> {
                 )
             }
             ExprKind::HigherOrder { op, list, local, body } => {
-                (vec![tagged(higher_order(*op)), format!("local#{local}")], vec![self.expr(list), self.expr(body)])
+                (vec![tagged(op.name()), format!("local#{local}")], vec![self.expr(list), self.expr(body)])
             }
         };
         Sx::Node(head, args)
