@@ -34,7 +34,7 @@ mod unify;
 
 use super::sig::lower_type;
 use crate::diag::Diagnostic;
-use crate::ir::{self, Const, Expr, Program, Type};
+use crate::ir::{self, Const, Expr, Program, SiteTable, Type};
 use crate::resolve::Module;
 use crate::source::{SourceMap, Span};
 use crate::syntax::ast;
@@ -54,6 +54,8 @@ pub(super) struct Checker<'a> {
     sources: &'a SourceMap,
     diags: Vec<Diagnostic>,
     p: Program,
+    /// Where each site of `p` lies: beside the program, never in it.
+    sites: SiteTable,
     /// Root-level names.
     globals: HashMap<String, (Global, Span)>,
     /// Per module: its own functions and the modules it imports by alias.
@@ -90,11 +92,13 @@ const CASCADE_CODES: &[&str] = &[
 ];
 
 /// Check the loaded modules (in dependency order, the root rubric last) and elaborate them into
-/// one program. The program is complete only when there are no errors among the diagnostics.
-pub(super) fn check_modules(sources: &SourceMap, modules: &[Module]) -> (Program, Vec<Diagnostic>) {
+/// one program and the table of where its sites lie. The program is complete only when there
+/// are no errors among the diagnostics.
+pub(super) fn check_modules(sources: &SourceMap, modules: &[Module]) -> (Program, SiteTable, Vec<Diagnostic>) {
     let Some(root) = modules.last() else {
         // `types::check_loaded` never calls with no module; an empty program is the answer.
-        return (empty_program(ir::RubricInfo { name: String::new(), version: String::new(), title: None }), vec![]);
+        let info = ir::RubricInfo { name: String::new(), version: String::new(), title: None };
+        return (empty_program(info), SiteTable::default(), vec![]);
     };
     let mut c = Checker::new(sources, modules, &root.ast);
     c.check_header(root);
@@ -106,7 +110,8 @@ pub(super) fn check_modules(sources: &SourceMap, modules: &[Module]) -> (Program
     if !root.ast.broken.is_empty() {
         c.diags.retain(|d| !CASCADE_CODES.contains(&d.code));
     }
-    (c.p, c.diags)
+    c.p.site_count = c.sites.len() as u32;
+    (c.p, c.sites, c.diags)
 }
 
 /// A program with nothing in it but the built-in set `all` and a null score.
@@ -124,7 +129,7 @@ fn empty_program(rubric: ir::RubricInfo) -> Program {
         score: Expr::constant(Const::Null),
         reward: None,
         examples: vec![],
-        sites: vec![],
+        site_count: 0,
     }
 }
 
@@ -142,6 +147,7 @@ impl<'a> Checker<'a> {
             sources,
             diags: vec![],
             p: empty_program(rubric),
+            sites: SiteTable::default(),
             globals: HashMap::new(),
             module_fns: vec![HashMap::new(); modules.len()],
             module_aliases: vec![HashMap::new(); modules.len()],
@@ -165,8 +171,9 @@ impl<'a> Checker<'a> {
         self.diags.push(d);
     }
 
-    /// A new site for `span`: site ids number the nodes that can fail at run time, in the
-    /// order the checker meets them.
+    /// A new site for `span`. Site ids number the nodes that can fail at run time in the order
+    /// the checker meets them, which depends on what the rubric says, not on its layout: the
+    /// span itself goes into the site table beside the program, never into the program.
     fn site(&mut self, span: Span) -> ir::SiteId {
         let file = if span.file.0 == u32::MAX {
             String::new()
@@ -174,8 +181,7 @@ impl<'a> Checker<'a> {
             let f = self.sources.get(span.file);
             f.module.clone().unwrap_or_else(|| f.name.clone())
         };
-        self.p.sites.push(ir::Site { file, start: span.start, end: span.end });
-        (self.p.sites.len() - 1) as u32
+        self.sites.push(ir::Site { file, start: span.start, end: span.end })
     }
 
     /// A written type; an unknown one is reported and becomes `Any`.
