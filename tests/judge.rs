@@ -7,7 +7,7 @@
 
 use rubric::engine::{Engine, RowResult, Status};
 use rubric::interp::Interpreter;
-use rubric::ir::{Const, ExprKind, Program, Step, Verifier};
+use rubric::ir::{Const, ExprKind, Program, SiteTable, Step, Verifier};
 use rubric::judge::mock::{Fault, FaultKind, MockRules, MockServer};
 use rubric::judge::{
     Cache, Criterion, CriterionVerdict, Dispatcher, EndpointConfig, JudgesConfig, Replay, Task, TranscriptWriter,
@@ -623,7 +623,10 @@ fn a_rerun_is_answered_by_the_cache_with_zero_requests() {
         for (i, row) in rows.iter().enumerate() {
             let ra = score(&p, row, &a[i..i + 1]);
             let rb = score(&p, row, &b[i..i + 1]);
-            assert_eq!(serde_json::to_string(&ra.to_json()).unwrap(), serde_json::to_string(&rb.to_json()).unwrap());
+            assert_eq!(
+                serde_json::to_string(&ra.to_json(&SiteTable::default())).unwrap(),
+                serde_json::to_string(&rb.to_json(&SiteTable::default())).unwrap()
+            );
         }
     });
 }
@@ -704,7 +707,7 @@ fn the_api_key_never_leaves_the_request_headers() {
             .unwrap();
         let vs = d.resolve(&tasks(&p, &referral_row())).await;
         assert_eq!(verdict_map(&vs)["er"]["verdict"], "met", "the key was sent");
-        let result = serde_json::to_string(&score(&p, &referral_row(), &vs).to_json()).unwrap();
+        let result = serde_json::to_string(&score(&p, &referral_row(), &vs).to_json(&SiteTable::default())).unwrap();
         let outputs = [
             std::fs::read_to_string(&transcript).unwrap(),
             std::fs::read_dir(&dir)
@@ -860,7 +863,8 @@ fn run_dispatches_only_reachable_criteria_and_reruns_from_cache() {
     let rt = rt();
     let mock = rt.block_on(server(rules(REFERRAL_RULES)));
     let dir = temp_dir("run");
-    let program = compile(GATED);
+    let compiled = rubric::types::compile_source("main.rubric", GATED);
+    let program = compiled.program.clone().expect("GATED compiles");
     let input = dir.join("rows.jsonl");
     // Rows 1 and 3 fail the gate: their two judge criteria must cost nothing.
     std::fs::write(
@@ -883,7 +887,7 @@ fn run_dispatches_only_reachable_criteria_and_reruns_from_cache() {
             groups: None,
             numeric: None,
         };
-        run_batch(&Interpreter, &program, &opts).unwrap()
+        run_batch(&Interpreter, &program, &compiled.sites, &opts).unwrap()
     };
     let first = dir.join("first.jsonl");
     let summary = run(&first);

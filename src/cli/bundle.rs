@@ -45,7 +45,7 @@ impl Rubric {
 
     /// The identity stamped on results: the bundle's hash too when there is one.
     pub fn identity(&self) -> Identity {
-        let ident = Identity::of(self.program());
+        let ident = Identity::of(self.program(), &self.compiled.sites);
         match &self.bundle {
             Some(b) => ident.with_bundle(&b.hash),
             None => ident,
@@ -71,14 +71,19 @@ fn bundle_diagnostic(path: &Path, e: &BundleError) -> Diagnostic {
     }
 }
 
+/// A verified bundle as the front end's result: its program, the site table of its source map
+/// and its bundled sources (if any).
+fn from_bundle(b: &Bundle) -> Compiled {
+    Compiled { program: Some(b.program.clone()), sites: b.sites.clone(), diagnostics: vec![], sources: b.sources_map() }
+}
+
 /// Load a verified bundle or compile a source; print what went wrong (bundle errors and source
 /// diagnostics other than notes) and return `None` on an error.
 pub fn load_or_report(path: &Path, format: ErrorFormat) -> Option<Rubric> {
     if is_bundle(path) {
         return match bundle::load_path(path, &limits()) {
             Ok(b) => {
-                let compiled =
-                    Compiled { program: Some(b.program.clone()), diagnostics: vec![], sources: b.sources_map() };
+                let compiled = from_bundle(&b);
                 Some(Rubric { compiled, bundle: Some(b) })
             }
             Err(e) => {
@@ -97,8 +102,7 @@ pub fn load(path: &Path) -> Result<Rubric, String> {
     if is_bundle(path) {
         return match bundle::load_path(path, &limits()) {
             Ok(b) => {
-                let compiled =
-                    Compiled { program: Some(b.program.clone()), diagnostics: vec![], sources: b.sources_map() };
+                let compiled = from_bundle(&b);
                 Ok(Rubric { compiled, bundle: Some(b) })
             }
             Err(e) => Err(bundle_diagnostic(path, &e).render(&SourceMap::new(), false)),
@@ -144,6 +148,7 @@ pub fn build_compiled(c: &Compiled, with_sources: bool) -> Result<bundle::Built,
         .map_err(|e| BundleError::new(bundle::CODE_WASM, format!("cannot compile the rubric to Wasm: {e}")))?;
     let input = bundle::BuildInput {
         program,
+        sites: &c.sites,
         wasm: &wasm,
         wasm_abi_version: WASM_ABI_VERSION,
         stdlib_version: crate::resolve::STDLIB_VERSION,

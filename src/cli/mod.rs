@@ -624,7 +624,9 @@ pub fn main_with(cli: Cli) -> ExitCode {
             if json {
                 outln!("{}", String::from_utf8_lossy(&p.canonical_bytes()));
             } else {
+                // The program, then where its sites lie: the site table is not part of the IR.
                 out!("{}", crate::ir::print_program(p));
+                out!("\n{}", crate::ir::print_sites(&r.compiled.sites));
             }
             eprintln!("ir_hash: {}", p.hash());
             ExitCode::SUCCESS
@@ -942,7 +944,7 @@ fn explain(file: &Path, input: &Path, row: usize, verdicts: Option<&Path>, engin
             outln!("{}", ev.step);
             last_step = ev.step.clone();
         }
-        match &ev.site {
+        match ev.site.and_then(|id| c.sites.get(id)) {
             Some(site) => {
                 let src = c
                     .sources

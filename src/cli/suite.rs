@@ -6,9 +6,10 @@
 use super::bundle::{load_or_report, Rubric};
 use super::{EngineArgs, ErrorFormat};
 use crate::diag::Diagnostic;
-use crate::ir::Site;
+use crate::ir::SiteId;
 use crate::runtime::{self, examples::run_examples, VerdictFile};
-use crate::source::{SourceMap, Span};
+use crate::source::Span;
+use crate::types::Compiled;
 use serde_json::Value as Json;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -71,9 +72,10 @@ fn test_path(path: &Path, engine: &EngineArgs, format: ErrorFormat, t: &mut Tall
     }
 }
 
-fn site_span(sources: &SourceMap, site: &Option<Site>) -> Option<Span> {
-    let s = site.as_ref()?;
-    Some(Span { file: sources.find(&s.file)?, start: s.start, end: s.end })
+/// The span of a site, when the sources it lies in are at hand.
+fn site_span(c: &Compiled, site: Option<SiteId>) -> Option<Span> {
+    let s = c.sites.get(site?)?;
+    Some(Span { file: c.sources.find(&s.file)?, start: s.start, end: s.end })
 }
 
 /// Run a file's (or a bundle's) examples; returns the program for directory tests.
@@ -95,7 +97,7 @@ fn test_file(path: &Path, engine: &EngineArgs, format: ErrorFormat, t: &mut Tall
             outln!("FAIL {} example {:?}", path.display(), o.name);
             for f in &o.failures {
                 let mut d = Diagnostic::error("rubric::example::failed", f.message.clone());
-                if let Some(span) = site_span(&c.sources, &f.site).or_else(|| site_span(&c.sources, &o.site)) {
+                if let Some(span) = site_span(c, f.site).or_else(|| site_span(c, o.site)) {
                     d = d.with_label(span, "this expectation");
                 }
                 super::emit(&[d], &c.sources, format, false);

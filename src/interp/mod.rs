@@ -57,7 +57,7 @@ pub struct TraceEvent {
     /// `gate NAME`, `criterion ID` or `score`.
     pub step: String,
     /// A sub-expression (by site) and its value.
-    pub site: Option<crate::ir::Site>,
+    pub site: Option<crate::ir::SiteId>,
     pub value: String,
 }
 

@@ -265,8 +265,7 @@ mod tests {
     use super::*;
     use crate::engine::NoVerdicts;
     use crate::ir::{
-        CmpOp, Const, CriterionDecl, CriterionKind, ExprKind, InputDecl, RubricInfo, Site, Step, Type, Verifier,
-        IR_VERSION,
+        CmpOp, Const, CriterionDecl, CriterionKind, ExprKind, InputDecl, RubricInfo, Step, Type, Verifier, IR_VERSION,
     };
 
     /// `input x: Number`, `criterion a "a" check x > 0`, `score = 1`.
@@ -303,7 +302,7 @@ mod tests {
             score: Expr::constant(Const::Number(1.0)),
             reward: None,
             examples: vec![],
-            sites: vec![Site { file: "main".into(), start: 0, end: 1 }],
+            site_count: 1,
         }
     }
 
