@@ -7,6 +7,7 @@
 //! [`configure`]. Models are directories of safetensors weights, `config.json` and
 //! `tokenizer.json`, named by the run configuration and never downloaded at run time.
 
+pub mod bert;
 pub mod causal;
 pub mod chat;
 pub mod embed;
