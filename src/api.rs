@@ -39,13 +39,13 @@ pub enum Error {
 }
 
 impl Error {
-    /// The error as diagnostics, for a caller that renders them itself (human or JSON).
-    pub fn diagnostics(&self) -> Vec<Diagnostic> {
+    /// A compile or bundle error as diagnostics, for a caller that renders them itself (human
+    /// or JSON); `None` for the others, whose message is all there is.
+    pub fn diagnostics(&self) -> Option<Vec<Diagnostic>> {
         match self {
-            Error::Compile { diagnostics, .. } => diagnostics.clone(),
-            Error::Bundle { path, error } => vec![bundle_diagnostic(path, error)],
-            Error::Verdicts(m) => vec![Diagnostic::error("rubric::verdicts::read", m.clone())],
-            Error::Judges(m) => vec![Diagnostic::error("rubric::judge::setup", m.clone())],
+            Error::Compile { diagnostics, .. } => Some(diagnostics.clone()),
+            Error::Bundle { path, error } => Some(vec![bundle_diagnostic(path, error)]),
+            Error::Verdicts(_) | Error::Judges(_) => None,
         }
     }
 }

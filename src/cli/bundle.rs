@@ -33,7 +33,7 @@ pub fn load_or_report(path: &Path, format: ErrorFormat) -> Option<Rubric> {
         return match Rubric::from_bundle_path(path) {
             Ok(r) => Some(r),
             Err(e) => {
-                emit(&e.diagnostics(), &SourceMap::new(), format, true);
+                emit(&e.diagnostics().unwrap_or_default(), &SourceMap::new(), format, true);
                 None
             }
         };
@@ -85,7 +85,8 @@ pub fn build_command(file: &Path, output: &Path, with_sources: bool, format: Err
     let built = match build_compiled(&c, with_sources) {
         Ok(b) => b,
         Err(e) => {
-            emit(&crate::api::Error::Bundle { path: file.to_path_buf(), error: e }.diagnostics(), &c.sources, format, true);
+            let e = crate::api::Error::Bundle { path: file.to_path_buf(), error: e };
+            emit(&e.diagnostics().unwrap_or_default(), &c.sources, format, true);
             return ExitCode::from(1);
         }
     };

@@ -32,10 +32,10 @@ mod import;
 mod model;
 pub mod suite;
 
+use crate::api::{CacheSetting, EngineChoice, JudgeSettings};
 use crate::diag::Diagnostic;
 use crate::runtime::{self, RunOptions, VerdictFile};
 use crate::source::SourceMap;
-use crate::api::{CacheSetting, EngineChoice, JudgeSettings};
 use crate::stdlib::Limits;
 use crate::types::{compile_path, Compiled};
 use clap::{Parser, Subcommand, ValueEnum};
@@ -776,12 +776,7 @@ pub fn judge_settings(
         (false, Some(p)) => CacheSetting::At(p.to_path_buf()),
         (false, None) => CacheSetting::Default,
     };
-    Ok(JudgeSettings {
-        config: judges.map(Path::to_path_buf),
-        replay,
-        record: record.map(Path::to_path_buf),
-        cache,
-    })
+    Ok(JudgeSettings { config: judges.map(Path::to_path_buf), replay, record: record.map(Path::to_path_buf), cache })
 }
 
 /// Compile a file, printing its diagnostics to stderr; `None` when it has errors.
