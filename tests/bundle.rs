@@ -4,10 +4,11 @@
 //! message that names it), the structural diff and the probe, and the commands on the built
 //! binary.
 
+use rubric::api::{bundle_limits as limits, WASM_ABI_VERSION};
 use rubric::bundle::container::{self, Entry};
 use rubric::bundle::diff::{diff, Change};
 use rubric::bundle::{self, describe, load_bytes, BundleError, Limits, Manifest};
-use rubric::cli::bundle::{build_compiled, limits, WASM_ABI_VERSION};
+use rubric::cli::bundle::build_compiled;
 use rubric::interp::Interpreter;
 use rubric::ir::Program;
 use rubric::runtime::{examples::run_examples, score_line, Identity, VerdictFile};

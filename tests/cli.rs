@@ -684,24 +684,38 @@ fn run_groups_adds_rewards_and_advantages_and_resumes_by_group() {
     assert_eq!(std::fs::read_to_string(&out).unwrap(), text);
 }
 
-/// The library loader behind `serve` and the Python bindings: a source, a source text and a
-/// bundle load; a broken source comes back as its rendered diagnostics.
+/// The library facade behind the CLI, `serve` and the Python bindings: a source, a source text
+/// and a bundle load; a broken source comes back as its diagnostics, with their rendering; a
+/// bundle runs on the Wasm engine unless another is named.
 #[test]
-fn library_loader_takes_sources_texts_and_bundles() {
-    use rubric::cli::bundle::{load, load_source};
+fn library_facade_loads_sources_texts_and_bundles() {
+    use rubric::api::{EngineChoice, EngineKind, Error, Rubric};
     let dir = TempDir::new("loader");
     let good = dir.file("good.rubric", GOOD);
-    let r = load(&good).unwrap();
+    let r = Rubric::load(&good).unwrap();
     assert_eq!(r.program().rubric.name, "cli.good");
     let bundle = dir.path("good.rbk");
     let o = rubric(&[&"build", &good, &"-o", &bundle]);
     assert_eq!(o.status.code(), Some(0), "{}", describe(&o));
-    let b = load(&bundle).unwrap();
+    let b = Rubric::load(&bundle).unwrap();
     assert_eq!(b.program().hash(), r.program().hash());
     assert!(b.identity().bundle.is_some());
-    let err = load_source("broken.rubric", BROKEN).err().unwrap();
-    assert!(err.contains("rubric::resolve::unknown_name") && err.contains("respons"), "{err}");
-    assert!(load(&dir.path("missing.rbk")).is_err());
+    let default = EngineChoice::default();
+    assert_eq!((default.kind_for(&r), default.kind_for(&b)), (EngineKind::Interp, EngineKind::Wasm));
+    assert!(!default.leaves_sandbox(&b));
+    let trusted = EngineChoice { engine: Some(EngineKind::Jit), ..default };
+    assert!(trusted.leaves_sandbox(&b) && !trusted.leaves_sandbox(&r));
+    match Rubric::from_source("broken.rubric", BROKEN) {
+        Err(Error::Compile { diagnostics, rendered }) => {
+            assert!(diagnostics.iter().any(|d| d.code == "rubric::resolve::unknown_name"), "{diagnostics:?}");
+            assert!(rendered.contains("rubric::resolve::unknown_name") && rendered.contains("respons"), "{rendered}");
+        }
+        other => panic!("expected compile errors, got {:?}", other.err()),
+    }
+    match Rubric::load(&dir.path("missing.rbk")) {
+        Err(e @ Error::Bundle { .. }) => assert!(e.to_string().contains("missing.rbk"), "{e}"),
+        other => panic!("expected a bundle error, got {:?}", other.err()),
+    }
 }
 
 const CREDIT: &str = r#"rubric cli.credit @ 1.0.0

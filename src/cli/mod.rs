@@ -32,9 +32,8 @@ mod import;
 mod model;
 pub mod suite;
 
+use crate::api::{CacheSetting, EngineChoice, JudgeSettings};
 use crate::diag::Diagnostic;
-use crate::engine::Engine;
-use crate::interp::Interpreter;
 use crate::runtime::{self, RunOptions, VerdictFile};
 use crate::source::SourceMap;
 use crate::stdlib::Limits;
@@ -65,36 +64,7 @@ pub enum ErrorFormat {
     Json,
 }
 
-#[derive(Clone, Copy, Debug, ValueEnum, PartialEq)]
-pub enum EngineKind {
-    /// The reference interpreter.
-    Interp,
-    /// The IR compiled to WebAssembly and run sandboxed in wasmtime, with per-row limits.
-    Wasm,
-    /// The IR compiled to native code with Cranelift: fastest, no sandbox (trusted rubrics).
-    Jit,
-}
-
-impl EngineKind {
-    /// This engine, the Wasm engine under `limits`.
-    pub fn engine(self, limits: Limits) -> Box<dyn Engine> {
-        match self {
-            EngineKind::Interp => Box::new(Interpreter),
-            EngineKind::Wasm => Box::new(crate::backend::wasm::WasmEngine::with_limits(limits)),
-            EngineKind::Jit => Box::new(crate::backend::jit::JitEngine::new()),
-        }
-    }
-
-    /// The engine for a batch of rows of one program (the Wasm and JIT engines compile it
-    /// once, here), the Wasm engine under `limits`.
-    pub fn engine_for(self, program: &crate::ir::Program, limits: Limits) -> Box<dyn Engine + '_> {
-        match self {
-            EngineKind::Interp => Box::new(Interpreter),
-            EngineKind::Wasm => Box::new(crate::backend::wasm::WasmEngine::with_limits(limits).bind(program)),
-            EngineKind::Jit => Box::new(crate::backend::jit::JitEngine::new().bind(program)),
-        }
-    }
-}
+pub use crate::api::EngineKind;
 
 /// Which engine runs a rubric, and the sandbox's limits: what `run`, `test`, `explain` and
 /// `serve` take. A bundle (a rubric from elsewhere) runs on the Wasm engine unless the user
@@ -139,23 +109,28 @@ impl EngineArgs {
         }
     }
 
-    /// The engine for `rubric`.
+    /// The library's engine choice these flags make.
+    pub fn choice(&self) -> EngineChoice {
+        EngineChoice { engine: self.engine, limits: self.limits() }
+    }
+
+    /// The engine for `rubric` (`EngineChoice::kind_for`).
     pub fn kind(&self, rubric: &bundle::Rubric) -> EngineKind {
-        self.engine.unwrap_or(if rubric.bundle.is_some() { EngineKind::Wasm } else { EngineKind::Interp })
+        self.choice().kind_for(rubric)
     }
 
     /// [`EngineArgs::kind`], with a note when a bundle (named `what`) leaves the sandbox.
     pub fn kind_for(&self, rubric: &bundle::Rubric, what: &Path) -> EngineKind {
-        let kind = self.kind(rubric);
-        if kind != EngineKind::Wasm && rubric.bundle.is_some() {
+        let choice = self.choice();
+        if choice.leaves_sandbox(rubric) {
             eprintln!(
                 "note: `--engine {}` runs the bundle `{}` without the sandbox: run bundles you did not build \
                  yourself on the default Wasm engine",
-                kind.to_possible_value().map(|v| v.get_name().to_string()).unwrap_or_default(),
+                choice.kind_for(rubric).name(),
                 what.display()
             );
         }
-        kind
+        choice.kind_for(rubric)
     }
 }
 
@@ -529,15 +504,9 @@ pub fn main_with(cli: Cli) -> ExitCode {
             };
             let engine = engine.kind_for(&rubric, &file).engine_for(program, engine.limits());
             let start = std::time::Instant::now();
-            let local = program.judges.iter().any(|j| j.local.is_some());
-            let dispatching = match judge_dispatch(
-                judges.as_deref(),
-                judge.as_deref(),
-                record.as_deref(),
-                cache.as_deref(),
-                no_cache,
-                local,
-            ) {
+            let settings =
+                judge_settings(judges.as_deref(), judge.as_deref(), record.as_deref(), cache.as_deref(), no_cache);
+            let dispatching = match settings.and_then(|s| s.dispatcher(&[program]).map_err(|e| e.to_string())) {
                 Ok(d) => d,
                 Err(e) => {
                     eprintln!("error: {e}");
@@ -626,7 +595,7 @@ pub fn main_with(cli: Cli) -> ExitCode {
             } else {
                 // The program, then where its sites lie: the site table is not part of the IR.
                 out!("{}", crate::ir::print_program(p));
-                out!("\n{}", crate::ir::print_sites(&r.compiled.sites));
+                out!("\n{}", crate::ir::print_sites(&r.sites));
             }
             eprintln!("ir_hash: {}", p.hash());
             ExitCode::SUCCESS
@@ -717,7 +686,7 @@ pub fn main_with(cli: Cli) -> ExitCode {
             };
             let mut served = Vec::new();
             for f in &files {
-                let rubric = match bundle::load(f) {
+                let rubric = match bundle::Rubric::load(f) {
                     Ok(r) => r,
                     Err(e) => {
                         eprintln!("{e}");
@@ -734,15 +703,15 @@ pub fn main_with(cli: Cli) -> ExitCode {
                     engine: kind.engine_for(program, engine.limits()),
                 });
             }
-            let local = served.iter().any(|s| s.program.judges.iter().any(|j| j.local.is_some()));
-            let dispatching =
-                match judge_dispatch(judges.as_deref(), judge.as_deref(), None, cache.as_deref(), no_cache, local) {
-                    Ok(d) => d,
-                    Err(e) => {
-                        eprintln!("error: {e}");
-                        return ExitCode::from(2);
-                    }
-                };
+            let programs: Vec<&crate::ir::Program> = served.iter().map(|s| s.program).collect();
+            let settings = judge_settings(judges.as_deref(), judge.as_deref(), None, cache.as_deref(), no_cache);
+            let dispatching = match settings.and_then(|s| s.dispatcher(&programs).map_err(|e| e.to_string())) {
+                Ok(d) => d,
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    return ExitCode::from(2);
+                }
+            };
             let opts = crate::serve::Options {
                 addr,
                 token,
@@ -786,69 +755,28 @@ fn numeric_stage(
     }
 }
 
-/// The judge dispatcher `rubric run` uses, when judges are configured (`--judges`) or
-/// replayed (`--judge replay:FILE`), or when the rubric has local judges (`local`: these need
-/// no configuration; other judges then end `judge_no_endpoint` unless they have recorded
-/// verdicts): its replies cached in `cache` (default `Cache::default_path()`) unless
-/// `no_cache`, recorded to `record`. `rubric serve` and the Python bindings
-/// (`rubric.load(..., judges=...)`) build theirs here too.
-#[cfg(feature = "judges")]
-pub fn judge_dispatch(
+/// The judge settings of `--judges`, `--judge replay:FILE`, `--record`, `--cache` and
+/// `--no-cache` (`api::JudgeSettings`, whose `dispatcher` builds what `run` and `serve` call).
+pub fn judge_settings(
     judges: Option<&Path>,
     judge: Option<&str>,
     record: Option<&Path>,
     cache: Option<&Path>,
     no_cache: bool,
-    local: bool,
-) -> Result<Option<Box<dyn runtime::ChunkJudge>>, String> {
-    use crate::judge::{Cache, Dispatcher, JudgesConfig, Replay, TranscriptWriter};
+) -> Result<JudgeSettings, String> {
     let replay = match judge {
         None => None,
         Some(spec) => match spec.strip_prefix("replay:") {
-            Some(path) => Some(Replay::load(Path::new(path)).map_err(|e| e.to_string())?),
+            Some(path) => Some(PathBuf::from(path)),
             None => return Err(format!("`--judge {spec}`: the only judge source is `replay:TRANSCRIPT.jsonl`")),
         },
     };
-    if judges.is_none() && replay.is_none() && !local {
-        return Ok(None);
-    }
-    let config = match judges {
-        Some(p) => JudgesConfig::load(p).map_err(|e| e.to_string())?,
-        None => JudgesConfig::default(),
+    let cache = match (no_cache, cache) {
+        (true, _) => CacheSetting::Off,
+        (false, Some(p)) => CacheSetting::At(p.to_path_buf()),
+        (false, None) => CacheSetting::Default,
     };
-    let mut b = Dispatcher::builder(config);
-    if let Some(r) = replay {
-        b = b.replay(r);
-    }
-    if !no_cache {
-        let path = cache.map(Path::to_path_buf).or_else(Cache::default_path);
-        if let Some(p) = path {
-            if let Some(dir) = p.parent() {
-                let _ = std::fs::create_dir_all(dir);
-            }
-            b = b.cache(Cache::open(&p).map_err(|e| e.to_string())?);
-        }
-    }
-    if let Some(r) = record {
-        b = b.record(TranscriptWriter::create(r).map_err(|e| e.to_string())?);
-    }
-    let d = b.build().map_err(|e| e.to_string())?;
-    Ok(Some(Box::new(runtime::dispatch::Dispatching::new(d))))
-}
-
-#[cfg(not(feature = "judges"))]
-pub fn judge_dispatch(
-    judges: Option<&Path>,
-    judge: Option<&str>,
-    _record: Option<&Path>,
-    _cache: Option<&Path>,
-    _no_cache: bool,
-    _local: bool,
-) -> Result<Option<Box<dyn runtime::ChunkJudge>>, String> {
-    if judges.is_some() || judge.is_some() {
-        return Err("this build has no judge dispatch: build with the `judges` feature".into());
-    }
-    Ok(None)
+    Ok(JudgeSettings { config: judges.map(Path::to_path_buf), replay, record: record.map(Path::to_path_buf), cache })
 }
 
 /// Compile a file, printing its diagnostics to stderr; `None` when it has errors.
@@ -898,7 +826,7 @@ fn plural(n: usize) -> &'static str {
 
 fn explain(file: &Path, input: &Path, row: usize, verdicts: Option<&Path>, engine: &EngineArgs) -> ExitCode {
     let Some(r) = bundle::load_or_report(file, ErrorFormat::Human) else { return ExitCode::from(1) };
-    let (c, p) = (&r.compiled, r.program());
+    let (c, p) = (&r, r.program());
     let text = match std::fs::read_to_string(input) {
         Ok(t) => t,
         Err(e) => {

@@ -9,7 +9,6 @@ use crate::diag::Diagnostic;
 use crate::ir::SiteId;
 use crate::runtime::{self, examples::run_examples, VerdictFile};
 use crate::source::Span;
-use crate::types::Compiled;
 use serde_json::Value as Json;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -73,7 +72,7 @@ fn test_path(path: &Path, engine: &EngineArgs, format: ErrorFormat, t: &mut Tall
 }
 
 /// The span of a site, when the sources it lies in are at hand.
-fn site_span(c: &Compiled, site: Option<SiteId>) -> Option<Span> {
+fn site_span(c: &Rubric, site: Option<SiteId>) -> Option<Span> {
     let s = c.sites.get(site?)?;
     Some(Span { file: c.sources.find(&s.file)?, start: s.start, end: s.end })
 }
@@ -86,7 +85,7 @@ fn test_file(path: &Path, engine: &EngineArgs, format: ErrorFormat, t: &mut Tall
         t.compile_failed += 1;
         return None;
     };
-    let (p, c) = (r.program(), &r.compiled);
+    let (p, c) = (r.program(), &r);
     let outcomes = run_examples(engine.kind_for(&r, path).engine_for(p, engine.limits()).as_ref(), p);
     for o in outcomes {
         if o.passed() {
