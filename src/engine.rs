@@ -159,7 +159,8 @@ pub struct GateResult {
 pub struct TrapInfo {
     pub code: &'static str,
     pub message: String,
-    pub site: Option<crate::ir::Site>,
+    /// Where: a site of the program; the site table beside it says where that lies.
+    pub site: Option<crate::ir::SiteId>,
 }
 
 #[derive(Debug, Clone, PartialEq, Default)]
@@ -193,8 +194,8 @@ impl RowResult {
     }
 
     /// The result object written for a row (without row id and bundle information, which the
-    /// runtime adds).
-    pub fn to_json(&self) -> Map<String, Json> {
+    /// runtime adds); `sites` locates a trap's site in the sources.
+    pub fn to_json(&self, sites: &crate::ir::SiteTable) -> Map<String, Json> {
         let mut m = Map::new();
         m.insert("score".into(), self.score.map_or(Json::Null, number_to_json));
         m.insert("status".into(), json!(if self.score.is_some() { "scored" } else { "unscored" }));
@@ -244,7 +245,7 @@ impl RowResult {
         if let Some(t) = &self.trap {
             m.insert(
                 "trap".into(),
-                json!({ "code": t.code, "message": t.message, "site": t.site.as_ref().map(|s| json!({"file": s.file, "start": s.start, "end": s.end})) }),
+                json!({ "code": t.code, "message": t.message, "site": t.site.and_then(|id| sites.get(id)).map(|s| json!({"file": s.file, "start": s.start, "end": s.end})) }),
             );
         }
         m

@@ -4,6 +4,7 @@
 //! facts) → `ir` (canonical, serialisable) → `interp` (reference engine) → `runtime` (rows in,
 //! results out). See `docs/ARCHITECTURE.md`.
 
+pub mod api;
 pub mod backend;
 pub mod bundle;
 pub mod cli;
@@ -13,6 +14,7 @@ pub mod interp;
 pub mod ir;
 #[cfg(feature = "judges")]
 pub mod judge;
+pub mod meter;
 #[cfg(feature = "models")]
 pub mod models;
 #[cfg(feature = "models")]

@@ -2,8 +2,10 @@
 
 use clap::Parser;
 
+// mimalloc, counted per row so that the sandbox's memory limit covers every allocation
+// (`rubric::meter`).
 #[global_allocator]
-static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static GLOBAL: rubric::meter::Counting<mimalloc::MiMalloc> = rubric::meter::Counting(mimalloc::MiMalloc);
 
 fn main() -> std::process::ExitCode {
     rubric::cli::main_with(rubric::cli::Cli::parse())

@@ -4,10 +4,11 @@
 //! message that names it), the structural diff and the probe, and the commands on the built
 //! binary.
 
+use rubric::api::{bundle_limits as limits, WASM_ABI_VERSION};
 use rubric::bundle::container::{self, Entry};
 use rubric::bundle::diff::{diff, Change};
 use rubric::bundle::{self, describe, load_bytes, BundleError, Limits, Manifest};
-use rubric::cli::bundle::{build_compiled, limits, WASM_ABI_VERSION};
+use rubric::cli::bundle::build_compiled;
 use rubric::interp::Interpreter;
 use rubric::ir::Program;
 use rubric::runtime::{examples::run_examples, score_line, Identity, VerdictFile};
@@ -85,8 +86,8 @@ fn bundle_round_trip_reproduces_every_example() {
         let verdicts_path = dir.join("verdicts.jsonl");
         let vf = verdicts_path.is_file().then(|| VerdictFile::load(&verdicts_path).unwrap());
         let rows = std::fs::read_to_string(dir.join("inputs.jsonl")).unwrap();
-        let plain = Identity::of(program);
-        let stamped = Identity::of(&b.program).with_bundle(&b.hash);
+        let plain = Identity::of(program, &source.sites);
+        let stamped = Identity::of(&b.program, &b.sites).with_bundle(&b.hash);
         let lines: Vec<&str> = rows.lines().filter(|l| !l.trim().is_empty()).collect();
         assert!(!lines.is_empty());
         for (i, line) in lines.iter().enumerate() {
@@ -142,10 +143,12 @@ fn bundle_source_map_locates_sites_and_stdlib_modules() {
     assert!(modules.contains(&"std.ifeval"), "{modules:?}");
     let paths: Vec<&str> = b.manifest.files.iter().map(|f| f.path.as_str()).collect();
     assert!(paths.contains(&"src/std/ifeval.rubric") && paths.contains(&"src/main.rubric"), "{paths:?}");
-    assert_eq!(b.source_map.sites.len(), b.program.sites.len());
+    assert_eq!(b.source_map.sites.len(), b.program.site_count as usize);
+    // The site table read back from the source map is the compiler's.
+    assert_eq!(b.sites, compile(&main).sites);
     // Site 0 of the root lies where the source map says.
     let text = std::fs::read_to_string(&main).unwrap();
-    let (i, site) = b.program.sites.iter().enumerate().find(|(_, s)| s.file == "main").unwrap();
+    let (i, site) = b.sites.iter().enumerate().find(|(_, s)| s.file == "main").unwrap();
     let before = &text[..site.start as usize];
     let line = before.matches('\n').count() + 1;
     let col = before.rsplit('\n').next().unwrap().chars().count() + 1;
@@ -226,6 +229,58 @@ fn bundle_rebuild_is_byte_identical_from_any_path() {
     one.file("lib/checks.rubric", &CHECKS.replace("400", "401"));
     let changed = build_file(&one.path("main.rubric"), true);
     assert_ne!(changed.hash, again.hash);
+}
+
+// ---------------------------------------------------------------- identity
+
+/// The `ir_hash` says what the rubric does; the bundle hash commits to every byte of the
+/// artefact, so it also changes with the stdlib version (in the manifest) and with the source
+/// map (a re-laid-out source), while the `ir_hash` does not.
+#[test]
+fn bundle_hash_covers_the_stdlib_version_and_the_source_map() {
+    let main = crate_root().join(TIERS);
+    let build = |c: &rubric::types::Compiled, stdlib_version: &str| {
+        let program = c.program.as_ref().unwrap();
+        let wasm = rubric::backend::wasm::compile_module(program).unwrap();
+        let input = bundle::BuildInput {
+            program,
+            sites: &c.sites,
+            wasm: &wasm,
+            wasm_abi_version: WASM_ABI_VERSION,
+            stdlib_version,
+            sources: &c.sources,
+            with_sources: false,
+        };
+        bundle::build(&input).unwrap()
+    };
+    let c = compile(&main);
+    let plain = build(&c, rubric::resolve::STDLIB_VERSION);
+    let other_stdlib = build(&c, "99.0.0");
+    assert_ne!(plain.hash, other_stdlib.hash, "the stdlib version is part of the bundle's identity");
+    assert_eq!(plain.manifest.ir_hash, other_stdlib.manifest.ir_hash);
+    let dir = TempDir::new("bundle-layout");
+    let text = std::fs::read_to_string(&main).unwrap();
+    let commented = compile(&dir.file("main.rubric", &text.replacen("\n", "\n// a comment\n\n", 1)));
+    assert_eq!(commented.program, c.program, "a comment changes nothing the program says");
+    assert_ne!(commented.sites, c.sites, "but every site after it moved");
+    let moved = build(&commented, rubric::resolve::STDLIB_VERSION);
+    assert_eq!(moved.manifest.ir_hash, plain.manifest.ir_hash);
+    assert_ne!(moved.hash, plain.hash, "the source map (and the source's hash in it) changed");
+    // The site table must be the program's: a table of another length is refused.
+    let c_program = c.program.as_ref().unwrap();
+    let wasm = rubric::backend::wasm::compile_module(c_program).unwrap();
+    let short = rubric::ir::SiteTable::default();
+    let input = bundle::BuildInput {
+        program: c_program,
+        sites: &short,
+        wasm: &wasm,
+        wasm_abi_version: WASM_ABI_VERSION,
+        stdlib_version: rubric::resolve::STDLIB_VERSION,
+        sources: &c.sources,
+        with_sources: false,
+    };
+    let e = bundle::build(&input).err().expect("a short site table is refused");
+    assert_eq!(e.code, "rubric::bundle::source_map", "{e}");
 }
 
 // ---------------------------------------------------------------- tampering
@@ -365,8 +420,12 @@ fn bundle_tamper_manifest_fields_and_versions_are_named() {
     assert_rejected(&b, "rubric::bundle::manifest", &["unknown manifest field `signed_by`"], "unknown field");
     let b = with_manifest(&bytes, |m| m["judges"][0]["api_key"] = Json::String("sk-".into()));
     assert_rejected(&b, "rubric::bundle::manifest", &["unknown manifest field `api_key`"], "nested unknown field");
-    let b = with_manifest(&bytes, |m| m["format_version"] = 2.into());
-    assert_rejected(&b, "rubric::bundle::format_version", &["format version 2", "newer"], "future format");
+    let (next, previous) = (bundle::FORMAT_VERSION + 1, bundle::FORMAT_VERSION - 1);
+    let b = with_manifest(&bytes, |m| m["format_version"] = next.into());
+    assert_rejected(&b, "rubric::bundle::format_version", &[&format!("format version {next}"), "newer"], "future");
+    // Format 1 kept no byte offsets in its source map: it is older, never read as this one.
+    let b = with_manifest(&bytes, |m| m["format_version"] = previous.into());
+    assert_rejected(&b, "rubric::bundle::format_version", &[&format!("format version {previous}"), "older"], "past");
     let b = with_manifest(&bytes, |m| m["format_version"] = 0.into());
     assert_rejected(&b, "rubric::bundle::format_version", &["format version 0", "older"], "past format");
     // A future format is reported as such even when it has fields this reader does not know.
@@ -392,6 +451,9 @@ fn bundle_tamper_manifest_fields_and_versions_are_named() {
     assert_rejected(&b, "rubric::bundle::wasm", &["`module.wasm`", "ABI version 7", "manifest says 1"], "module ABI");
     let b = with_manifest(&bytes, |m| m["ir_version"] = 99.into());
     assert_rejected(&b, "rubric::bundle::ir_version", &["IR version 99", "newer"], "future IR");
+    // IR version 1 held the site table inside the IR (and its hash): older, rebuild it.
+    let b = with_manifest(&bytes, |m| m["ir_version"] = 1.into());
+    assert_rejected(&b, "rubric::bundle::ir_version", &["IR version 1", "older"], "IR version 1");
     // A manifest that lies about the IR, re-hashed: caught by comparing with ir.json.
     let b = with_manifest(&bytes, |m| m["judges"][0]["model"] = Json::String("gpt-4.1".into()));
     assert_rejected(&b, "rubric::bundle::manifest", &["`judges`", "`ir.json`"], "model pin");
@@ -422,6 +484,55 @@ fn bundle_tamper_consistent_ir_edit_is_caught() {
         m["files"][0]["sha256"] = Json::String(hash);
     });
     assert_rejected(&b, "rubric::bundle::manifest", &["`ir_hash`", "`ir.json`"], "consistent IR edit");
+}
+
+/// Rewrite `source-map.json` with `edit` and fix its size and hash in the manifest, re-hashed:
+/// only the source map's own checks can catch the edit.
+fn with_source_map(bytes: &[u8], edit: impl FnOnce(&mut Json)) -> Vec<u8> {
+    let mut es = entries(bytes);
+    let at = es.iter().position(|e| e.name == "source-map.json").unwrap();
+    let mut map: Json = serde_json::from_slice(&es[at].data).unwrap();
+    edit(&mut map);
+    es[at].data = serde_json::to_vec(&map).unwrap();
+    let (size, hash) = (es[at].data.len(), bundle::sha256(&es[at].data));
+    with_manifest(&container::write(&es), |m| {
+        let f = m["files"].as_array_mut().unwrap().iter_mut().find(|f| f["path"] == "source-map.json").unwrap();
+        f["size"] = size.into();
+        f["sha256"] = Json::String(hash);
+    })
+}
+
+#[test]
+fn bundle_tamper_consistent_source_map_edits_are_caught() {
+    for with_sources in [false, true] {
+        let bytes = built_tiers(with_sources);
+        let what = |w: &str| format!("{w} (sources: {with_sources})");
+        // Untouched, the edit helper gives a bundle that loads.
+        assert!(load_bytes(&with_source_map(&bytes, |_| {}), &limits()).is_ok());
+        let b = with_source_map(&bytes, |m| {
+            m["sites"].as_array_mut().unwrap().pop();
+        });
+        assert_rejected(&b, "rubric::bundle::source_map", &["sites, but the IR has"], &what("a site dropped"));
+        let b = with_source_map(&bytes, |m| m["sites"][0][0] = 99.into());
+        assert_rejected(&b, "rubric::bundle::source_map", &["site 0", "does not list"], &what("a file index"));
+        let b = with_source_map(&bytes, |m| m["sites"][0][2] = 1_000_000.into());
+        assert_rejected(&b, "rubric::bundle::source_map", &["site 0", "within module `main`"], &what("an offset"));
+        let b = with_source_map(&bytes, |m| {
+            let s = &mut m["sites"][0];
+            s[1] = s[2].clone();
+            s[2] = 0.into();
+        });
+        assert_rejected(&b, "rubric::bundle::source_map", &["site 0"], &what("start after end"));
+        let b = with_source_map(&bytes, |m| m["sites"][0] = serde_json::json!([0, 1, 2, 3, 4, 5]));
+        assert_rejected(&b, "rubric::bundle::source_map", &["invalid"], &what("a site of format 1's shape"));
+    }
+    // With the sources bundled, a line or column that disagrees with the offsets is caught too.
+    let bytes = built_tiers(true);
+    let b = with_source_map(&bytes, |m| {
+        let line = m["sites"][0][3].as_u64().unwrap();
+        m["sites"][0][3] = (line + 1).into();
+    });
+    assert_rejected(&b, "rubric::bundle::source_map", &["site 0", "line and column"], "a moved line");
 }
 
 #[test]
@@ -611,7 +722,7 @@ fn cli_build_inspect_run_and_test_a_bundle() {
     for want in [
         "webapp.todo_gates @ 1.0.0",
         &format!("bundle    {hash}"),
-        "versions  format 1",
+        &format!("versions  format {},", bundle::FORMAT_VERSION),
         "model \"gpt-4.1-mini\"",
         "sees      prompt, response",
         "evidence  must quote response",
@@ -637,7 +748,8 @@ fn cli_build_inspect_run_and_test_a_bundle() {
     let j: Json = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(j["kind"], "source");
 
-    // run: the same lines as the source, each with the bundle hash
+    // run: the same lines as the source, each with the bundle hash; the bundle on the Wasm
+    // engine (the sandbox, by default), the source on the interpreter
     let from_bundle = dir.path("b.jsonl");
     let from_source = dir.path("s.jsonl");
     let (inputs, verdicts) = (ex.join("inputs.jsonl"), ex.join("verdicts.jsonl"));
@@ -656,6 +768,14 @@ fn cli_build_inspect_run_and_test_a_bundle() {
         assert_eq!(x["bundle"], Json::String(hash.clone()), "{x}");
         assert!(x["rubric"].is_string() && x["version"].is_string() && x["ir_hash"].is_string());
         x.as_object_mut().unwrap().remove("bundle");
+        // Error records (a row that does not bind) name no engine.
+        if y.get("error").is_none() {
+            assert_eq!(x["engine"], "wasm", "{x}");
+            assert_eq!(y["engine"], "interp", "{y}");
+        }
+        x.as_object_mut().unwrap().remove("engine");
+        let mut y = y;
+        y.as_object_mut().unwrap().remove("engine");
         assert_eq!(x, y);
     }
     // resume from a bundle
@@ -804,7 +924,27 @@ fn bundle_of_a_deeply_nested_rubric_loads_and_scores() {
     let built = build_compiled(&c, false).unwrap();
     let b = load_bytes(&built.bytes, &limits()).unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(&b.program, c.program.as_ref().unwrap());
-    let ident = Identity::of(&b.program);
+    let ident = Identity::of(&b.program, &b.sites);
     let line = score_line(&Interpreter, &b.program, &ident, 0, "{\"x\": 1}", None);
     assert_eq!(line["score"], 1, "{line}");
+}
+
+/// A trap's site in a result line is the same from a source and from its bundle (the source
+/// map carries the byte offsets the IR no longer holds), and it is where the gate is written.
+#[test]
+fn bundle_trap_sites_locate_the_gate_in_the_source() {
+    let src = "rubric trap.site @ 1.0.0\ninput xs: List[Number]\n\n// before the gate\n\
+               gate first: xs[3] > 0 else score 0 reason \"none\"\ncriterion some \"Some\" check len(xs) > 0\n";
+    let c = compile_source("main.rubric", src);
+    let program = c.program.as_ref().unwrap_or_else(|| panic!("{:?}", c.diagnostics));
+    let b = load_bytes(&build_compiled(&c, false).unwrap().bytes, &limits()).unwrap();
+    let row = "{\"xs\": [1]}";
+    let from_source = score_line(&Interpreter, program, &Identity::of(program, &c.sites), 0, row, None);
+    let from_bundle = score_line(&Interpreter, &b.program, &Identity::of(&b.program, &b.sites), 0, row, None);
+    assert!(from_source["trap"].is_object(), "the gate traps: {from_source}");
+    assert_eq!(from_bundle["trap"], from_source["trap"]);
+    let site = &from_bundle["trap"]["site"];
+    assert_eq!(site["file"], "main", "{from_bundle}");
+    let (start, end) = (site["start"].as_u64().unwrap() as usize, site["end"].as_u64().unwrap() as usize);
+    assert!(src[start..end].starts_with("gate first: xs[3]"), "the site is `{}`", &src[start..end]);
 }

@@ -6,7 +6,7 @@
 use serde_json::Value as Json;
 use std::process::{Command, Output};
 
-use crate::common::{json_lines, TempDir};
+use crate::common::{crate_root, json_lines, TempDir};
 
 fn rubric(args: &[&dyn AsRef<std::ffi::OsStr>]) -> Output {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_rubric"));
@@ -418,13 +418,23 @@ fn ir_hash_is_stable_across_runs_and_changes_with_the_rubric() {
     assert_eq!(ir_hash(&ja), hash);
     serde_json::from_slice::<Json>(&ja.stdout).expect("`ir --json` prints JSON");
 
-    // The path the file is named by does not matter; a changed weight does.
+    // The path the file is named by does not matter, nor does its layout; a changed weight does.
     let absolute = std::fs::canonicalize(&file).unwrap();
     assert_eq!(ir_hash(&rubric(&[&"ir", &absolute])), hash);
     let copy = dir.file("copy.rubric", GOOD);
     assert_eq!(ir_hash(&rubric(&[&"ir", &copy])), hash);
+    let laid_out = GOOD
+        .replace("input n: Number = 0\n", "input n: Number = 0 // a default\n\n\n")
+        .replace("  sees response", "\t\tsees /* what it may read */ response")
+        .replace("word_count(response) <= 8", "word_count( response )<=8");
+    let moved = dir.file("laid-out.rubric", &laid_out);
+    assert_eq!(ir_hash(&rubric(&[&"ir", &moved])), hash, "layout is not identity");
+    let moved_json = rubric(&[&"ir", &"--json", &moved]);
+    assert_eq!(moved_json.stdout, ja.stdout, "the canonical IR holds no source positions");
     let changed = dir.file("changed.rubric", &GOOD.replace("\"Says please\"", "\"Says please\" weight 2"));
     assert_ne!(ir_hash(&rubric(&[&"ir", &changed])), hash);
+    let renamed = dir.file("renamed.rubric", &GOOD.replace("criterion short", "criterion brief"));
+    assert_ne!(ir_hash(&rubric(&[&"ir", &renamed])), hash);
 
     // The hash in `run` results is the same.
     let input = dir.file("rows.jsonl", "{\"response\": \"please\"}\n");
@@ -434,12 +444,42 @@ fn ir_hash_is_stable_across_runs_and_changes_with_the_rubric() {
     assert_eq!(json_lines(&std::fs::read_to_string(&out).unwrap())[0]["ir_hash"], hash.as_str());
 }
 
-/// The canonical IR without its source map (`sites`), which records byte offsets.
-fn ir_without_sites(o: &Output) -> Json {
-    assert_eq!(o.status.code(), Some(0), "{}", describe(o));
-    let mut v: Json = serde_json::from_slice(&o.stdout).expect("`ir --json` prints JSON");
-    v.as_object_mut().expect("an object").remove("sites");
-    v
+/// The tiers example with one comment line added keeps its `ir_hash` and its canonical IR; only
+/// the site table that `rubric ir` prints beside the program moves.
+#[test]
+fn ir_hash_of_the_tiers_example_survives_a_comment() {
+    let dir = TempDir::new("ir-comment");
+    let original = crate_root().join("examples/tiers/main.rubric");
+    let text = std::fs::read_to_string(&original).unwrap();
+    let (header, rest) = text.split_once('\n').unwrap();
+    let commented = dir.file("main.rubric", &format!("{header}\n// reviewed: no change in meaning\n{rest}"));
+    let (a, b) = (rubric(&[&"ir", &original]), rubric(&[&"ir", &commented]));
+    assert_eq!(a.status.code(), Some(0), "{}", describe(&a));
+    assert_eq!(ir_hash(&b), ir_hash(&a));
+    let (ja, jb) = (rubric(&[&"ir", &"--json", &original]), rubric(&[&"ir", &"--json", &commented]));
+    assert_eq!(ja.stdout, jb.stdout, "the canonical IR is byte-identical");
+    let sites =
+        |o: &Output| stdout(o).lines().filter(|l| l.starts_with("site @s")).map(String::from).collect::<Vec<_>>();
+    let (sa, sb) = (sites(&a), sites(&b));
+    assert!(!sa.is_empty() && sa.len() == sb.len(), "{}", stdout(&a));
+    assert_ne!(sa, sb, "the sites moved by the comment's length");
+    // Its examples still run from the moved file.
+    let t = rubric(&[&"test", &commented]);
+    assert_eq!(t.status.code(), Some(0), "{}", describe(&t));
+}
+
+/// A failing example in a re-laid-out file points at the expectation where it now is.
+#[test]
+fn example_failures_point_at_their_source_after_a_layout_change() {
+    let dir = TempDir::new("ir-example-site");
+    let src = GOOD.to_string() + "example \"fails\" {\n  response \"please\"\n  expect score 0.123\n}\n";
+    let moved = src.replacen("\n", "\n// one\n// two\n", 1);
+    let file = dir.file("main.rubric", &moved);
+    let o = rubric(&[&"test", &file]);
+    assert_eq!(o.status.code(), Some(1), "{}", describe(&o));
+    let out = format!("{}{}", stdout(&o), stderr(&o));
+    let line = moved.lines().position(|l| l.contains("expect score 0.123")).unwrap() + 1;
+    assert!(out.contains(&format!("main.rubric:{line}:3")), "the failure names line {line}:\n{out}");
 }
 
 const MESSY: &str = r#"rubric   cli.messy@1.0.0 "Badly laid out"
@@ -473,11 +513,9 @@ fn fmt_output_checks_clean_and_is_a_fixed_point() {
     let check = rubric(&[&"check", &out]);
     assert_eq!(check.status.code(), Some(0), "formatted output re-checks clean:\n{formatted}\n{}", describe(&check));
     assert!(!stderr(&check).contains("error"), "{}", describe(&check));
-    assert_eq!(
-        ir_without_sites(&rubric(&[&"ir", &"--json", &out])),
-        ir_without_sites(&rubric(&[&"ir", &"--json", &messy])),
-        "formatting does not change the program (only the source positions of its sites):\n{formatted}"
-    );
+    let (fa, fb) = (rubric(&[&"ir", &"--json", &out]), rubric(&[&"ir", &"--json", &messy]));
+    assert_eq!(fa.stdout, fb.stdout, "formatting does not change the canonical IR:\n{formatted}");
+    assert_eq!(ir_hash(&fa), ir_hash(&fb), "nor its hash");
     let again = rubric(&[&"fmt", &out]);
     assert_eq!(stdout(&again), formatted, "fmt is idempotent");
     assert_eq!(rubric(&[&"fmt", &"--check", &out]).status.code(), Some(0));
@@ -517,7 +555,7 @@ fn usage_errors_exit_with_code_2() {
 /// first, and checks that they agree on every row (it fails when they do not).
 #[test]
 fn bench_compares_every_engine_on_the_same_rows() {
-    let root = crate::common::crate_root();
+    let root = crate_root();
     let file = root.join("examples/tiers/main.rubric");
     let input = root.join("examples/tiers/inputs.jsonl");
     let o = rubric(&[&"bench", &file, &"--input", &input, &"--rows", &"40", &"--runs", &"1"]);
@@ -646,24 +684,38 @@ fn run_groups_adds_rewards_and_advantages_and_resumes_by_group() {
     assert_eq!(std::fs::read_to_string(&out).unwrap(), text);
 }
 
-/// The library loader behind `serve` and the Python bindings: a source, a source text and a
-/// bundle load; a broken source comes back as its rendered diagnostics.
+/// The library facade behind the CLI, `serve` and the Python bindings: a source, a source text
+/// and a bundle load; a broken source comes back as its diagnostics, with their rendering; a
+/// bundle runs on the Wasm engine unless another is named.
 #[test]
-fn library_loader_takes_sources_texts_and_bundles() {
-    use rubric::cli::bundle::{load, load_source};
+fn library_facade_loads_sources_texts_and_bundles() {
+    use rubric::api::{EngineChoice, EngineKind, Error, Rubric};
     let dir = TempDir::new("loader");
     let good = dir.file("good.rubric", GOOD);
-    let r = load(&good).unwrap();
+    let r = Rubric::load(&good).unwrap();
     assert_eq!(r.program().rubric.name, "cli.good");
     let bundle = dir.path("good.rbk");
     let o = rubric(&[&"build", &good, &"-o", &bundle]);
     assert_eq!(o.status.code(), Some(0), "{}", describe(&o));
-    let b = load(&bundle).unwrap();
+    let b = Rubric::load(&bundle).unwrap();
     assert_eq!(b.program().hash(), r.program().hash());
     assert!(b.identity().bundle.is_some());
-    let err = load_source("broken.rubric", BROKEN).err().unwrap();
-    assert!(err.contains("rubric::resolve::unknown_name") && err.contains("respons"), "{err}");
-    assert!(load(&dir.path("missing.rbk")).is_err());
+    let default = EngineChoice::default();
+    assert_eq!((default.kind_for(&r), default.kind_for(&b)), (EngineKind::Interp, EngineKind::Wasm));
+    assert!(!default.leaves_sandbox(&b));
+    let trusted = EngineChoice { engine: Some(EngineKind::Jit), ..default };
+    assert!(trusted.leaves_sandbox(&b) && !trusted.leaves_sandbox(&r));
+    match Rubric::from_source("broken.rubric", BROKEN) {
+        Err(Error::Compile { diagnostics, rendered }) => {
+            assert!(diagnostics.iter().any(|d| d.code == "rubric::resolve::unknown_name"), "{diagnostics:?}");
+            assert!(rendered.contains("rubric::resolve::unknown_name") && rendered.contains("respons"), "{rendered}");
+        }
+        other => panic!("expected compile errors, got {:?}", other.err()),
+    }
+    match Rubric::load(&dir.path("missing.rbk")) {
+        Err(e @ Error::Bundle { .. }) => assert!(e.to_string().contains("missing.rbk"), "{e}"),
+        other => panic!("expected a bundle error, got {:?}", other.err()),
+    }
 }
 
 const CREDIT: &str = r#"rubric cli.credit @ 1.0.0

@@ -99,7 +99,7 @@ fn run_case(dir: &Path) -> Vec<String> {
     let verdicts_path = dir.join("verdicts.jsonl");
     let verdicts =
         verdicts_path.is_file().then(|| VerdictFile::load(&verdicts_path).unwrap_or_else(|e| panic!("{name}: {e}")));
-    let ident = Identity::of(program);
+    let ident = Identity::of(program, &compiled.sites);
     let mut reference: Option<(&str, Vec<Json>)> = None;
     for engine in ENGINES {
         let results: Vec<Json> = inputs

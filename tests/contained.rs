@@ -7,7 +7,7 @@
 
 use rubric::engine::{Engine, RowResult, VerdictSource};
 use rubric::interp::Interpreter;
-use rubric::ir::Program;
+use rubric::ir::{Program, SiteTable};
 use rubric::runtime::{self, Identity, RunOptions};
 use rubric::types::compile_source;
 use rubric::value::Value;
@@ -37,9 +37,10 @@ impl Engine for PanicsOnBoom {
     }
 }
 
-fn program() -> Program {
+/// The program and where its sites lie.
+fn program() -> (Program, SiteTable) {
     let c = compile_source("contained.rubric", RUBRIC);
-    c.program.unwrap_or_else(|| panic!("{:?}", c.diagnostics))
+    (c.program.unwrap_or_else(|| panic!("{:?}", c.diagnostics)), c.sites)
 }
 
 const ROWS: [&str; 4] = [
@@ -68,8 +69,8 @@ fn check_records(records: &[Json], how: &str) {
 
 #[test]
 fn a_panicking_row_is_its_error_record_in_score_line_and_score_batch() {
-    let p = program();
-    let ident = Identity::of(&p);
+    let (p, sites) = program();
+    let ident = Identity::of(&p, &sites);
     let lines: Vec<(usize, String)> = ROWS.iter().map(|l| l.to_string()).enumerate().collect();
     let records: Vec<Json> =
         lines.iter().map(|(i, l)| runtime::score_line(&PanicsOnBoom, &p, &ident, *i, l, None)).collect();
@@ -81,7 +82,7 @@ fn a_panicking_row_is_its_error_record_in_score_line_and_score_batch() {
 
 #[test]
 fn a_panicking_row_is_its_error_record_in_run_batch() {
-    let p = program();
+    let (p, sites) = program();
     let dir = TempDir::new("contained");
     let input = dir.file("rows.jsonl", &(ROWS.join("\n") + "\n"));
     for groups in [None, Some("group")] {
@@ -97,7 +98,7 @@ fn a_panicking_row_is_its_error_record_in_run_batch() {
             groups,
             numeric: None,
         };
-        let summary = runtime::run_batch(&PanicsOnBoom, &p, &opts).unwrap_or_else(|e| panic!("{e}"));
+        let summary = runtime::run_batch(&PanicsOnBoom, &p, &sites, &opts).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!((summary.rows, summary.scored, summary.errors), (4, 3, 1), "{summary:?}");
         let records = json_lines(&std::fs::read_to_string(&output).unwrap());
         check_records(&records, &format!("run_batch, groups {groups:?}"));
@@ -109,17 +110,26 @@ fn a_panicking_row_is_its_error_record_in_run_batch() {
 #[cfg(feature = "serve")]
 #[test]
 fn a_panicking_row_does_not_take_the_reward_server_down() {
-    let program: &'static Program = Box::leak(Box::new(program()));
+    let (program, sites) = program();
+    let program: &'static Program = Box::leak(Box::new(program));
     let addr = {
         let probe = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         probe.local_addr().unwrap()
     };
-    let served = rubric::serve::Served { program, ident: Identity::of(program), engine: Box::new(PanicsOnBoom) };
+    let served =
+        rubric::serve::Served { program, ident: Identity::of(program, &sites), engine: Box::new(PanicsOnBoom) };
     let opts = rubric::serve::Options {
         addr,
         token: None,
         max_body_bytes: 1 << 20,
         timeout: std::time::Duration::from_secs(60),
+        limits: rubric::serve::Limits {
+            header_timeout: std::time::Duration::from_secs(10),
+            body_timeout: std::time::Duration::from_secs(60),
+            keep_alive: std::time::Duration::from_secs(30),
+            max_connections: 64,
+            max_connections_per_client: 16,
+        },
     };
     std::thread::spawn(move || rubric::serve::main(vec![served], None, opts));
     let addr = addr.to_string();

@@ -1,25 +1,30 @@
 //! Forged bundles (security issue "Untrusted means untrusted", item 3): for every `examples/*`
 //! rubric and every `tests/conformance/*` case, the bundle's `ir.json` is mutated field by
-//! field — every number set out of range (+1, +1000, `u32::MAX`, -1, and type swaps), every
-//! array shortened, lengthened and emptied, enum and type names swapped — and a bundle whose
-//! every hash is right is forged around each mutated IR (manifest fields derived again, the
-//! Wasm module recompiled, the source map resized), as anyone can. Each forged bundle is
-//! loaded; if it is accepted, the case's rows are scored on every engine and the program is
-//! described, inspected, printed, diffed and its examples run. Nothing may panic: a mutation
-//! is rejected with a `rubric::bundle::*` code, or it runs cleanly. Each mutation runs on a
-//! thread of its own with the default stack (named after the mutation, so a stack overflow
-//! names it too).
+//! field — every number set out of range (+1, +1000, `u32::MAX`, -1, and type swaps;
+//! `site_count` among them), every array shortened, lengthened and emptied, enum and type names
+//! swapped — and a bundle whose every hash is right is forged around each mutated IR (manifest
+//! fields derived again, the Wasm module recompiled, the source map resized to the IR's
+//! `site_count`), as anyone can. The source map, which the reader checks against the IR's
+//! sites and, in a bundle with its sources, against their lines and columns, is mutated the
+//! same way, alternately in the bundle without and with its sources (`--with-sources`). Each forged
+//! bundle is loaded; if it is accepted, the case's rows are scored on every engine (trap sites
+//! located through the bundle's site table) and the program is described, inspected, printed,
+//! diffed, its sites located and its examples run. Nothing may panic: a mutation is rejected
+//! with a `rubric::bundle::*` code, or it runs cleanly. Each mutation runs on a thread of its
+//! own with the default stack (named after the mutation, so a stack overflow names it too).
 //!
 //! The mutations are enumerated in a fixed order and a fixed share of them is tested (every
-//! case contributes, spread evenly over its IR), so that the test stays quick on 2 cores;
+//! case contributes, spread evenly over its IR and its source map), so that the test stays
+//! quick on 2 cores;
 //! `RUBRIC_FORGED_ALL=1` tests every one, and `RUBRIC_FORGED_LOG=FILE` writes
 //! each one's outcome to `FILE`. `RUBRIC_FORGED_DUMP=DIR` writes every selected
 //! forged bundle to `DIR` (with an `index.tsv`) instead of loading it, for running them
 //! through a `rubric` binary.
 
+use rubric::api::{bundle_limits as limits, WASM_ABI_VERSION};
 use rubric::bundle::container::{self, Entry};
 use rubric::bundle::{self, describe, load_bytes};
-use rubric::cli::bundle::{build_compiled, limits};
+use rubric::cli::bundle::build_compiled;
 use rubric::engine::Engine;
 use rubric::interp::Interpreter;
 use rubric::ir::Program;
@@ -33,8 +38,10 @@ use std::path::{Path, PathBuf};
 
 use crate::common::{crate_root, example_dirs, read_lines};
 
-/// Mutations tested per case by default (spread evenly over the case's IR).
+/// IR mutations tested per case by default (spread evenly over the case's IR).
 const PER_CASE: usize = 110;
+/// Source-map mutations tested per case by default (spread evenly over its source map).
+const PER_CASE_MAP: usize = 20;
 
 /// One rubric and its rows.
 struct Case {
@@ -43,7 +50,11 @@ struct Case {
     program: Program,
     /// The entries of its bundle, as `rubric build` writes it (no sources).
     entries: Vec<Entry>,
+    /// The entries of its bundle with its sources (`--with-sources`).
+    with_sources: Vec<Entry>,
     ir: Json,
+    /// The source map (the same in both bundles).
+    source_map: Json,
     rows: Vec<String>,
     verdicts: Option<VerdictFile>,
 }
@@ -63,12 +74,16 @@ fn cases() -> Vec<Case> {
             let program = compiled.program.clone().unwrap_or_else(|| panic!("{} does not compile", dir.display()));
             let built = build_compiled(&compiled, false).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
             let entries = container::read(&built.bytes, 100).unwrap();
+            let built = build_compiled(&compiled, true).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
+            let with_sources = container::read(&built.bytes, 100).unwrap();
             let ir = serde_json::from_slice(&entries[1].data).unwrap();
+            let source_map = serde_json::from_slice(&entries[3].data).unwrap();
             let verdicts_path = dir.join("verdicts.jsonl");
             let verdicts = verdicts_path.is_file().then(|| VerdictFile::load(&verdicts_path).unwrap());
             let parent = dir.parent().and_then(Path::file_name).unwrap().to_string_lossy().into_owned();
             let name = format!("{parent}/{}", dir.file_name().unwrap().to_string_lossy());
-            Case { name, rows: read_lines(&dir.join("inputs.jsonl")), dir, program, entries, ir, verdicts }
+            let rows = read_lines(&dir.join("inputs.jsonl"));
+            Case { name, rows, dir, program, entries, with_sources, ir, source_map, verdicts }
         })
         .collect()
 }
@@ -106,8 +121,18 @@ enum Edit {
     Clear,
 }
 
+/// What a mutation edits.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Target {
+    /// `ir.json` of the bundle without sources.
+    Ir,
+    /// `source-map.json`, of the bundle with its sources or without.
+    SourceMap { with_sources: bool },
+}
+
 #[derive(Debug, Clone)]
 struct Mutation {
+    target: Target,
     path: Vec<Seg>,
     edit: Edit,
 }
@@ -123,7 +148,12 @@ impl Mutation {
             Edit::Dup => "dup".into(),
             Edit::Clear => "clear".into(),
         };
-        format!("{} {what}", path_text(&self.path))
+        let file = match self.target {
+            Target::Ir => "",
+            Target::SourceMap { with_sources: false } => "source-map.json: ",
+            Target::SourceMap { with_sources: true } => "source-map.json (with sources): ",
+        };
+        format!("{file}{} {what}", path_text(&self.path))
     }
 }
 
@@ -160,8 +190,8 @@ const FAMILIES: &[&[&str]] = &[
     &["verdict", "level", "label", "value", "extract"],
 ];
 
-fn enumerate(v: &Json, path: &mut Vec<Seg>, out: &mut Vec<Mutation>) {
-    let mut set = |path: &[Seg], v: Json| out.push(Mutation { path: path.to_vec(), edit: Edit::Set(v) });
+fn enumerate(target: Target, v: &Json, path: &mut Vec<Seg>, out: &mut Vec<Mutation>) {
+    let mut set = |path: &[Seg], v: Json| out.push(Mutation { target, path: path.to_vec(), edit: Edit::Set(v) });
     match v {
         Json::Number(n) => {
             if let Some(i) = n.as_i64().or_else(|| n.as_u64().map(|u| u as i64)) {
@@ -197,28 +227,28 @@ fn enumerate(v: &Json, path: &mut Vec<Seg>, out: &mut Vec<Mutation>) {
             if matches!(key, "ty" | "op" | "kind" | "policy") {
                 set(path, Json::String("nonsense".into()));
             }
-            if matches!(key, "name" | "id" | "file") && !s.is_empty() {
+            if matches!(key, "name" | "id" | "file" | "module" | "path") && !s.is_empty() {
                 set(path, Json::String(String::new()));
             }
         }
         Json::Array(items) => {
             if !items.is_empty() {
-                out.push(Mutation { path: path.clone(), edit: Edit::Pop });
-                out.push(Mutation { path: path.clone(), edit: Edit::Dup });
+                out.push(Mutation { target, path: path.clone(), edit: Edit::Pop });
+                out.push(Mutation { target, path: path.clone(), edit: Edit::Dup });
             }
             if items.len() > 1 {
-                out.push(Mutation { path: path.clone(), edit: Edit::Clear });
+                out.push(Mutation { target, path: path.clone(), edit: Edit::Clear });
             }
             for (i, x) in items.iter().enumerate() {
                 path.push(Seg::Index(i));
-                enumerate(x, path, out);
+                enumerate(target, x, path, out);
                 path.pop();
             }
         }
         Json::Object(fields) => {
             for (k, x) in fields {
                 path.push(Seg::Key(k.clone()));
-                enumerate(x, path, out);
+                enumerate(target, x, path, out);
                 path.pop();
             }
         }
@@ -226,13 +256,13 @@ fn enumerate(v: &Json, path: &mut Vec<Seg>, out: &mut Vec<Mutation>) {
     }
 }
 
-fn apply(ir: &Json, m: &Mutation) -> Json {
-    let mut out = ir.clone();
+fn apply(json: &Json, m: &Mutation) -> Json {
+    let mut out = json.clone();
     let mut at = &mut out;
     for seg in &m.path {
         at = match seg {
-            Seg::Key(k) => at.get_mut(k.as_str()).expect("a path into the IR"),
-            Seg::Index(i) => at.get_mut(*i).expect("a path into the IR"),
+            Seg::Key(k) => at.get_mut(k.as_str()).expect("a path into the file"),
+            Seg::Index(i) => at.get_mut(*i).expect("a path into the file"),
         };
     }
     match &m.edit {
@@ -250,13 +280,35 @@ fn apply(ir: &Json, m: &Mutation) -> Json {
     out
 }
 
-/// The mutations tested for a case: all of them, or `PER_CASE` spread evenly.
-fn selected(all: Vec<Mutation>) -> Vec<Mutation> {
-    if std::env::var_os("RUBRIC_FORGED_ALL").is_some() || all.len() <= PER_CASE {
+/// The mutations tested for a case: all of them, or `per_case` spread evenly.
+fn selected(all: Vec<Mutation>, per_case: usize) -> Vec<Mutation> {
+    if std::env::var_os("RUBRIC_FORGED_ALL").is_some() || all.len() <= per_case {
         return all;
     }
     let n = all.len();
-    (0..PER_CASE).map(|k| all[k * n / PER_CASE].clone()).collect()
+    (0..per_case).map(|k| all[k * n / per_case].clone()).collect()
+}
+
+/// Every mutation of a case enumerated, and those tested: of its IR, then of its source map.
+fn mutations(case: &Case) -> (usize, Vec<Mutation>) {
+    let (mut ir, mut map) = (Vec::new(), Vec::new());
+    enumerate(Target::Ir, &case.ir, &mut Vec::new(), &mut ir);
+    enumerate(Target::SourceMap { with_sources: false }, &case.source_map, &mut Vec::new(), &mut map);
+    let enumerated = ir.len() + map.len();
+    let mut tested = selected(ir, PER_CASE);
+    for (k, mut m) in selected(map, PER_CASE_MAP).into_iter().enumerate() {
+        m.target = Target::SourceMap { with_sources: k % 2 == 1 };
+        tested.push(m);
+    }
+    (enumerated, tested)
+}
+
+/// The forged bundle of a mutation.
+fn forge_mutated(case: &Case, m: &Mutation) -> Vec<u8> {
+    match m.target {
+        Target::Ir => forge(case, serde_json::to_vec(&apply(&case.ir, m)).unwrap()),
+        Target::SourceMap { with_sources } => forge_source_map(case, &apply(&case.source_map, m), with_sources),
+    }
 }
 
 // ---------------------------------------------------------------- the forger
@@ -303,9 +355,34 @@ fn set_file(manifest: &mut Json, path: &str, data: &[u8]) {
     }
 }
 
+/// The entries `es` (manifest first, `ir.json`, `module.wasm` and `source-map.json` next, the
+/// manifest hash last) with the manifest's sizes and hashes of those three and the manifest
+/// hash made right again, as a bundle.
+fn rehash(mut es: Vec<Entry>, mut manifest: Json) -> Vec<u8> {
+    for e in &es[1..4] {
+        set_file(&mut manifest, &e.name, &e.data);
+    }
+    let mut mbytes = serde_json::to_vec_pretty(&manifest).unwrap();
+    mbytes.push(b'\n');
+    let last = es.len() - 1;
+    es[last].data = format!("{}\n", bundle::sha256(&mbytes)).into_bytes();
+    es[0].data = mbytes;
+    container::write(&es)
+}
+
+/// The bundle, with its sources or without, around a forged source map, every hash right.
+fn forge_source_map(case: &Case, source_map: &Json, with_sources: bool) -> Vec<u8> {
+    let mut es = if with_sources { case.with_sources.clone() } else { case.entries.clone() };
+    let manifest: Json = serde_json::from_slice(&es[0].data).unwrap();
+    es[3].data = serde_json::to_vec(source_map).unwrap();
+    rehash(es, manifest)
+}
+
 /// A bundle around `ir` whose every hash, size and derived field is right: what a forger who
 /// has this compiler writes. Parts that cannot be derived from a broken program are kept from
-/// the original bundle.
+/// the original bundle; the source map gets as many sites as the program says it has (copies
+/// of its first, or one at the start of the rubric), up to the most the validator allows (a
+/// map of four billion sites would not fit in a bundle).
 fn forge(case: &Case, ir: Vec<u8>) -> Vec<u8> {
     let mut es = case.entries.clone();
     let parsed: Option<Program> = serde_json::from_slice(&ir).ok();
@@ -323,21 +400,15 @@ fn forge(case: &Case, ir: Vec<u8>) -> Vec<u8> {
             manifest["examples"] = serde_json::to_value(&d.examples).unwrap();
         }
         let sites = source_map["sites"].as_array_mut().unwrap();
-        let filler = sites.first().cloned().unwrap_or(serde_json::json!([0, 1, 1, 1, 1]));
-        sites.resize(p.sites.len(), filler);
+        let filler = sites.first().cloned().unwrap_or(serde_json::json!([0, 0, 0, 1, 1, 1, 1]));
+        if p.site_count as usize <= rubric::ir::validate::MAX_ITEMS {
+            sites.resize(p.site_count as usize, filler);
+        }
     }
     manifest["ir_hash"] = Json::String(bundle::sha256(&ir));
     es[1].data = ir;
     es[3].data = serde_json::to_vec(&source_map).unwrap();
-    for e in &es[1..4] {
-        set_file(&mut manifest, &e.name, &e.data);
-    }
-    let mut mbytes = serde_json::to_vec_pretty(&manifest).unwrap();
-    mbytes.push(b'\n');
-    let last = es.len() - 1;
-    es[last].data = format!("{}\n", bundle::sha256(&mbytes)).into_bytes();
-    es[0].data = mbytes;
-    container::write(&es)
+    rehash(es, manifest)
 }
 
 // ---------------------------------------------------------------- loading and running
@@ -369,10 +440,17 @@ fn exercise(case: &Case, bytes: &[u8]) -> Outcome {
         Ok(Ok(b)) => b,
     };
     let p = &b.program;
-    let stages: [(&str, &dyn Fn()); 5] = [
+    let stages: [(&str, &dyn Fn()); 6] = [
         ("describe", &|| drop(describe(p))),
         ("inspect", &|| drop((facts::score_range(p), p.canonical_bytes().len(), b.site_location(0)))),
-        ("ir", &|| drop(rubric::ir::print_program(p))),
+        ("ir", &|| drop((rubric::ir::print_program(p), rubric::ir::print_sites(&b.sites)))),
+        ("sites", &|| {
+            let sources = b.sources_map();
+            for id in 0..p.site_count {
+                drop((b.site_location(id), b.sites.get(id), p.known_site(id)));
+            }
+            drop(sources);
+        }),
         ("diff", &|| drop(bundle::diff::diff(&describe(&case.program), &describe(p)))),
         ("examples", &|| drop(run_examples(&Interpreter, p))),
     ];
@@ -381,7 +459,7 @@ fn exercise(case: &Case, bytes: &[u8]) -> Outcome {
             return Outcome::Panicked(format!("{stage}: {why}"));
         }
     }
-    let ident = Identity::of(p).with_bundle(&b.hash);
+    let ident = Identity::of(p, &b.sites).with_bundle(&b.hash);
     for engine in engines() {
         for (i, line) in case.rows.iter().enumerate() {
             match caught(|| score_line(engine.as_ref(), p, &ident, i, line, case.verdicts.as_ref())) {
@@ -404,8 +482,7 @@ fn run_one(case: &Case, index: usize, m: &Mutation) -> Outcome {
         let name = format!("forged-{}-{index}", case.name.replace('/', "-"));
         let job = std::thread::Builder::new().name(name).spawn_scoped(s, || {
             quiet_panics();
-            let ir = serde_json::to_vec(&apply(&case.ir, m)).unwrap();
-            let bytes = forge(case, ir);
+            let bytes = forge_mutated(case, m);
             exercise(case, &bytes)
         });
         match job {
@@ -436,16 +513,16 @@ fn forged_bundles_are_rejected_or_run_cleanly() {
         // The bundle as built loads.
         load_bytes(&forge(&case, case.entries[1].data.clone()), &limits())
             .unwrap_or_else(|e| panic!("{}: the unmutated bundle is rejected: {e}", case.name));
-        let mut all = Vec::new();
-        enumerate(&case.ir, &mut Vec::new(), &mut all);
-        t.enumerated += all.len();
-        for (k, m) in selected(all).iter().enumerate() {
+        load_bytes(&forge_source_map(&case, &case.source_map, true), &limits())
+            .unwrap_or_else(|e| panic!("{}: the unmutated bundle with sources is rejected: {e}", case.name));
+        let (enumerated, tested) = mutations(&case);
+        t.enumerated += enumerated;
+        for (k, m) in tested.iter().enumerate() {
             t.tested += 1;
             if let Some(dir) = &dump {
                 std::fs::create_dir_all(dir).unwrap();
-                let ir = serde_json::to_vec(&apply(&case.ir, m)).unwrap();
                 let file = format!("{:05}.rbk", t.tested);
-                std::fs::write(dir.join(&file), forge(&case, ir)).unwrap();
+                std::fs::write(dir.join(&file), forge_mutated(&case, m)).unwrap();
                 let verdicts = case.dir.join("verdicts.jsonl");
                 index_tsv.push_str(&format!(
                     "{file}\t{}\t{}\t{}\t{}\n",
@@ -533,8 +610,9 @@ fn forged_bundle(c: &rubric::types::Compiled, program: &Program) -> Vec<u8> {
         .unwrap();
     let input = bundle::BuildInput {
         program,
+        sites: &c.sites,
         wasm: &wasm,
-        wasm_abi_version: rubric::cli::bundle::WASM_ABI_VERSION,
+        wasm_abi_version: WASM_ABI_VERSION,
         stdlib_version: rubric::resolve::STDLIB_VERSION,
         sources: &c.sources,
         with_sources: false,
@@ -809,7 +887,7 @@ fn forged_programs_at_the_depth_limit_run_on_a_default_stack() {
                 let copy = p.clone();
                 assert!(copy == *p);
                 let _ = (describe(p), facts::score_range(p), rubric::ir::print_program(p));
-                let ident = Identity::of(p);
+                let ident = Identity::of(p, &b.sites);
                 for engine in engines() {
                     let record = score_line(engine.as_ref(), p, &ident, 0, r#"{"response": ""}"#, None);
                     assert_eq!(record["score"], want, "{what} on {}: {record}", engine.name());
@@ -831,8 +909,10 @@ fn forged_ir_nested_a_million_levels_is_rejected_before_parsing() {
         name: "small".into(),
         dir: PathBuf::new(),
         program: c.program.clone().unwrap(),
+        with_sources: entries.clone(),
         entries,
         ir: Json::Null,
+        source_map: Json::Null,
         rows: vec![],
         verdicts: None,
     };
@@ -858,7 +938,7 @@ fn forged_module_is_rejected_unless_it_is_the_compilers() {
     let built = build_compiled(&c, false).unwrap();
     let mut stub = b"\0asm\x01\0\0\0".to_vec();
     let name = bundle::WASM_ABI_SECTION.as_bytes();
-    let abi = rubric::cli::bundle::WASM_ABI_VERSION.to_string().into_bytes();
+    let abi = WASM_ABI_VERSION.to_string().into_bytes();
     stub.push(0);
     stub.push((1 + name.len() + abi.len()) as u8);
     stub.push(name.len() as u8);

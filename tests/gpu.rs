@@ -94,7 +94,7 @@ fn gpu_numeric_corpus_agrees_with_the_cpu() {
         let (Ok(on_cpu), Ok(on_gpu)) = (TensorStage::new(p, Device::Cpu), TensorStage::new(p, dev.clone())) else {
             continue;
         };
-        let ident = Identity::of(p);
+        let ident = Identity::of(p, &compiled.sites);
         let verdicts = dir.join("verdicts.jsonl");
         let verdicts = verdicts.is_file().then(|| VerdictFile::load(&verdicts).unwrap());
         let results: Vec<RowResult> = read_lines(&dir.join("inputs.jsonl"))

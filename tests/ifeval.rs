@@ -184,7 +184,7 @@ fn ifeval_conformance_strict_and_loose() {
         let errors: Vec<String> = compiled.diagnostics.iter().map(|d| format!("{}: {}", d.code, d.message)).collect();
         panic!("examples/ifeval/main.rubric does not compile:\n{}", errors.join("\n"))
     });
-    let ident = Identity::of(&program);
+    let ident = Identity::of(&program, &compiled.sites);
 
     let mut found: BTreeSet<Divergence> = BTreeSet::new();
     let mut by_kind: BTreeMap<(&str, String), Tally> = BTreeMap::new();

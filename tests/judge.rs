@@ -7,7 +7,7 @@
 
 use rubric::engine::{Engine, RowResult, Status};
 use rubric::interp::Interpreter;
-use rubric::ir::{Const, ExprKind, Program, Step, Verifier};
+use rubric::ir::{Const, ExprKind, Program, SiteTable, Step, Verifier};
 use rubric::judge::mock::{Fault, FaultKind, MockRules, MockServer};
 use rubric::judge::{
     Cache, Criterion, CriterionVerdict, Dispatcher, EndpointConfig, JudgesConfig, Replay, Task, TranscriptWriter,
@@ -467,6 +467,61 @@ fn bad_replies_end_unscored_with_their_reason() {
     }
 }
 
+/// A reply body that never ends is read no further than `max_reply_bytes`: that request ends
+/// `judge_reply_too_large` after one attempt (it is not retried), and the other criteria of the
+/// batch are scored. A body that trickles without end ends at the attempt's timeout.
+#[test]
+fn endless_replies_end_unscored_and_the_rest_of_the_batch_is_scored() {
+    let mut r = rules(REFERRAL_RULES);
+    let mut f = fault(FaultKind::Endless, None);
+    f.criterion = Some("(?i)emergency".into());
+    r.faults = vec![f];
+    rt().block_on(async {
+        let s = server(r).await;
+        let p = compile(REFERRAL);
+        let mut e = endpoint(&s);
+        e.max_reply_bytes = 256 << 10;
+        let d = Dispatcher::builder(JudgesConfig::single("mock", e)).build().unwrap();
+        let rows = [
+            referral_row(),
+            json!({"response": "Rest and drink water."}),
+            json!({"response": "Call 911 now, then wait with them."}),
+        ];
+        let all: Vec<Task> = rows.iter().flat_map(|r| tasks(&p, r)).collect();
+        assert_eq!(all.len(), rows.len());
+        let vs = d.resolve(&all).await;
+        for (i, row) in rows.iter().enumerate() {
+            let m = verdict_map(&vs[i..i + 1]);
+            let reason = unscored(&m);
+            assert!(reason.starts_with("judge_reply_too_large: "), "{reason}");
+            assert!(reason.contains("262144 bytes"), "{reason}");
+            assert_eq!(m["dose"]["verdict"], "unmet", "{m:?}");
+            let r = score(&p, row, &vs[i..i + 1]);
+            assert_eq!(criterion(&r, "er").status, Status::Unscored);
+            assert!(criterion(&r, "er").reason.as_deref().unwrap().starts_with("judge_reply_too_large"));
+            assert_eq!(criterion(&r, "dose").status, Status::Unmet);
+        }
+        // One attempt per request: three endless replies, three good ones.
+        assert_eq!(s.requests(), 6);
+        assert_eq!(d.stats().retries, 0);
+        assert!(s.stats().endless_bytes > 0, "{:?}", s.stats());
+    });
+    // 16 KiB every 20 ms, under a limit it would take minutes to reach: each attempt ends at
+    // its timeout.
+    let mut f = fault(FaultKind::Endless, None);
+    f.delay_ms = Some(20);
+    let started = std::time::Instant::now();
+    let (m, requests, _) = with_faults(vec![f], |e| {
+        e.timeout_s = 0.3;
+        e.attempts = 2;
+        e.max_reply_bytes = 64 << 20;
+    });
+    assert!(unscored(&m).starts_with("judge_timeout: "), "{m:?}");
+    assert!(unscored(&m).contains("(2 attempts)"), "{m:?}");
+    assert_eq!(requests, 2);
+    assert!(started.elapsed() < std::time::Duration::from_secs(20), "{:?}", started.elapsed());
+}
+
 #[test]
 fn wrong_evidence_makes_the_criterion_unscored() {
     let mut r = rules(REFERRAL_RULES);
@@ -568,7 +623,10 @@ fn a_rerun_is_answered_by_the_cache_with_zero_requests() {
         for (i, row) in rows.iter().enumerate() {
             let ra = score(&p, row, &a[i..i + 1]);
             let rb = score(&p, row, &b[i..i + 1]);
-            assert_eq!(serde_json::to_string(&ra.to_json()).unwrap(), serde_json::to_string(&rb.to_json()).unwrap());
+            assert_eq!(
+                serde_json::to_string(&ra.to_json(&SiteTable::default())).unwrap(),
+                serde_json::to_string(&rb.to_json(&SiteTable::default())).unwrap()
+            );
         }
     });
 }
@@ -649,7 +707,7 @@ fn the_api_key_never_leaves_the_request_headers() {
             .unwrap();
         let vs = d.resolve(&tasks(&p, &referral_row())).await;
         assert_eq!(verdict_map(&vs)["er"]["verdict"], "met", "the key was sent");
-        let result = serde_json::to_string(&score(&p, &referral_row(), &vs).to_json()).unwrap();
+        let result = serde_json::to_string(&score(&p, &referral_row(), &vs).to_json(&SiteTable::default())).unwrap();
         let outputs = [
             std::fs::read_to_string(&transcript).unwrap(),
             std::fs::read_dir(&dir)
@@ -805,7 +863,8 @@ fn run_dispatches_only_reachable_criteria_and_reruns_from_cache() {
     let rt = rt();
     let mock = rt.block_on(server(rules(REFERRAL_RULES)));
     let dir = temp_dir("run");
-    let program = compile(GATED);
+    let compiled = rubric::types::compile_source("main.rubric", GATED);
+    let program = compiled.program.clone().expect("GATED compiles");
     let input = dir.join("rows.jsonl");
     // Rows 1 and 3 fail the gate: their two judge criteria must cost nothing.
     std::fs::write(
@@ -828,7 +887,7 @@ fn run_dispatches_only_reachable_criteria_and_reruns_from_cache() {
             groups: None,
             numeric: None,
         };
-        run_batch(&Interpreter, &program, &opts).unwrap()
+        run_batch(&Interpreter, &program, &compiled.sites, &opts).unwrap()
     };
     let first = dir.join("first.jsonl");
     let summary = run(&first);

@@ -1,5 +1,11 @@
 //! The one integration test binary (few binaries keep link times low): every test module of
 //! `tests/` is a `mod` here.
+
+// The allocator the `rubric` binary uses, so that the in-process Wasm engine meters each
+// row's memory as it does there.
+#[global_allocator]
+static GLOBAL: rubric::meter::Counting<std::alloc::System> = rubric::meter::Counting(std::alloc::System);
+
 mod bundle;
 mod cli;
 mod common;
@@ -13,12 +19,14 @@ mod gpu;
 mod ifeval;
 mod jit_engine;
 mod judge;
+mod judge_fences;
 #[cfg(all(feature = "models", feature = "judges"))]
 mod local_judge;
 mod models;
 #[cfg(feature = "models")]
 mod numeric;
 mod props;
+mod sandbox;
 mod serve;
 mod stdlib_docs;
 mod tidy;

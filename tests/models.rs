@@ -68,6 +68,26 @@ fn padded_batches_agree_with_the_verifier_path() {
     assert_eq!(cached[0], cached[3], "the same text embeds the same");
 }
 
+/// `rubric bench-embed --random` and the device tests: a random-weight model of
+/// all-MiniLM-L6-v2's shape loads and gives finite unit vectors, padded or not.
+#[test]
+fn random_models_of_a_real_shape_embed_to_unit_vectors() {
+    let dir = TempDir::new("random-embed");
+    Embedder::write_random(&minilm(), &dir.0).unwrap();
+    let model = Embedder::load(&dir.0, &candle_core::Device::Cpu).unwrap();
+    assert_eq!(model.dim, 384);
+    let texts = ["Short one.", "A longer sentence about chest pain that spreads to the arm.", "Medium, with a comma."];
+    let cached = model.embed_cached(&texts).unwrap();
+    let padded = model.embed(&texts, 3).unwrap();
+    for (a, b) in padded.iter().zip(&cached) {
+        let norm: f32 = a.iter().map(|x| x * x).sum::<f32>().sqrt();
+        assert!(a.iter().all(|x| x.is_finite()) && (norm - 1.0).abs() < 1e-5, "norm {norm}");
+        let diff = a.iter().zip(b.iter()).map(|(x, y)| (x - y).abs()).fold(0.0f32, f32::max);
+        assert!(diff < 1e-5, "padded differs by {diff}");
+    }
+    assert!(cosine(&cached[0], &cached[1]) < 0.999, "different texts embed differently");
+}
+
 const SEMANTIC: &str = r#"rubric semantic.demo @ 1.0.0 "embedding verifiers"
 input response: Text
 input reference: Text

@@ -8,7 +8,7 @@
 use crate::common::{crate_root, example_dirs, read_lines, TempDir};
 use rubric::engine::{Engine, RowResult};
 use rubric::interp::Interpreter;
-use rubric::ir::Program;
+use rubric::ir::{Program, SiteTable};
 use rubric::numeric::TensorStage;
 use rubric::runtime::{finish_record, prepare_line, ChunkNumeric, Identity, VerdictFile};
 use rubric::types::compile_path;
@@ -30,8 +30,8 @@ fn corpus() -> Vec<PathBuf> {
 
 /// Every row of a case directory as the scalar path leaves it: the prepared record and the
 /// interpreter's result (rows that do not bind are left out: they never reach the stage).
-fn scalar_rows(dir: &Path, p: &Program) -> Vec<(serde_json::Map<String, Json>, RowResult)> {
-    let ident = Identity::of(p);
+fn scalar_rows(dir: &Path, p: &Program, sites: &SiteTable) -> Vec<(serde_json::Map<String, Json>, RowResult)> {
+    let ident = Identity::of(p, sites);
     let verdicts = dir.join("verdicts.jsonl");
     let verdicts = verdicts.is_file().then(|| VerdictFile::load(&verdicts).unwrap());
     read_lines(&dir.join("inputs.jsonl"))
@@ -65,7 +65,7 @@ fn numeric_stage_equals_the_scalar_path_on_the_corpus() {
             }
         };
         planned.push(name.clone());
-        let rows = scalar_rows(&dir, p);
+        let rows = scalar_rows(&dir, p, &compiled.sites);
         let scalar: Vec<RowResult> = rows.iter().map(|(_, r)| r.clone()).collect();
         // Blank every number the stage must compute, so that a stage that did nothing fails.
         let mut tensor = scalar.clone();
@@ -86,7 +86,7 @@ fn numeric_stage_equals_the_scalar_path_on_the_corpus() {
             }
         }
         stage.finish_chunk(p, &mut tensor).unwrap_or_else(|e| panic!("{name}: {e}"));
-        let ident = Identity::of(p);
+        let ident = Identity::of(p, &compiled.sites);
         for (i, (((out, _), a), b)) in rows.iter().zip(&scalar).zip(&tensor).enumerate() {
             assert_eq!(a, b, "{name} row {i}");
             let ra = finish_record(out.clone(), &ident, "interp", a).to_string();

@@ -1,7 +1,9 @@
 //! Property tests for stage 1 (text → AST): random ASTs printed by `syntax::printer` parse
 //! back through `syntax::parse_file` to the same tree (spans erased), the parser never panics
 //! on arbitrary or mutated input and keeps its diagnostics inside the source, and a
-//! hand-written sample file is already in canonical form.
+//! hand-written sample file is already in canonical form. Then stage 3's identity: generated
+//! well-typed rubrics keep their `ir_hash` under any layout change and change it under any
+//! semantic edit.
 
 use proptest::collection::vec;
 use proptest::prelude::*;
@@ -10,6 +12,7 @@ use rubric::source::{FileId, Span};
 use rubric::syntax::ast::*;
 use rubric::syntax::parse_file;
 use rubric::syntax::printer::{erase_spans, print_expr, print_file, KEYWORDS};
+use std::fmt::Write as _;
 
 // ---------------------------------------------------------------------- tree builders
 
@@ -750,4 +753,481 @@ fn deep_nesting_is_a_diagnostic_not_a_crash() {
     assert_eq!(codes[0].len(), 1, "one diagnostic for 400 nested parentheses: {:?}", codes[0]);
     assert_eq!(codes[1], vec!["rubric::parse::too_deep"]);
     assert!(codes[2].is_empty(), "100 nested ifs are fine: {:?}", codes[2]);
+}
+
+// ---------------------------------------------------------------------- identity and layout
+//
+// The `ir_hash` identifies what a rubric does, not how its source is laid out (decision record
+// 0007). A generated well-typed rubric (`Spec`: judges, gates, criteria in a tier, a group and
+// an `each` block, a let, a function, a stdlib call, a score and an example) is rendered, parsed
+// and printed in canonical form; then random layout changes (whitespace, indentation, blank
+// lines, line endings, line and block comments at every token boundary, and `rubric fmt` of
+// the result) never change the program or its hash, and every semantic edit (a criterion's
+// text, points or weight, a judge's template or model, a gate's threshold, a renamed
+// criterion) always changes the hash.
+
+/// How a criterion is decided.
+#[derive(Debug, Clone)]
+enum Decide {
+    /// `by jN`
+    Judge(usize),
+    /// `check short(response, limit)`: the rubric's own function.
+    Short,
+    /// `check contains(lower(response), "...")`
+    Contains(String),
+    /// `check bullet_points_exactly(response, 2)`: a `std.format` function.
+    Std,
+}
+
+#[derive(Debug, Clone)]
+struct CritSpec {
+    id: String,
+    text: String,
+    points: Option<i32>,
+    weight: Option<u32>,
+    decide: Decide,
+}
+
+#[derive(Debug, Clone)]
+struct JudgeSpec {
+    model: String,
+    /// Tenths.
+    temperature: Option<u8>,
+    template: Option<String>,
+}
+
+#[derive(Debug, Clone)]
+struct GateSpec {
+    threshold: u32,
+    cap: bool,
+    /// Tenths.
+    value: u8,
+    reason: String,
+}
+
+/// What a rubric says. `criteria[0]` always has points, every group member a weight, and
+/// there is at least one judge and one gate, so that every `Edit` applies.
+#[derive(Debug, Clone)]
+struct Spec {
+    title: String,
+    judges: Vec<JudgeSpec>,
+    gates: Vec<GateSpec>,
+    criteria: Vec<CritSpec>,
+    tier: Vec<CritSpec>,
+    group: Vec<CritSpec>,
+    each: bool,
+    limit: u32,
+    score: u8,
+    response: String,
+}
+
+/// A string literal for `s` (the printer re-quotes it canonically).
+fn quoted(s: &str) -> String {
+    let mut out = String::from("\"");
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+fn spec_text() -> BoxedStrategy<String> {
+    "[a-zA-Z0-9 ,.!?'\"\\\\é✓]{1,16}".boxed()
+}
+
+fn crit_spec(judges: usize, weighted: bool) -> BoxedStrategy<CritSpec> {
+    let decide = prop_oneof![
+        3 => (0..judges).prop_map(Decide::Judge),
+        1 => Just(Decide::Short),
+        1 => "[a-z]{1,6}".prop_map(Decide::Contains),
+        1 => Just(Decide::Std),
+    ];
+    let weight = if weighted { (1u32..5).prop_map(Some).boxed() } else { proptest::option::of(1u32..5).boxed() };
+    let points = proptest::option::of(prop_oneof![-9i32..0, 1i32..10]);
+    ("[a-z]{0,4}", spec_text(), points, weight, decide)
+        .prop_map(|(id, text, points, weight, decide)| CritSpec { id, text, points, weight, decide })
+        .boxed()
+}
+
+fn spec() -> BoxedStrategy<Spec> {
+    let judge = ("[a-z0-9.-]{1,12}", proptest::option::of(0u8..20), proptest::option::of("[a-zA-Z .,\n]{0,24}"))
+        .prop_map(|(model, temperature, template)| JudgeSpec { model, temperature, template });
+    let gate = (0u32..6, any::<bool>(), 0u8..10, "[a-z ]{1,10}").prop_map(|(threshold, cap, value, reason)| GateSpec {
+        threshold,
+        cap,
+        value,
+        reason,
+    });
+    (vec(judge, 1..3), vec(gate, 1..3))
+        .prop_flat_map(|(judges, gates)| {
+            let n = judges.len();
+            (
+                Just(judges),
+                Just(gates),
+                (spec_text(), vec(crit_spec(n, false), 1..4), vec(crit_spec(n, false), 0..3)),
+                (vec(crit_spec(n, true), 1..3), any::<bool>(), 0u32..50, 0u8..3, spec_text()),
+            )
+        })
+        .prop_map(|(judges, gates, (title, mut criteria, tier), (group, each, limit, score, response))| {
+            criteria[0].points = Some(criteria[0].points.unwrap_or(3));
+            let mut s = Spec { title, judges, gates, criteria, tier, group, each, limit, score, response };
+            // Ids are unique by their index, whatever their random tail.
+            let all = s.criteria.iter_mut().chain(s.tier.iter_mut()).chain(s.group.iter_mut());
+            for (i, c) in all.enumerate() {
+                c.id = format!("c{i}_{}", c.id);
+            }
+            s
+        })
+        .boxed()
+}
+
+fn render_criterion(o: &mut String, indent: &str, c: &CritSpec) {
+    let _ = write!(o, "{indent}criterion {} {}", c.id, quoted(&c.text));
+    if let Some(p) = c.points {
+        let _ = write!(o, " points {p}");
+    }
+    if let Some(w) = c.weight {
+        let _ = write!(o, " weight {w}");
+    }
+    let _ = match &c.decide {
+        Decide::Judge(j) => writeln!(o, " by j{j}"),
+        Decide::Short => writeln!(o, " check short(response, limit)"),
+        Decide::Contains(w) => writeln!(o, " check contains(lower(response), {})", quoted(w)),
+        Decide::Std => writeln!(o, " check bullet_points_exactly(response, 2)"),
+    };
+}
+
+/// The rubric as source text (not yet canonical: `canonical` prints it).
+fn render(s: &Spec) -> String {
+    let mut o = format!("rubric props.layout @ 1.0.0 {}\n", quoted(&s.title));
+    o.push_str("import std.format\n");
+    o.push_str("input question: Text\ninput response: Text\ninput items: List[{text: Text, points: Number}] = []\n");
+    for (k, j) in s.judges.iter().enumerate() {
+        let _ = writeln!(o, "judge j{k} {{\n  model {}", quoted(&j.model));
+        if let Some(t) = j.temperature {
+            let _ = writeln!(o, "  temperature {}", f64::from(t) / 10.0);
+        }
+        o.push_str("  sees question, response\n");
+        if let Some(t) = &j.template {
+            let _ = writeln!(o, "  template {}", quoted(&format!("Judge {{{{criterion}}}} in {{{{response}}}}.{t}")));
+        }
+        o.push_str("}\n");
+    }
+    let _ = writeln!(o, "let limit = {}", s.limit);
+    o.push_str("fn short(t: Text, n: Number) -> Bool = word_count(t) <= n\n");
+    for (k, g) in s.gates.iter().enumerate() {
+        let action = if g.cap { "cap" } else { "score" };
+        let value = f64::from(g.value) / 10.0;
+        let _ = writeln!(
+            o,
+            "gate g{k}: word_count(response) >= {} else {action} {value} reason {}",
+            g.threshold,
+            quoted(&g.reason)
+        );
+    }
+    for c in &s.criteria {
+        render_criterion(&mut o, "", c);
+    }
+    let _ =
+        writeln!(o, "criterion follow \"Follows from the first\" check {}.met or len(response) > 3", s.criteria[0].id);
+    if !s.tier.is_empty() {
+        o.push_str("tier t {\n");
+        s.tier.iter().for_each(|c| render_criterion(&mut o, "  ", c));
+        o.push_str("}\n");
+    }
+    o.push_str("group gr weight 1 {\n");
+    s.group.iter().for_each(|c| render_criterion(&mut o, "  ", c));
+    o.push_str("}\n");
+    if s.each {
+        o.push_str("criteria per_item each x in items by j0 {\n  criterion x.text points x.points\n}\n");
+    }
+    o.push_str(match (s.score, s.tier.is_empty()) {
+        (0, _) => "score = weighted_mean(all)\n",
+        (1, _) | (2, true) => "score = 0.5 * tree(gr) + 0.5 * fraction(all, unscored: unmet)\n",
+        _ => "score = if all(t) then 0.5 + 0.5 * tree(gr) else 0.5 * fraction(t)\n",
+    });
+    let _ = writeln!(o, "example \"e\" {{\n  response {}\n  question \"q\"", quoted(&s.response));
+    let all = s.criteria.iter().chain(&s.tier).chain(&s.group);
+    let judged: Vec<String> =
+        all.filter(|c| matches!(c.decide, Decide::Judge(0))).map(|c| format!("{} = met", c.id)).collect();
+    if !judged.is_empty() {
+        let _ = writeln!(o, "  judge j0 says {}", judged.join(", "));
+    }
+    let _ = writeln!(o, "  expect score 0.5 within 1\n  expect {} = met\n}}", s.criteria[0].id);
+    o
+}
+
+/// `render(s)` parsed and printed: the form `rubric fmt` gives.
+fn canonical(s: &Spec) -> String {
+    let src = render(s);
+    let out = parse_file(FileId(0), &src);
+    assert!(out.diagnostics.is_empty(), "the generated rubric does not parse: {:?}\n{src}", out.diagnostics);
+    print_file(&out.file)
+}
+
+/// The program of a source text, or the error diagnostics.
+fn program_of(text: &str) -> Result<rubric::ir::Program, String> {
+    let c = rubric::types::compile_source("main.rubric", text);
+    c.program.ok_or_else(|| {
+        let errors: Vec<String> =
+            c.diagnostics.iter().filter(|d| d.is_error()).map(|d| format!("{}: {}", d.code, d.message)).collect();
+        errors.join("\n")
+    })
+}
+
+/// A token of rubric text, as far as layout is concerned: a word (identifiers, numbers,
+/// dotted paths, versions), a string literal, a bracket or comma, a run of operator
+/// characters, or a comment; everything between tokens is whitespace.
+fn tokens(t: &str) -> Vec<(usize, usize)> {
+    let b = t.as_bytes();
+    let mut out = Vec::new();
+    let mut i = 0;
+    let is_op = |c: u8| b"=<>!+-*/%?:@".contains(&c);
+    while i < b.len() {
+        let start = i;
+        let c = b[i];
+        if b" \t\r\n".contains(&c) {
+            i += 1;
+            continue;
+        } else if t[i..].starts_with("\"\"\"") {
+            i += 3 + t[i + 3..].find("\"\"\"").expect("closed block string") + 3;
+        } else if c == b'"' {
+            i += 1;
+            while b[i] != b'"' {
+                i += if b[i] == b'\\' { 2 } else { 1 };
+            }
+            i += 1;
+        } else if t[i..].starts_with("//") {
+            i += t[i..].find('\n').unwrap_or(t.len() - i);
+        } else if t[i..].starts_with("/*") {
+            i += t[i..].find("*/").expect("closed comment") + 2;
+        } else if b"()[]{},".contains(&c) {
+            i += 1;
+        } else if is_op(c) {
+            while i < b.len() && is_op(b[i]) && !t[i..].starts_with("//") && !t[i..].starts_with("/*") {
+                i += 1;
+            }
+        } else {
+            while i < b.len() && !(b" \t\r\n\"()[]{},".contains(&b[i]) || is_op(b[i])) {
+                // an exponent's sign belongs to its number: `1e-10`
+                i += if b"eE".contains(&b[i])
+                    && b[start].is_ascii_digit()
+                    && i + 1 < b.len()
+                    && b"+-".contains(&b[i + 1])
+                {
+                    2
+                } else {
+                    t[i..].chars().next().map_or(1, char::len_utf8)
+                };
+            }
+        }
+        out.push((start, i));
+    }
+    out
+}
+
+/// One piece of the layout put between two tokens.
+#[derive(Debug, Clone)]
+enum Sep {
+    Keep,
+    Spaces(usize),
+    Tab,
+    /// Newlines (`blank` blank lines) and an indentation.
+    Lines {
+        blank: usize,
+        indent: usize,
+    },
+    Crlf,
+    LineComment(String),
+    BlockComment(String),
+}
+
+fn sep() -> BoxedStrategy<Sep> {
+    prop_oneof![
+        12 => Just(Sep::Keep),
+        2 => (1usize..4).prop_map(Sep::Spaces),
+        1 => Just(Sep::Tab),
+        2 => (0usize..3, 0usize..9).prop_map(|(blank, indent)| Sep::Lines { blank, indent }),
+        1 => Just(Sep::Crlf),
+        2 => "[a-z \"{}*/é]{0,12}".prop_map(Sep::LineComment),
+        2 => "[a-z \"{}\n*é]{0,12}".prop_map(|t| Sep::BlockComment(t.replace("*/", "* /"))),
+    ]
+    .boxed()
+}
+
+/// `text` with the whitespace at each token boundary (before the first token, between tokens,
+/// after the last) replaced by `seps[i]`, where that is not all `Keep`; with `comments` false,
+/// comments become a space (what is left to `rubric fmt`, which refuses comments).
+fn relayout(text: &str, seps: &[Vec<Sep>], comments: bool) -> String {
+    let toks = tokens(text);
+    let mut out = String::new();
+    let mut prev = 0;
+    for (i, (start, end)) in toks.iter().copied().chain([(text.len(), text.len())]).enumerate() {
+        let original = &text[prev..start];
+        let chosen = seps.get(i).filter(|s| s.iter().any(|p| !matches!(p, Sep::Keep)));
+        match chosen {
+            None => out.push_str(original),
+            Some(pieces) => {
+                let mut s = String::new();
+                for p in pieces {
+                    match p {
+                        Sep::Keep => s.push_str(if original.is_empty() { "" } else { " " }),
+                        Sep::Spaces(n) => s.push_str(&" ".repeat(*n)),
+                        Sep::Tab => s.push('\t'),
+                        Sep::Lines { blank, indent } => {
+                            s.push_str(&"\n".repeat(blank + 1));
+                            s.push_str(&" ".repeat(*indent));
+                        }
+                        Sep::Crlf => s.push_str("\r\n"),
+                        Sep::LineComment(c) if comments => s.push_str(&format!(" //{c}\n")),
+                        Sep::BlockComment(c) if comments => s.push_str(&format!(" /*{c}*/")),
+                        Sep::LineComment(_) => s.push('\n'),
+                        Sep::BlockComment(_) => s.push(' '),
+                    }
+                }
+                // Two words never touch: a boundary that had whitespace keeps some.
+                if s.is_empty() && !original.is_empty() {
+                    s.push(' ');
+                }
+                out.push_str(&s);
+            }
+        }
+        out.push_str(&text[start..end]);
+        prev = end;
+    }
+    out
+}
+
+/// A change to what a rubric says; the index picks the criterion, judge or gate.
+#[derive(Debug, Clone)]
+enum Edit {
+    Text(Index),
+    Points(Index),
+    Weight(Index),
+    Template(Index),
+    Model(Index),
+    Threshold(Index),
+    Rename(Index),
+}
+
+fn edit() -> BoxedStrategy<Edit> {
+    prop_oneof![
+        any::<Index>().prop_map(Edit::Text),
+        any::<Index>().prop_map(Edit::Points),
+        any::<Index>().prop_map(Edit::Weight),
+        any::<Index>().prop_map(Edit::Template),
+        any::<Index>().prop_map(Edit::Model),
+        any::<Index>().prop_map(Edit::Threshold),
+        any::<Index>().prop_map(Edit::Rename),
+    ]
+    .boxed()
+}
+
+/// `s` with `e` applied: always a different rubric that still compiles.
+fn apply(s: &Spec, e: &Edit) -> Spec {
+    let mut s = s.clone();
+    let mut all: Vec<&mut CritSpec> =
+        s.criteria.iter_mut().chain(s.tier.iter_mut()).chain(s.group.iter_mut()).collect();
+    match e {
+        Edit::Text(i) => all.swap_remove(i.index(all.len())).text.push('!'),
+        Edit::Rename(i) => all.swap_remove(i.index(all.len())).id.push('r'),
+        Edit::Points(i) => {
+            let mut with: Vec<&mut CritSpec> = all.into_iter().filter(|c| c.points.is_some()).collect();
+            let c = with.swap_remove(i.index(with.len()));
+            let p = c.points.unwrap_or(1) + 1;
+            c.points = Some(if p == 0 { 1 } else { p });
+        }
+        Edit::Weight(i) => {
+            let mut with: Vec<&mut CritSpec> = all.into_iter().filter(|c| c.weight.is_some()).collect();
+            let c = with.swap_remove(i.index(with.len()));
+            c.weight = c.weight.map(|w| w + 1);
+        }
+        Edit::Template(i) => {
+            let n = s.judges.len();
+            let j = &mut s.judges[i.index(n)];
+            j.template = Some(format!("{} changed", j.template.as_deref().unwrap_or("")));
+        }
+        Edit::Model(i) => {
+            let n = s.judges.len();
+            s.judges[i.index(n)].model.push_str("-b");
+        }
+        Edit::Threshold(i) => {
+            let n = s.gates.len();
+            s.gates[i.index(n)].threshold += 1;
+        }
+    }
+    s
+}
+
+/// The layout of a spec's canonical text: one choice of separators per token boundary.
+fn laid_out() -> BoxedStrategy<(Spec, Vec<Vec<Sep>>)> {
+    spec()
+        .prop_flat_map(|s| {
+            let n = tokens(&canonical(&s)).len() + 1;
+            (Just(s), vec(vec(sep(), 1..3), n))
+        })
+        .boxed()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+
+    #[test]
+    fn layout_never_changes_the_ir_hash((s, seps) in laid_out()) {
+        let text = canonical(&s);
+        let program = program_of(&text).map_err(|e| TestCaseError::fail(format!("{e}\n{text}")))?;
+        let messy = relayout(&text, &seps, true);
+        let moved = program_of(&messy).map_err(|e| TestCaseError::fail(format!("{e}\n--- relaid out\n{messy}")))?;
+        prop_assert_eq!(moved.hash(), program.hash(), "layout changed the hash:\n{}", messy);
+        prop_assert!(moved == program, "layout changed the program:\n{}", messy);
+        // `rubric fmt` of a (comment-free) layout is the canonical text, with the same hash.
+        let plain = relayout(&text, &seps, false);
+        let parsed = parse_file(FileId(0), &plain);
+        prop_assert!(parsed.diagnostics.is_empty(), "{:?}\n{}", parsed.diagnostics, plain);
+        let formatted = print_file(&parsed.file);
+        prop_assert_eq!(&formatted, &text, "fmt of\n{}", plain);
+        prop_assert_eq!(program_of(&plain).map(|p| p.hash()), Ok(program.hash()));
+    }
+
+    #[test]
+    fn every_semantic_edit_changes_the_ir_hash(s in spec(), e in edit()) {
+        let (before, after) = (canonical(&s), canonical(&apply(&s, &e)));
+        let a = program_of(&before).map_err(|m| TestCaseError::fail(format!("{m}\n{before}")))?;
+        let b = program_of(&after).map_err(|m| TestCaseError::fail(format!("{e:?}: {m}\n{after}")))?;
+        prop_assert_ne!(a.hash(), b.hash(), "{:?} kept the hash:\n{}\n---\n{}", e, before, after);
+    }
+}
+
+#[test]
+fn layout_tokens_cover_the_text() {
+    let text = "rubric a @ 1.0.0 \"t \\\" x\"\n/* c */ score = 1e-10 + f(x)[0] // end\n";
+    let toks: Vec<&str> = tokens(text).into_iter().map(|(a, b)| &text[a..b]).collect();
+    assert_eq!(
+        toks,
+        [
+            "rubric",
+            "a",
+            "@",
+            "1.0.0",
+            "\"t \\\" x\"",
+            "/* c */",
+            "score",
+            "=",
+            "1e-10",
+            "+",
+            "f",
+            "(",
+            "x",
+            ")",
+            "[",
+            "0",
+            "]",
+            "// end"
+        ]
+    );
 }

@@ -2,7 +2,10 @@
 //! on the same rows (with and without groups, a source on the interpreter and a bundle on
 //! Wasm, token credit from token offsets, judged criteria against the mock judge), concurrent
 //! clients, size limits, malformed requests, the bearer token, metrics, the per-request
-//! timeout, and graceful shutdown finishing the batch in flight.
+//! timeout, and graceful shutdown finishing the batch in flight; and clients that try to hold
+//! the server: silent, slow and idle connections closed by the timeouts, idle connections past
+//! the connection limits (in all and per client address, `127.0.0.x` being other clients),
+//! over-size bodies refused before they are read.
 
 use crate::common::{crate_root, read_lines, TempDir};
 use serde_json::{json, Value as Json};
@@ -568,4 +571,223 @@ fn serve_finishes_the_batch_in_flight_on_sigterm() {
         std::thread::sleep(std::time::Duration::from_millis(20));
     };
     assert!(status.success(), "{status:?}");
+}
+
+// ------------------------------------------------------------------ connection limits
+
+/// A connection to `addr` from the loopback address `src` (Linux accepts any 127.x.y.z, so
+/// each source address is another client).
+fn connect_from(src: [u8; 4], addr: &str) -> TcpStream {
+    let rt = tokio::runtime::Builder::new_current_thread().enable_io().build().unwrap();
+    rt.block_on(async {
+        let socket = tokio::net::TcpSocket::new_v4().unwrap();
+        socket.bind(std::net::SocketAddr::from((src, 0))).unwrap();
+        let s = socket.connect(addr.parse().unwrap()).await.unwrap();
+        let s = s.into_std().unwrap();
+        s.set_nonblocking(false).unwrap();
+        s
+    })
+}
+
+/// Read until the server closes `s` (end of file or a reset); what it sent first. Panics if it
+/// is still open after `within`.
+fn read_until_closed(s: &mut TcpStream, within: std::time::Duration) -> Vec<u8> {
+    let deadline = std::time::Instant::now() + within;
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        assert!(
+            !left.is_zero(),
+            "the connection is still open after {within:?}; got {:?}",
+            String::from_utf8_lossy(&got)
+        );
+        s.set_read_timeout(Some(left)).unwrap();
+        match s.read(&mut buf) {
+            Ok(0) => return got,
+            Ok(n) => got.extend_from_slice(&buf[..n]),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => {}
+            Err(_) => return got, // reset: closed
+        }
+    }
+}
+
+/// `GET /healthz` from the loopback address `src` on a fresh connection.
+fn healthz_from(src: [u8; 4], addr: &str) -> (u16, String) {
+    let mut s = connect_from(src, addr);
+    s.write_all(format!("GET /healthz HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n").as_bytes()).unwrap();
+    let text = String::from_utf8(read_until_closed(&mut s, std::time::Duration::from_secs(20))).unwrap();
+    let (head, body) = text.split_once("\r\n\r\n").unwrap_or_else(|| panic!("no response head: {text:?}"));
+    (head.split(' ').nth(1).unwrap().parse().unwrap(), body.to_string())
+}
+
+fn connections(server: &Server) -> Json {
+    metrics(server)["connections"].clone()
+}
+
+/// A client that sends nothing, one that trickles its headers slower than
+/// `--header-timeout-s`, a kept-alive connection left idle past `--keep-alive-s`, and a body
+/// slower than `--body-timeout-s`: each is closed (the last after a 408), and the server answers
+/// other clients all along.
+#[test]
+fn serve_closes_silent_slow_and_idle_connections() {
+    let tiers = crate_root().join("examples/tiers/main.rubric");
+    let server = Server::start(
+        &[&tiers, &"--header-timeout-s", &"0.3", &"--keep-alive-s", &"0.3", &"--body-timeout-s", &"0.5"],
+        &[],
+    );
+    let long = std::time::Duration::from_secs(10);
+    // Opened, nothing sent.
+    let mut silent = connect_from([127, 0, 0, 1], &server.addr);
+    // Headers one byte every 50 ms: complete after about 3 s, ten times the timeout.
+    let trickled = std::thread::scope(|scope| {
+        let slow = scope.spawn(|| {
+            let mut s = connect_from([127, 0, 0, 1], &server.addr);
+            let head = format!("GET /healthz HTTP/1.1\r\nHost: {}\r\nX-Slow: {}\r\n\r\n", server.addr, "s".repeat(20));
+            let mut sent = 0;
+            for b in head.as_bytes() {
+                if s.write_all(std::slice::from_ref(b)).is_err() {
+                    break;
+                }
+                sent += 1;
+                std::thread::sleep(std::time::Duration::from_millis(50));
+            }
+            (sent, head.len(), read_until_closed(&mut s, long))
+        });
+        // Meanwhile, others are answered.
+        for _ in 0..3 {
+            assert_eq!(server.get("/healthz"), (200, "ok".to_string()));
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+        slow.join().unwrap()
+    });
+    let (sent, len, answer) = trickled;
+    assert!(sent < len, "the server read all {len} bytes of the trickled headers");
+    assert!(answer.is_empty(), "a trickled request was answered: {:?}", String::from_utf8_lossy(&answer));
+    assert!(read_until_closed(&mut silent, long).is_empty(), "the silent connection got an answer");
+
+    // A kept-alive connection: one request answered, then closed when left idle.
+    let mut kept = connect_from([127, 0, 0, 1], &server.addr);
+    kept.write_all(format!("GET /healthz HTTP/1.1\r\nHost: {}\r\n\r\n", server.addr).as_bytes()).unwrap();
+    let answer = String::from_utf8(read_until_closed(&mut kept, long)).unwrap();
+    assert!(answer.starts_with("HTTP/1.1 200 OK") && answer.ends_with("ok"), "{answer:?}");
+
+    // Headers complete, the body never: 408, and the connection closes.
+    let mut stalled = connect_from([127, 0, 0, 1], &server.addr);
+    stalled
+        .write_all(
+            format!("POST /v1/score HTTP/1.1\r\nHost: {}\r\nContent-Length: 100\r\n\r\n{{\"rows\": [", server.addr)
+                .as_bytes(),
+        )
+        .unwrap();
+    let answer = String::from_utf8(read_until_closed(&mut stalled, long)).unwrap();
+    assert!(answer.starts_with("HTTP/1.1 408"), "{answer:?}");
+    assert!(answer.contains("rubric::serve::body_timeout"), "{answer:?}");
+
+    assert_eq!(server.get("/healthz"), (200, "ok".to_string()));
+    let c = connections(&server);
+    assert!(c["timed_out"].as_u64().unwrap() >= 3, "{c}");
+    let m = metrics(&server);
+    assert_eq!(m["requests_by_status"]["408"], 1, "{m}");
+}
+
+/// More idle connections than `--max-connections-per-client` from one address, and than
+/// `--max-connections` from several: over the per-client limit a connection is refused at
+/// once (503 or closed) while other addresses are answered; at the whole limit a new client
+/// takes the slot of the connection idle longest, and is answered at once.
+#[test]
+fn serve_answers_new_clients_past_idle_connection_limits() {
+    let tiers = crate_root().join("examples/tiers/main.rubric");
+    // Headers may take 60 s: only the limits close the idle connections here.
+    let server = Server::start(
+        &[&tiers, &"--max-connections", &"8", &"--max-connections-per-client", &"4", &"--header-timeout-s", &"60"],
+        &[],
+    );
+    let quick = std::time::Duration::from_secs(10);
+    // One address: 4 idle connections held, the 5th and 6th refused at once.
+    let mut held: Vec<TcpStream> = (0..4).map(|_| connect_from([127, 0, 0, 2], &server.addr)).collect();
+    for _ in 0..2 {
+        let mut over = connect_from([127, 0, 0, 2], &server.addr);
+        let got = String::from_utf8(read_until_closed(&mut over, quick)).unwrap();
+        assert!(got.is_empty() || got.starts_with("HTTP/1.1 503"), "{got:?}");
+        assert!(got.is_empty() || got.contains("rubric::serve::too_many_connections"), "{got:?}");
+    }
+    // Another address is answered.
+    assert_eq!(healthz_from([127, 0, 0, 1], &server.addr), (200, "ok".to_string()));
+    // Fill the server from three more addresses: 4 + 12 idle connections for 8 slots.
+    for src in [3, 4, 5] {
+        for _ in 0..4 {
+            held.push(connect_from([127, 0, 0, src], &server.addr));
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    }
+    // A new client is answered at once, from an address seen before and from a new one.
+    assert_eq!(healthz_from([127, 0, 0, 6], &server.addr), (200, "ok".to_string()));
+    assert_eq!(healthz_from([127, 0, 0, 1], &server.addr), (200, "ok".to_string()));
+    let (s, text) = server.get("/metrics");
+    assert_eq!(s, 200, "{text}");
+    let c: Json = serde_json::from_str::<Json>(&text).unwrap()["connections"].clone();
+    assert!(c["refused"].as_u64().unwrap() >= 2, "{c}");
+    assert!(c["evicted"].as_u64().unwrap() >= 8, "{c}");
+    assert!(c["open"].as_u64().unwrap() <= 8, "{c}");
+    // The connections idle longest were the ones closed.
+    for s in held.iter_mut().take(4) {
+        assert!(read_until_closed(s, quick).is_empty());
+    }
+}
+
+/// With `--max-body-bytes`, a larger `Content-Length` is 413 before any of the body is sent,
+/// and a chunked body is cut where it passes the limit (413); one within it is scored.
+#[test]
+fn serve_refuses_oversize_bodies_before_reading_them() {
+    let tiers = crate_root().join("examples/tiers/main.rubric");
+    let server = Server::start(&[&tiers, &"--max-body-bytes", &"2000"], &[]);
+    let quick = std::time::Duration::from_secs(10);
+    // Headers only: the body is never sent.
+    let mut s = connect_from([127, 0, 0, 1], &server.addr);
+    s.write_all(
+        format!("POST /v1/score HTTP/1.1\r\nHost: {}\r\nContent-Length: 1000000000\r\n\r\n", server.addr).as_bytes(),
+    )
+    .unwrap();
+    let got = String::from_utf8(read_until_closed(&mut s, quick)).unwrap();
+    assert!(got.starts_with("HTTP/1.1 413"), "{got:?}");
+    assert!(got.contains("rubric::serve::too_large") && got.contains("1000000000"), "{got:?}");
+
+    // A chunked body of 200 KB in 1 KB chunks, sent while the answer is read.
+    let chunked = |rows: &Json| -> String {
+        let body = json!({ "rows": rows }).to_string();
+        let mut s = connect_from([127, 0, 0, 1], &server.addr);
+        s.write_all(
+            format!(
+                "POST /v1/score HTTP/1.1\r\nHost: {}\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n",
+                server.addr
+            )
+            .as_bytes(),
+        )
+        .unwrap();
+        let mut writer = s.try_clone().unwrap();
+        let sender = std::thread::spawn(move || {
+            for part in body.as_bytes().chunks(1000) {
+                let mut chunk = format!("{:x}\r\n", part.len()).into_bytes();
+                chunk.extend_from_slice(part);
+                chunk.extend_from_slice(b"\r\n");
+                if writer.write_all(&chunk).is_err() {
+                    return;
+                }
+            }
+            let _ = writer.write_all(b"0\r\n\r\n");
+        });
+        let got = String::from_utf8(read_until_closed(&mut s, quick)).unwrap();
+        let _ = sender.join();
+        got
+    };
+    let got = chunked(&json!([{ "response": "x".repeat(200_000) }]));
+    assert!(got.starts_with("HTTP/1.1 413"), "{got:?}");
+    assert!(got.contains("rubric::serve::too_large"), "{got:?}");
+    let got = chunked(&json!([{ "response": "Call 911 now." }]));
+    assert!(got.starts_with("HTTP/1.1 200"), "{got:?}");
+    assert!(got.contains("\"results\""), "{got:?}");
+    let m = metrics(&server);
+    assert_eq!(m["requests_by_status"]["413"], 2, "{m}");
 }

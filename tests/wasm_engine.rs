@@ -11,7 +11,7 @@
 use rubric::backend::wasm::{compile_module, Limits, WasmEngine};
 use rubric::engine::{Engine, RowResult};
 use rubric::interp::Interpreter;
-use rubric::ir::Program;
+use rubric::ir::{Program, SiteTable};
 use rubric::runtime::examples::run_examples;
 use rubric::runtime::{bind_row, score_line, Identity, VerdictFile};
 use rubric::types::{compile_path, compile_source};
@@ -25,9 +25,14 @@ use crate::common::{crate_root, example_dirs, read_lines};
 const WASM: WasmEngine = WasmEngine::new();
 
 fn compile(src: &str) -> Program {
+    compile_with_sites(src).0
+}
+
+/// The program and the site table beside it (which locates a trap in a record).
+fn compile_with_sites(src: &str) -> (Program, SiteTable) {
     let c = compile_source("<test>", src);
     match c.program {
-        Some(p) => p,
+        Some(p) => (p, c.sites),
         None => {
             let errors: Vec<String> =
                 c.diagnostics.iter().filter(|d| d.is_error()).map(|d| format!("{}: {}", d.code, d.message)).collect();
@@ -57,7 +62,7 @@ fn every_example_directory_gives_identical_results_on_both_engines() {
         let p = compiled.program.as_ref().unwrap_or_else(|| panic!("{name} does not compile"));
         let verdicts = dir.join("verdicts.jsonl");
         let verdicts = verdicts.is_file().then(|| VerdictFile::load(&verdicts).unwrap());
-        let ident = Identity::of(p);
+        let ident = Identity::of(p, &compiled.sites);
         for (i, line) in read_lines(&dir.join("inputs.jsonl")).iter().enumerate() {
             let a = score_line(&Interpreter, p, &ident, i, line, verdicts.as_ref());
             let b = score_line(&WASM, p, &ident, i, line, verdicts.as_ref());
@@ -173,8 +178,8 @@ fn rows_with_one_runaway() -> Vec<String> {
 }
 
 fn assert_only_row_1_hit_the_limit(engine: &WasmEngine, what: &str) {
-    let p = compile(QUADRATIC);
-    let ident = Identity::of(&p);
+    let (p, sites) = compile_with_sites(QUADRATIC);
+    let ident = Identity::of(&p, &sites);
     let rows = rows_with_one_runaway();
     for (i, line) in rows.iter().enumerate() {
         let got = score_line(engine, &p, &ident, i, line, None);
@@ -260,10 +265,10 @@ fn linear_memory_is_capped() {
 
 #[test]
 fn the_same_module_serves_many_threads() {
-    let p = compile(QUADRATIC);
+    let (p, sites) = compile_with_sites(QUADRATIC);
     let rows: Vec<String> =
         (0..64).map(|i| json!({"response": format!("w{} w{} x", i % 7, i % 3)}).to_string()).collect();
-    let ident = Identity::of(&p);
+    let ident = Identity::of(&p, &sites);
     let want: Vec<Json> = rows
         .iter()
         .enumerate()

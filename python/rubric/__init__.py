@@ -178,11 +178,20 @@ def load(
     judges: Union[str, "os.PathLike[str]", None] = None,
     replay: Union[str, "os.PathLike[str]", None] = None,
     cache: Union[str, "os.PathLike[str]", bool, None] = None,
+    row_fuel: Optional[int] = None,
+    row_timeout_ms: Optional[int] = None,
+    row_memory_mb: Optional[int] = None,
 ) -> Rubric:
     """Load a rubric: rubric source text when the string holds a newline, else a path to a
     ``.rubric`` source or a verified ``.rbk`` bundle. ``engine``: ``"interp"``, ``"wasm"`` or
-    ``"jit"`` (default: ``"wasm"`` for a bundle, ``"interp"`` for a source). Raises
-    ``ValueError`` with the rendered diagnostics when it does not compile or verify.
+    ``"jit"`` (default: ``"wasm"`` for a bundle, the sandbox, ``"interp"`` for a source; naming
+    another engine for a bundle says you trust it). Raises ``ValueError`` with the rendered
+    diagnostics when it does not compile or verify.
+
+    The Wasm engine's row limits, as ``rubric run`` takes them (``docs/sandbox.md``):
+    ``row_fuel`` (``--row-fuel``, default 2,000,000,000), ``row_timeout_ms``
+    (``--row-timeout-ms``, default 10,000) and ``row_memory_mb`` (``--row-memory-mb``, default
+    512); a row over one is a ``rubric::trap::limit`` record.
 
     Judges, as ``rubric run`` takes them: ``judges``, a ``judges.toml`` (``--judges``) to call
     for judged criteria without a recorded verdict; ``replay``, a transcript to answer them
@@ -201,6 +210,9 @@ def load(
             None if replay is None else os.fspath(replay),
             None if cache is None or cache is False else os.fspath(cache),
             no_cache,
+            row_fuel,
+            row_timeout_ms,
+            row_memory_mb,
         )
     )
 

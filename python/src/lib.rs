@@ -1,55 +1,48 @@
 //! The native module of the `rubric` Python package (`rubric._rubric`): loads a rubric (a
-//! source, source text or a verified bundle, through `cli::bundle::load`), optionally with the
-//! judge dispatcher of `rubric run --judges` (`cli::judge_dispatch`: endpoints, limits and the
-//! SQLite cache), and scores rows given as JSON lines with `runtime::score_batch`, in parallel
-//! on rayon with the GIL released, so that each record is exactly the line `rubric run` writes
-//! (grouped, with advantages and token credit, as `rubric run --groups` when asked). The
-//! pure-Python layer (`rubric/__init__.py`) turns dicts into lines and records back into dicts.
+//! source, source text or a verified bundle) through the library facade (`rubric::api`), with
+//! its engine chosen as the command line chooses it (a bundle on the Wasm engine, under the
+//! row limits given, unless an engine is named) and optionally the judge dispatcher of
+//! `rubric run --judges` (`api::JudgeSettings`: endpoints, limits and the SQLite cache), and
+//! scores rows given as JSON lines (`api::Rubric::score`, in parallel on rayon with the GIL
+//! released), so that each record is exactly the line `rubric run` writes (grouped, with
+//! advantages and token credit, as `rubric run --groups` when asked). The pure-Python layer
+//! (`rubric/__init__.py`) turns dicts into lines and records back into dicts.
 
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use rayon::prelude::*;
-use rubric::cli::bundle::{self, Rubric as Loaded};
-use rubric::cli::{judge_dispatch, EngineKind};
+use rubric::api::{self, CacheSetting, EngineChoice, EngineKind, JudgeSettings, Rubric as Loaded};
 use rubric::ir::RewardUnscored;
-use rubric::runtime::{self, ChunkJudge, Identity, VerdictFile};
+use rubric::runtime::{ChunkJudge, Identity, VerdictFile};
+use rubric::stdlib::Limits;
 use serde_json::Value as Json;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
-/// A loaded rubric, the engine it runs on and, when judges are configured, the dispatcher that
-/// asks them (one per loaded rubric: its in-memory deduplication, limits and counters).
+// The system allocator, counted per row so that the sandbox's memory limit covers every
+// allocation of a bundle's rows (`rubric::meter`).
+#[global_allocator]
+static GLOBAL: rubric::meter::Counting<std::alloc::System> = rubric::meter::Counting(std::alloc::System);
+
+/// A loaded rubric, how it runs and, when judges are configured, the dispatcher that asks them
+/// (one per loaded rubric: its in-memory deduplication, limits and counters).
 #[pyclass(frozen, module = "rubric._rubric", name = "NativeRubric")]
 struct NativeRubric {
     loaded: Loaded,
-    engine: EngineKind,
+    choice: EngineChoice,
     ident: Identity,
     judges: Option<Box<dyn ChunkJudge>>,
 }
 
-fn engine_kind(name: &str) -> PyResult<EngineKind> {
-    match name {
-        "interp" => Ok(EngineKind::Interp),
-        "wasm" => Ok(EngineKind::Wasm),
-        "jit" => Ok(EngineKind::Jit),
-        other => Err(PyValueError::new_err(format!("unknown engine `{other}`: expected `interp`, `wasm` or `jit`"))),
-    }
+fn value_error(e: impl std::fmt::Display) -> PyErr {
+    PyValueError::new_err(e.to_string())
 }
 
 impl NativeRubric {
     /// Every line's record, in order (grouped and annotated when `group_field` is set).
     fn records(&self, lines: Vec<String>, group_field: Option<&str>, verdicts: Option<&VerdictFile>) -> Vec<Json> {
-        let program = self.loaded.program();
-        let engine = self.engine.engine_for(program);
+        let engine = self.choice.engine_for(&self.loaded);
         let lines: Vec<(usize, String)> = lines.into_iter().enumerate().collect();
-        runtime::score_batch(
-            engine.as_ref(),
-            program,
-            &self.ident,
-            &lines,
-            verdicts,
-            self.judges.as_deref(),
-            group_field,
-        )
+        self.loaded.score(engine.as_ref(), &lines, verdicts, self.judges.as_deref(), group_field)
     }
 }
 
@@ -57,14 +50,17 @@ impl NativeRubric {
 impl NativeRubric {
     /// Load `target`: rubric source text when it holds a newline, else a path to a `.rubric`
     /// source or a `.rbk` bundle. `engine`: `interp`, `wasm` or `jit` (`None`: `wasm` for a
-    /// bundle, `interp` for a source). Raises `ValueError` with the rendered diagnostics.
+    /// bundle — the sandbox —, `interp` for a source; naming another engine for a bundle says
+    /// it is trusted). `row_fuel`, `row_timeout_ms`, `row_memory_mb`: the Wasm engine's row
+    /// limits (`rubric run --row-fuel ...`). Raises `ValueError` with the rendered diagnostics.
     ///
     /// Judged criteria without a recorded verdict are dispatched as by `rubric run`: `judges`,
     /// a `judges.toml` path (`--judges`); `replay`, a transcript to answer from (`--judge
     /// replay:FILE`); `cache`, the SQLite judge cache (`--cache`; `None`: the default path);
     /// `no_cache` (`--no-cache`). Raises `ValueError` when the dispatcher cannot be built.
     #[new]
-    #[pyo3(signature = (target, engine=None, judges=None, replay=None, cache=None, no_cache=false))]
+    #[pyo3(signature = (target, engine=None, judges=None, replay=None, cache=None, no_cache=false, row_fuel=None, row_timeout_ms=None, row_memory_mb=None))]
+    #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
         target: String,
@@ -73,41 +69,53 @@ impl NativeRubric {
         replay: Option<String>,
         cache: Option<String>,
         no_cache: bool,
+        row_fuel: Option<u64>,
+        row_timeout_ms: Option<u64>,
+        row_memory_mb: Option<u64>,
     ) -> PyResult<Self> {
-        let loaded = py.detach(|| {
-            if target.contains('\n') {
-                bundle::load_source("<source>", &target)
-            } else {
-                bundle::load(Path::new(&target))
-            }
-        });
-        let loaded = loaded.map_err(PyValueError::new_err)?;
+        let loaded = py
+            .detach(|| {
+                if target.contains('\n') {
+                    Loaded::from_source("<source>", &target)
+                } else {
+                    Loaded::load(Path::new(&target))
+                }
+            })
+            .map_err(value_error)?;
         let engine = match engine.as_deref() {
-            Some(name) => engine_kind(name)?,
-            None if loaded.bundle.is_some() => EngineKind::Wasm,
-            None => EngineKind::Interp,
+            Some(name) => Some(EngineKind::from_name(name).ok_or_else(|| {
+                PyValueError::new_err(format!("unknown engine `{name}`: expected `interp`, `wasm` or `jit`"))
+            })?),
+            None => None,
         };
+        let d = Limits::DEFAULT;
+        let limits = Limits {
+            fuel: row_fuel.unwrap_or(d.fuel),
+            timeout: row_timeout_ms.map_or(d.timeout, std::time::Duration::from_millis),
+            heap_bytes: row_memory_mb
+                .map_or(Some(d.heap_bytes), |mb| usize::try_from(mb).ok().and_then(|mb| mb.checked_mul(1 << 20)))
+                .ok_or_else(|| PyValueError::new_err("`row_memory_mb` is too large"))?,
+            ..d
+        };
+        let choice = EngineChoice { engine, limits };
         if cache.is_some() && no_cache {
             return Err(PyValueError::new_err("`cache` and `no_cache` exclude each other"));
         }
-        let replay = replay.map(|p| format!("replay:{p}"));
+        let settings = JudgeSettings {
+            config: judges.map(PathBuf::from),
+            replay: replay.map(PathBuf::from),
+            record: None,
+            cache: match (no_cache, cache) {
+                (true, _) => CacheSetting::Off,
+                (false, Some(p)) => CacheSetting::At(p.into()),
+                (false, None) => CacheSetting::Default,
+            },
+        };
         // local judges (`judge { local "DIR" }`) need no configuration; this package is built
         // without local models, so their criteria end unscored with the reason
-        let local = loaded.program().judges.iter().any(|j| j.local.is_some());
-        let judges = py
-            .detach(|| {
-                judge_dispatch(
-                    judges.as_deref().map(Path::new),
-                    replay.as_deref(),
-                    None,
-                    cache.as_deref().map(Path::new),
-                    no_cache,
-                    local,
-                )
-            })
-            .map_err(PyValueError::new_err)?;
+        let judges = py.detach(|| settings.dispatcher(&[loaded.program()])).map_err(value_error)?;
         let ident = loaded.identity();
-        Ok(NativeRubric { loaded, engine, ident, judges })
+        Ok(NativeRubric { loaded, choice, ident, judges })
     }
 
     #[getter]
@@ -133,11 +141,7 @@ impl NativeRubric {
 
     #[getter]
     fn engine(&self) -> &'static str {
-        match self.engine {
-            EngineKind::Interp => "interp",
-            EngineKind::Wasm => "wasm",
-            EngineKind::Jit => "jit",
-        }
+        self.choice.kind_for(&self.loaded).name()
     }
 
     /// The rubric's `reward { unscored ... }` rule: `exclude` (also without a `reward`
@@ -161,7 +165,7 @@ impl NativeRubric {
         verdicts: Option<String>,
     ) -> PyResult<Vec<String>> {
         py.detach(|| -> Result<Vec<String>, String> {
-            let verdicts = verdicts.map(|p| VerdictFile::load(Path::new(&p))).transpose()?;
+            let verdicts = verdicts.map(|p| api::load_verdicts(Path::new(&p))).transpose().map_err(|e| e.to_string())?;
             let records = self.records(lines, groups.as_deref(), verdicts.as_ref());
             Ok(records.par_iter().map(|r| serde_json::to_string(r).expect("a record serialises")).collect())
         })

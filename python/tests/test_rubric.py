@@ -93,6 +93,32 @@ def test_bundle_loads_and_scores_on_wasm_as_rubric_run(rubric_bin, tmp_path):
     assert got[0]["bundle"] == r.bundle
 
 
+QUADRATIC = """rubric sandbox.quadratic @ 1.0.0
+input response: Text
+let ws = words(response)
+criterion repeats "Some word occurs twice" check count(ws, a => count(ws, b => a == b) > 1) > 0
+"""
+
+
+def test_a_bundle_runs_in_the_sandbox_under_the_row_limits_given(rubric_bin, tmp_path):
+    src = tmp_path / "q.rubric"
+    src.write_text(QUADRATIC)
+    rbk = tmp_path / "q.rbk"
+    subprocess.run([rubric_bin, "build", str(src), "-o", str(rbk)], check=True, capture_output=True)
+    r = rubric.load(str(rbk), row_timeout_ms=300)
+    assert r.engine == "wasm"
+    start = time.monotonic()
+    small, huge = r.score([{"response": "a a"}, {"response": "alpha beta gamma delta " * 20_000}])
+    assert time.monotonic() - start < 60
+    assert small["score"] == 1
+    assert huge["trap"]["code"] == "rubric::trap::limit"
+    assert huge["trap"]["message"].startswith("time limit: the row ran longer than 300 ms")
+    # a memory limit, likewise
+    tight = rubric.load(str(rbk), row_memory_mb=1)
+    (rec,) = tight.score([{"response": "word " * 100_000}])
+    assert rec["trap"]["message"].startswith("memory limit"), rec
+
+
 def test_bad_source_raises_with_the_diagnostic():
     with pytest.raises(ValueError) as e:
         rubric.load("rubric bad @ 1.0.0\ninput response: Txt\nscore = 1\n")

@@ -5,5 +5,8 @@
 //! `jit` lowers to native code with Cranelift, for trusted rubrics.
 
 pub mod cache;
+#[cfg(any(feature = "wasm", feature = "jit"))]
+pub mod host;
 pub mod jit;
+pub mod lower;
 pub mod wasm;

@@ -5,8 +5,8 @@
 //! declaration (which renumbers indices and shifts source sites) is not reported as a change.
 
 use crate::ir::{
-    BinOp, CmpOp, Const, CriterionDecl, CriterionKind, Expr, ExprKind, GateAction, HigherOrder, JudgeDecl, Member,
-    Policy, Program, Scoring, SetKind, Step, UnOp, Verifier, Vote,
+    BinOp, CmpOp, Const, CriterionDecl, CriterionKind, Expr, ExprKind, GateAction, JudgeDecl, Member, Policy, Program,
+    Scoring, SetKind, Step, UnOp, Verifier, Vote,
 };
 use serde::{Deserialize, Serialize};
 
@@ -497,14 +497,7 @@ impl Printer<'_> {
                 atom(format!("{}({})", op.name(), parts.join(", ")))
             }
             ExprKind::HigherOrder { op, list, local, body } => {
-                let name = match op {
-                    HigherOrder::Map => "map",
-                    HigherOrder::Filter => "filter",
-                    HigherOrder::All => "all",
-                    HigherOrder::Any => "any",
-                    HigherOrder::Count => "count",
-                };
-                atom(format!("{name}({}, {} => {})", self.expr(list), self.local(*local), self.expr(body)))
+                atom(format!("{}({}, {} => {})", op.name(), self.expr(list), self.local(*local), self.expr(body)))
             }
         }
     }

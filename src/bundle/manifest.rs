@@ -117,15 +117,18 @@ impl Manifest {
     }
 }
 
-/// `source-map.json`: where every IR site lies in the sources, usable without them.
+/// `source-map.json`: where every IR site lies in the sources, usable without them. The IR
+/// holds only site ids (its hash does not depend on layout); this is the site table beside it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SourceMapFile {
     /// Every source module the program was compiled from, in load order.
     pub files: Vec<SourceEntry>,
-    /// One entry per IR site, in site order: `[file, line, column, end_line, end_column]`,
-    /// `file` an index into `files`, lines and columns 1-based, columns in characters.
-    pub sites: Vec<[u32; 5]>,
+    /// One entry per IR site, in site order:
+    /// `[file, start, end, line, column, end_line, end_column]`, `file` an index into `files`,
+    /// `start` and `end` byte offsets into its text, lines and columns 1-based, columns in
+    /// characters.
+    pub sites: Vec<[u32; 7]>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

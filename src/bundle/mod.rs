@@ -19,15 +19,16 @@ pub use manifest::{
 };
 
 use crate::ir::validate::{self, Intrinsics};
-use crate::ir::{Program, IR_VERSION};
+use crate::ir::{Program, Site, SiteTable, IR_VERSION};
 use crate::source::SourceMap;
 use container::Entry;
 use sha2::{Digest, Sha256};
 use std::path::Path;
 
-/// The container and manifest layout this code writes and reads. Bumped on any change to
-/// either; a reader rejects a newer one.
-pub const FORMAT_VERSION: u32 = 1;
+/// The container, manifest and source-map layout this code writes and reads. Bumped on any
+/// change to one of them (2: source-map sites carry byte offsets, since the IR no longer does);
+/// a reader accepts only its own.
+pub const FORMAT_VERSION: u32 = 2;
 /// The version of the language of `docs/language.md` the compiler accepts.
 pub const LANGUAGE_VERSION: &str = "0.1";
 /// The compiler that writes a bundle.
@@ -203,6 +204,8 @@ fn module_abi(module: &[u8]) -> Result<u32, String> {
 /// What `build` needs besides the program.
 pub struct BuildInput<'a> {
     pub program: &'a Program,
+    /// Where the program's sites lie (`types::Compiled::sites`): the source map records it.
+    pub sites: &'a SiteTable,
     /// The portable Wasm module compiled from `program` (never engine-specific machine code).
     pub wasm: &'a [u8],
     pub wasm_abi_version: u32,
@@ -243,7 +246,11 @@ impl<'a> Lines<'a> {
     }
 }
 
-fn source_map(program: &Program, sources: &SourceMap) -> Result<(SourceMapFile, Vec<(String, String)>), BundleError> {
+fn source_map(
+    program: &Program,
+    sites: &SiteTable,
+    sources: &SourceMap,
+) -> Result<(SourceMapFile, Vec<(String, String)>), BundleError> {
     let mut files = Vec::new();
     let mut texts = Vec::new();
     for f in sources.files() {
@@ -264,9 +271,15 @@ fn source_map(program: &Program, sources: &SourceMap) -> Result<(SourceMapFile, 
         });
         texts.push((module.clone(), f.text.to_string()));
     }
+    if sites.len() != program.site_count as usize {
+        return Err(BundleError::new(
+            CODE_SOURCE_MAP,
+            format!("the site table has {} sites, but the program {}", sites.len(), program.site_count),
+        ));
+    }
     let lines: Vec<Lines<'_>> = texts.iter().map(|(_, t)| Lines::new(t)).collect();
-    let mut sites = Vec::with_capacity(program.sites.len());
-    for (i, s) in program.sites.iter().enumerate() {
+    let mut entries = Vec::with_capacity(sites.len());
+    for (i, s) in sites.iter().enumerate() {
         let Some(fi) = files.iter().position(|f| f.module == s.file) else {
             return Err(BundleError::new(
                 CODE_SOURCE_MAP,
@@ -275,9 +288,9 @@ fn source_map(program: &Program, sources: &SourceMap) -> Result<(SourceMapFile, 
         };
         let (l0, c0) = lines[fi].at(s.start);
         let (l1, c1) = lines[fi].at(s.end);
-        sites.push([fi as u32, l0, c0, l1, c1]);
+        entries.push([fi as u32, s.start, s.end, l0, c0, l1, c1]);
     }
-    Ok((SourceMapFile { files, sites }, texts))
+    Ok((SourceMapFile { files, sites: entries }, texts))
 }
 
 fn json_compact<T: serde::Serialize>(v: &T) -> Vec<u8> {
@@ -304,7 +317,7 @@ pub fn build(input: &BuildInput<'_>) -> Result<Built, BundleError> {
         }
         Err(m) => return Err(BundleError::new(CODE_WASM, format!("the compiled module is unusable: {m}"))),
     }
-    let (map, texts) = source_map(p, input.sources)?;
+    let (map, texts) = source_map(p, input.sites, input.sources)?;
     let mut files: Vec<Entry> = vec![
         Entry { name: IR_FILE.into(), data: p.canonical_bytes() },
         Entry { name: WASM_FILE.into(), data: input.wasm.to_vec() },
@@ -360,6 +373,8 @@ pub struct Bundle {
     /// The portable Wasm module: byte for byte what this runtime compiles from `program`.
     pub wasm: Vec<u8>,
     pub source_map: SourceMapFile,
+    /// Where each site of the program lies, from the source map (module and byte offsets).
+    pub sites: SiteTable,
     /// Bundled sources, `(module, text)`, in source-map order; empty unless built with them.
     pub sources: Vec<(String, String)>,
     /// Size of the bundle file.
@@ -381,7 +396,7 @@ impl Bundle {
 
     /// `path:line:column` of an IR site, from the source map.
     pub fn site_location(&self, site: u32) -> Option<String> {
-        let [file, line, col, _, _] = *self.source_map.sites.get(site as usize)?;
+        let [file, _, _, line, col, _, _] = *self.source_map.sites.get(site as usize)?;
         let f = self.source_map.files.get(file as usize)?;
         Some(format!("{}:{line}:{col}", f.path))
     }
@@ -639,24 +654,28 @@ pub fn load_bytes(bytes: &[u8], limits: &Limits) -> Result<Bundle, BundleError> 
     let sm_bytes = &find(&entries, SOURCE_MAP_FILE).expect("checked above").data;
     let source_map: SourceMapFile = serde_json::from_slice(sm_bytes)
         .map_err(|e| BundleError::new(CODE_SOURCE_MAP, format!("`{SOURCE_MAP_FILE}` is invalid: {e}")))?;
-    let sources = check_source_map(&program, &source_map, &entries)?;
+    let (sites, sources) = check_source_map(&program, &source_map, &entries)?;
     Ok(Bundle {
         hash,
         manifest,
         program,
         wasm,
         source_map,
+        sites,
         sources,
         size: bytes.len() as u64,
         entries: entries.iter().map(|e| (e.name.clone(), e.data.len() as u64)).collect(),
     })
 }
 
+/// The source map's modules have their canonical paths, it locates exactly the program's
+/// sites (each within its module's text, and where the text says when it is bundled), and
+/// bundled sources are exactly the mapped modules. Returns the site table and the sources.
 fn check_source_map(
     program: &Program,
     map: &SourceMapFile,
     entries: &[Entry],
-) -> Result<Vec<(String, String)>, BundleError> {
+) -> Result<(SiteTable, Vec<(String, String)>), BundleError> {
     let bad = |m: String| BundleError::new(CODE_SOURCE_MAP, format!("`{SOURCE_MAP_FILE}`: {m}"));
     for f in &map.files {
         if f.path != module_path(&f.module) {
@@ -668,18 +687,23 @@ fn check_source_map(
             )));
         }
     }
-    if map.sites.len() != program.sites.len() {
-        return Err(bad(format!("{} sites, but the IR has {}", map.sites.len(), program.sites.len())));
+    if map.sites.len() != program.site_count as usize {
+        return Err(bad(format!("{} sites, but the IR has {}", map.sites.len(), program.site_count)));
     }
-    for (i, (s, site)) in map.sites.iter().zip(&program.sites).enumerate() {
-        match map.files.get(s[0] as usize) {
-            Some(f) if f.module == site.file => {}
-            _ => return Err(bad(format!("site {i} does not lie in module `{}`", site.file))),
+    let mut sites = Vec::with_capacity(map.sites.len());
+    for (i, [file, start, end, ..]) in map.sites.iter().enumerate() {
+        let Some(f) = map.files.get(*file as usize) else {
+            return Err(bad(format!("site {i} lies in file {file}, which the map does not list")));
+        };
+        if start > end || u64::from(*end) > f.size {
+            return Err(bad(format!("site {i} ({start}..{end}) does not lie within module `{}`", f.module)));
         }
+        sites.push(Site { file: f.module.clone(), start: *start, end: *end });
     }
+    let sites = SiteTable::new(sites);
     let bundled: Vec<&Entry> = entries.iter().filter(|e| e.name.starts_with(SOURCES_DIR)).collect();
     if bundled.is_empty() {
-        return Ok(vec![]);
+        return Ok((sites, vec![]));
     }
     let mut out = Vec::new();
     for f in &map.files {
@@ -698,7 +722,15 @@ fn check_source_map(
     {
         return Err(bad(format!("`{}` is not a module of the program", extra.name)));
     }
-    Ok(out)
+    // With the sources at hand, every line and column must be where the byte offsets are.
+    let lines: Vec<Lines<'_>> = out.iter().map(|(_, t)| Lines::new(t)).collect();
+    for (i, [file, start, end, l0, c0, l1, c1]) in map.sites.iter().enumerate() {
+        let text = &lines[*file as usize];
+        if text.at(*start) != (*l0, *c0) || text.at(*end) != (*l1, *c1) {
+            return Err(bad(format!("site {i} is not at the line and column its byte offsets give")));
+        }
+    }
+    Ok((sites, out))
 }
 
 /// The IR as canonical JSON → a validated program (step 7 of `docs/bundle-format.md`): not

@@ -56,7 +56,7 @@ pub fn bench_command(file: &Path, opts: &BenchOptions<'_>) -> ExitCode {
     let mut measured = Vec::new();
     for kind in opts.engines {
         let start = Instant::now();
-        let engine = kind.engine_for(program);
+        let engine = kind.engine_for(program, crate::stdlib::Limits::DEFAULT);
         let cold_ms = start.elapsed().as_secs_f64() * 1000.0;
         let one = |inputs: &BoundRow| engine.evaluate(program, inputs, &NoVerdicts);
         // Agreement first (also the warm-up: per-thread instances, caches).

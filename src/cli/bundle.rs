@@ -6,11 +6,11 @@
 use super::{emit, ErrorFormat};
 use crate::bundle::describe::{CriterionView, Description};
 use crate::bundle::diff::{diff, returns, Change};
-use crate::bundle::{self, Bundle, BundleError, Limits};
+use crate::bundle::{self, BundleError};
 use crate::diag::{Diagnostic, Severity};
 use crate::interp::Interpreter;
 use crate::ir::Program;
-use crate::runtime::{self, Identity, VerdictFile};
+use crate::runtime::{self, VerdictFile};
 use crate::source::SourceMap;
 use crate::types::{compile_path, facts, Compiled};
 use rayon::prelude::*;
@@ -18,113 +18,27 @@ use serde_json::{json, Value as Json};
 use std::path::Path;
 use std::process::ExitCode;
 
-/// The Wasm ABI this build implements (what bundles it writes declare and what it can load).
-pub const WASM_ABI_VERSION: u32 = crate::backend::wasm::abi::ABI_VERSION;
+pub use crate::api::{is_bundle, Rubric, WASM_ABI_VERSION};
 
 /// The portable Wasm module of a program (wasm-encoder output; never wasmtime machine code).
 fn wasm_module(p: &Program) -> Result<Vec<u8>, String> {
     crate::backend::wasm::compile_module(p)
 }
 
-/// The limits bundles are loaded with, and what they are checked against: this build's Wasm
-/// ABI, its intrinsic catalogue (`ir.json` is validated against it) and its Wasm compiler
-/// (`module.wasm` must be what it produces from `ir.json`).
-pub fn limits() -> Limits {
-    Limits::new(WASM_ABI_VERSION, &crate::types::CATALOGUE, wasm_module)
-}
-
-/// A rubric as a command uses it: compiled from source, or loaded from a verified bundle.
-pub struct Rubric {
-    /// The program; for a bundle, with its bundled sources (if any) for diagnostics.
-    pub compiled: Compiled,
-    pub bundle: Option<Bundle>,
-}
-
-impl Rubric {
-    pub fn program(&self) -> &Program {
-        self.compiled.program.as_ref().expect("a loaded rubric has a program")
-    }
-
-    /// The identity stamped on results: the bundle's hash too when there is one.
-    pub fn identity(&self) -> Identity {
-        let ident = Identity::of(self.program());
-        match &self.bundle {
-            Some(b) => ident.with_bundle(&b.hash),
-            None => ident,
-        }
-    }
-}
-
-/// A path that names a bundle rather than a source (by its `.rbk` extension).
-pub fn is_bundle(path: &Path) -> bool {
-    path.extension().is_some_and(|e| e == "rbk")
-}
-
-fn bundle_diagnostic(path: &Path, e: &BundleError) -> Diagnostic {
-    let message = if e.code == bundle::CODE_READ {
-        e.message.clone()
-    } else {
-        format!("bundle `{}` rejected: {}", path.display(), e.message)
-    };
-    let d = Diagnostic::error(e.code, message);
-    match &e.help {
-        Some(h) => d.with_help(h.clone()),
-        None => d,
-    }
-}
-
-/// Load a verified bundle or compile a source; print what went wrong (bundle errors and source
-/// diagnostics other than notes) and return `None` on an error.
+/// Load a verified bundle or compile a source through the library (`api::Rubric::load`); print
+/// what went wrong (bundle errors, and a source's diagnostics other than notes) and return
+/// `None` on an error.
 pub fn load_or_report(path: &Path, format: ErrorFormat) -> Option<Rubric> {
     if is_bundle(path) {
-        return match bundle::load_path(path, &limits()) {
-            Ok(b) => {
-                let compiled =
-                    Compiled { program: Some(b.program.clone()), diagnostics: vec![], sources: b.sources_map() };
-                Some(Rubric { compiled, bundle: Some(b) })
-            }
+        return match Rubric::from_bundle_path(path) {
+            Ok(r) => Some(r),
             Err(e) => {
-                emit(&[bundle_diagnostic(path, &e)], &SourceMap::new(), format, true);
+                emit(&e.diagnostics().unwrap_or_default(), &SourceMap::new(), format, true);
                 None
             }
         };
     }
-    let compiled = super::compile_or_report(path, format)?;
-    Some(Rubric { compiled, bundle: None })
-}
-
-/// Load a verified bundle or compile a source, for library callers (`rubric serve`, the Python
-/// bindings): errors come back as their rendered text (no colour) instead of being printed.
-pub fn load(path: &Path) -> Result<Rubric, String> {
-    if is_bundle(path) {
-        return match bundle::load_path(path, &limits()) {
-            Ok(b) => {
-                let compiled =
-                    Compiled { program: Some(b.program.clone()), diagnostics: vec![], sources: b.sources_map() };
-                Ok(Rubric { compiled, bundle: Some(b) })
-            }
-            Err(e) => Err(bundle_diagnostic(path, &e).render(&SourceMap::new(), false)),
-        };
-    }
-    from_compiled(crate::types::compile_path(path))
-}
-
-/// Compile rubric source text (`name` is the file name diagnostics show).
-pub fn load_source(name: &str, text: &str) -> Result<Rubric, String> {
-    from_compiled(crate::types::compile_source(name, text))
-}
-
-fn from_compiled(compiled: Compiled) -> Result<Rubric, String> {
-    if compiled.has_errors() {
-        let errors: Vec<String> = compiled
-            .diagnostics
-            .iter()
-            .filter(|d| d.severity == crate::diag::Severity::Error)
-            .map(|d| d.render(&compiled.sources, false))
-            .collect();
-        return Err(errors.join("\n"));
-    }
-    Ok(Rubric { compiled, bundle: None })
+    Rubric::from_compiled(super::compile_or_report(path, format)?).ok()
 }
 
 fn human_size(n: u64) -> String {
@@ -152,6 +66,7 @@ pub fn build_compiled(c: &Compiled, with_sources: bool) -> Result<bundle::Built,
         .map_err(|e| BundleError::new(bundle::CODE_WASM, format!("cannot compile the rubric to Wasm: {e}")))?;
     let input = bundle::BuildInput {
         program,
+        sites: &c.sites,
         wasm: &wasm,
         wasm_abi_version: WASM_ABI_VERSION,
         stdlib_version: crate::resolve::STDLIB_VERSION,
@@ -176,7 +91,8 @@ pub fn build_command(file: &Path, output: &Path, with_sources: bool, format: Err
     let built = match build_compiled(&c, with_sources) {
         Ok(b) => b,
         Err(e) => {
-            emit(&[bundle_diagnostic(file, &e)], &c.sources, format, true);
+            let e = crate::api::Error::Bundle { path: file.to_path_buf(), error: e };
+            emit(&e.diagnostics().unwrap_or_default(), &c.sources, format, true);
             return ExitCode::from(1);
         }
     };

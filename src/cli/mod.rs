@@ -32,11 +32,11 @@ mod import;
 mod model;
 pub mod suite;
 
+use crate::api::{CacheSetting, EngineChoice, JudgeSettings};
 use crate::diag::Diagnostic;
-use crate::engine::Engine;
-use crate::interp::Interpreter;
 use crate::runtime::{self, RunOptions, VerdictFile};
 use crate::source::SourceMap;
+use crate::stdlib::Limits;
 use crate::types::{compile_path, Compiled};
 use clap::{Parser, Subcommand, ValueEnum};
 use std::io::{IsTerminal, Write};
@@ -64,33 +64,73 @@ pub enum ErrorFormat {
     Json,
 }
 
-#[derive(Clone, Copy, Debug, ValueEnum, PartialEq)]
-pub enum EngineKind {
-    /// The reference interpreter.
-    Interp,
-    /// The IR compiled to WebAssembly and run sandboxed in wasmtime, with per-row limits.
-    Wasm,
-    /// The IR compiled to native code with Cranelift: fastest, no sandbox (trusted rubrics).
-    Jit,
+pub use crate::api::EngineKind;
+
+/// Which engine runs a rubric, and the sandbox's limits: what `run`, `test`, `explain` and
+/// `serve` take. A bundle (a rubric from elsewhere) runs on the Wasm engine unless the user
+/// names another; a source on the interpreter.
+#[derive(clap::Args, Clone, Debug)]
+pub struct EngineArgs {
+    /// The engine; default: `wasm` for bundles (sandboxed, with the limits below), `interp`
+    /// for sources. Naming `interp` or `jit` for a bundle says it is trusted.
+    #[arg(long, value_enum)]
+    pub engine: Option<EngineKind>,
+    /// Fuel per row on the Wasm engine: Wasm instructions, and bytes or elements that
+    /// intrinsics read or make.
+    #[arg(long, value_name = "UNITS", default_value_t = Limits::DEFAULT.fuel)]
+    pub row_fuel: u64,
+    /// Wall-clock time per row on the Wasm engine.
+    #[arg(long, value_name = "MS", default_value_t = Limits::DEFAULT.timeout.as_millis() as u64)]
+    pub row_timeout_ms: u64,
+    /// Memory a row may allocate on the host on the Wasm engine (values, text indexes, JSON,
+    /// regexes, embeddings).
+    #[arg(long, value_name = "MIB", default_value_t = (Limits::DEFAULT.heap_bytes >> 20) as u64)]
+    pub row_memory_mb: u64,
 }
 
-impl EngineKind {
-    pub fn engine(self) -> Box<dyn Engine> {
-        match self {
-            EngineKind::Interp => Box::new(Interpreter),
-            EngineKind::Wasm => Box::new(crate::backend::wasm::WasmEngine::new()),
-            EngineKind::Jit => Box::new(crate::backend::jit::JitEngine::new()),
+impl Default for EngineArgs {
+    fn default() -> EngineArgs {
+        EngineArgs {
+            engine: None,
+            row_fuel: Limits::DEFAULT.fuel,
+            row_timeout_ms: Limits::DEFAULT.timeout.as_millis() as u64,
+            row_memory_mb: (Limits::DEFAULT.heap_bytes >> 20) as u64,
+        }
+    }
+}
+
+impl EngineArgs {
+    pub fn limits(&self) -> Limits {
+        Limits {
+            fuel: self.row_fuel,
+            timeout: std::time::Duration::from_millis(self.row_timeout_ms),
+            heap_bytes: usize::try_from(self.row_memory_mb.saturating_mul(1 << 20)).unwrap_or(usize::MAX),
+            ..Limits::DEFAULT
         }
     }
 
-    /// The engine for a batch of rows of one program (the Wasm and JIT engines compile it
-    /// once, here).
-    pub fn engine_for(self, program: &crate::ir::Program) -> Box<dyn Engine + '_> {
-        match self {
-            EngineKind::Interp => Box::new(Interpreter),
-            EngineKind::Wasm => Box::new(crate::backend::wasm::WasmEngine::new().bind(program)),
-            EngineKind::Jit => Box::new(crate::backend::jit::JitEngine::new().bind(program)),
+    /// The library's engine choice these flags make.
+    pub fn choice(&self) -> EngineChoice {
+        EngineChoice { engine: self.engine, limits: self.limits() }
+    }
+
+    /// The engine for `rubric` (`EngineChoice::kind_for`).
+    pub fn kind(&self, rubric: &bundle::Rubric) -> EngineKind {
+        self.choice().kind_for(rubric)
+    }
+
+    /// [`EngineArgs::kind`], with a note when a bundle (named `what`) leaves the sandbox.
+    pub fn kind_for(&self, rubric: &bundle::Rubric, what: &Path) -> EngineKind {
+        let choice = self.choice();
+        if choice.leaves_sandbox(rubric) {
+            eprintln!(
+                "note: `--engine {}` runs the bundle `{}` without the sandbox: run bundles you did not build \
+                 yourself on the default Wasm engine",
+                choice.kind_for(rubric).name(),
+                what.display()
+            );
         }
+        choice.kind_for(rubric)
     }
 }
 
@@ -127,8 +167,8 @@ pub enum Command {
         /// Continue an interrupted run: keep the complete lines of OUTPUT, score the rest.
         #[arg(long)]
         resume: bool,
-        #[arg(long, value_enum, default_value = "interp")]
-        engine: EngineKind,
+        #[command(flatten)]
+        engine: EngineArgs,
         #[arg(long, value_enum, default_value = "human")]
         error_format: ErrorFormat,
         /// Never show a progress bar.
@@ -168,8 +208,8 @@ pub enum Command {
     /// `inputs.jsonl` and compare with `expected.jsonl`.
     Test {
         paths: Vec<PathBuf>,
-        #[arg(long, value_enum, default_value = "interp")]
-        engine: EngineKind,
+        #[command(flatten)]
+        engine: EngineArgs,
         #[arg(long, value_enum, default_value = "human")]
         error_format: ErrorFormat,
     },
@@ -242,8 +282,10 @@ pub enum Command {
         row: usize,
         #[arg(long)]
         verdicts: Option<PathBuf>,
-        #[arg(long, value_enum, default_value = "interp")]
-        engine: EngineKind,
+        /// Also run the row on this engine and compare (the trace is always the interpreter's,
+        /// under the limits below for a bundle).
+        #[command(flatten)]
+        engine: EngineArgs,
     },
     /// Print the compiled IR (text form, or canonical JSON) and its hash.
     Ir {
@@ -333,10 +375,8 @@ pub enum Command {
         /// Address to listen on; port 0 picks a free one.
         #[arg(long, default_value = "127.0.0.1:8700")]
         addr: String,
-        /// The engine for every rubric; default: `wasm` for bundles (sandboxed), `interp` for
-        /// sources.
-        #[arg(long, value_enum)]
-        engine: Option<EngineKind>,
+        #[command(flatten)]
+        engine: EngineArgs,
         /// Call judges for criteria without a recorded verdict: the endpoints of `judges.toml`.
         #[arg(long)]
         judges: Option<PathBuf>,
@@ -353,12 +393,15 @@ pub enum Command {
         /// variable's value (on every endpoint but `/healthz`).
         #[arg(long, value_name = "VAR")]
         token_env: Option<String>,
-        /// Larger request bodies are refused with 413.
+        /// Larger request bodies are refused with 413 (a larger `Content-Length` before the
+        /// body is read; a chunked body where it passes the limit).
         #[arg(long, default_value_t = 16 * 1024 * 1024)]
         max_body_bytes: usize,
         /// Scoring requests that take longer are answered 503.
         #[arg(long, default_value_t = 300.0)]
         timeout_s: f64,
+        #[command(flatten)]
+        limits: crate::serve::LimitArgs,
     },
 }
 
@@ -459,23 +502,11 @@ pub fn main_with(cli: Cli) -> ExitCode {
                     return ExitCode::from(2);
                 }
             };
-            if engine == EngineKind::Jit && rubric.bundle.is_some() {
-                eprintln!(
-                    "note: `--engine jit` runs the bundle as native code without a sandbox or limits; \
-                     run bundles you did not build yourself with `--engine wasm`"
-                );
-            }
-            let engine = engine.engine_for(program);
+            let engine = engine.kind_for(&rubric, &file).engine_for(program, engine.limits());
             let start = std::time::Instant::now();
-            let local = program.judges.iter().any(|j| j.local.is_some());
-            let dispatching = match judge_dispatch(
-                judges.as_deref(),
-                judge.as_deref(),
-                record.as_deref(),
-                cache.as_deref(),
-                no_cache,
-                local,
-            ) {
+            let settings =
+                judge_settings(judges.as_deref(), judge.as_deref(), record.as_deref(), cache.as_deref(), no_cache);
+            let dispatching = match settings.and_then(|s| s.dispatcher(&[program]).map_err(|e| e.to_string())) {
                 Ok(d) => d,
                 Err(e) => {
                     eprintln!("error: {e}");
@@ -522,9 +553,7 @@ pub fn main_with(cli: Cli) -> ExitCode {
                 }
             }
         }
-        Command::Test { paths, engine, error_format } => {
-            suite::test_command(&paths, engine.engine().as_ref(), error_format)
-        }
+        Command::Test { paths, engine, error_format } => suite::test_command(&paths, &engine, error_format),
         Command::Bench { file, input, rows, runs, engines } => {
             let engines = if engines.is_empty() { EngineKind::value_variants().to_vec() } else { engines };
             bench::bench_command(&file, &bench::BenchOptions { input: &input, rows, runs, engines: &engines })
@@ -556,7 +585,7 @@ pub fn main_with(cli: Cli) -> ExitCode {
             bench_numeric::command(&bench_numeric::Options { rows, criteria, group_size, block, seed })
         }
         Command::Explain { file, input, row, verdicts, engine } => {
-            explain(&file, &input, row, verdicts.as_deref(), engine)
+            explain(&file, &input, row, verdicts.as_deref(), &engine)
         }
         Command::Ir { file, json } => {
             let Some(r) = bundle::load_or_report(&file, ErrorFormat::Human) else { return ExitCode::from(1) };
@@ -564,7 +593,9 @@ pub fn main_with(cli: Cli) -> ExitCode {
             if json {
                 outln!("{}", String::from_utf8_lossy(&p.canonical_bytes()));
             } else {
+                // The program, then where its sites lie: the site table is not part of the IR.
                 out!("{}", crate::ir::print_program(p));
+                out!("\n{}", crate::ir::print_sites(&r.sites));
             }
             eprintln!("ir_hash: {}", p.hash());
             ExitCode::SUCCESS
@@ -623,6 +654,7 @@ pub fn main_with(cli: Cli) -> ExitCode {
             token_env,
             max_body_bytes,
             timeout_s,
+            limits,
         } => {
             let addr: std::net::SocketAddr = match addr.parse() {
                 Ok(a) => a,
@@ -645,9 +677,16 @@ pub fn main_with(cli: Cli) -> ExitCode {
                 eprintln!("error: `--timeout-s` must be a positive number of seconds");
                 return ExitCode::from(2);
             }
+            let limits = match limits.resolve() {
+                Ok(l) => l,
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    return ExitCode::from(2);
+                }
+            };
             let mut served = Vec::new();
             for f in &files {
-                let rubric = match bundle::load(f) {
+                let rubric = match bundle::Rubric::load(f) {
                     Ok(r) => r,
                     Err(e) => {
                         eprintln!("{e}");
@@ -656,35 +695,29 @@ pub fn main_with(cli: Cli) -> ExitCode {
                 };
                 // The server runs until the process ends: its rubrics live as long.
                 let rubric: &'static bundle::Rubric = Box::leak(Box::new(rubric));
-                let kind =
-                    engine.unwrap_or(if rubric.bundle.is_some() { EngineKind::Wasm } else { EngineKind::Interp });
-                if kind == EngineKind::Jit && rubric.bundle.is_some() {
-                    eprintln!(
-                        "note: `--engine jit` runs the bundle `{}` as native code without a sandbox or limits",
-                        f.display()
-                    );
-                }
+                let kind = engine.kind_for(rubric, f);
                 let program = rubric.program();
                 served.push(crate::serve::Served {
                     program,
                     ident: rubric.identity(),
-                    engine: kind.engine_for(program),
+                    engine: kind.engine_for(program, engine.limits()),
                 });
             }
-            let local = served.iter().any(|s| s.program.judges.iter().any(|j| j.local.is_some()));
-            let dispatching =
-                match judge_dispatch(judges.as_deref(), judge.as_deref(), None, cache.as_deref(), no_cache, local) {
-                    Ok(d) => d,
-                    Err(e) => {
-                        eprintln!("error: {e}");
-                        return ExitCode::from(2);
-                    }
-                };
+            let programs: Vec<&crate::ir::Program> = served.iter().map(|s| s.program).collect();
+            let settings = judge_settings(judges.as_deref(), judge.as_deref(), None, cache.as_deref(), no_cache);
+            let dispatching = match settings.and_then(|s| s.dispatcher(&programs).map_err(|e| e.to_string())) {
+                Ok(d) => d,
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    return ExitCode::from(2);
+                }
+            };
             let opts = crate::serve::Options {
                 addr,
                 token,
                 max_body_bytes,
                 timeout: std::time::Duration::from_secs_f64(timeout_s),
+                limits,
             };
             crate::serve::main(served, dispatching, opts)
         }
@@ -722,69 +755,28 @@ fn numeric_stage(
     }
 }
 
-/// The judge dispatcher `rubric run` uses, when judges are configured (`--judges`) or
-/// replayed (`--judge replay:FILE`), or when the rubric has local judges (`local`: these need
-/// no configuration; other judges then end `judge_no_endpoint` unless they have recorded
-/// verdicts): its replies cached in `cache` (default `Cache::default_path()`) unless
-/// `no_cache`, recorded to `record`. `rubric serve` and the Python bindings
-/// (`rubric.load(..., judges=...)`) build theirs here too.
-#[cfg(feature = "judges")]
-pub fn judge_dispatch(
+/// The judge settings of `--judges`, `--judge replay:FILE`, `--record`, `--cache` and
+/// `--no-cache` (`api::JudgeSettings`, whose `dispatcher` builds what `run` and `serve` call).
+pub fn judge_settings(
     judges: Option<&Path>,
     judge: Option<&str>,
     record: Option<&Path>,
     cache: Option<&Path>,
     no_cache: bool,
-    local: bool,
-) -> Result<Option<Box<dyn runtime::ChunkJudge>>, String> {
-    use crate::judge::{Cache, Dispatcher, JudgesConfig, Replay, TranscriptWriter};
+) -> Result<JudgeSettings, String> {
     let replay = match judge {
         None => None,
         Some(spec) => match spec.strip_prefix("replay:") {
-            Some(path) => Some(Replay::load(Path::new(path)).map_err(|e| e.to_string())?),
+            Some(path) => Some(PathBuf::from(path)),
             None => return Err(format!("`--judge {spec}`: the only judge source is `replay:TRANSCRIPT.jsonl`")),
         },
     };
-    if judges.is_none() && replay.is_none() && !local {
-        return Ok(None);
-    }
-    let config = match judges {
-        Some(p) => JudgesConfig::load(p).map_err(|e| e.to_string())?,
-        None => JudgesConfig::default(),
+    let cache = match (no_cache, cache) {
+        (true, _) => CacheSetting::Off,
+        (false, Some(p)) => CacheSetting::At(p.to_path_buf()),
+        (false, None) => CacheSetting::Default,
     };
-    let mut b = Dispatcher::builder(config);
-    if let Some(r) = replay {
-        b = b.replay(r);
-    }
-    if !no_cache {
-        let path = cache.map(Path::to_path_buf).or_else(Cache::default_path);
-        if let Some(p) = path {
-            if let Some(dir) = p.parent() {
-                let _ = std::fs::create_dir_all(dir);
-            }
-            b = b.cache(Cache::open(&p).map_err(|e| e.to_string())?);
-        }
-    }
-    if let Some(r) = record {
-        b = b.record(TranscriptWriter::create(r).map_err(|e| e.to_string())?);
-    }
-    let d = b.build().map_err(|e| e.to_string())?;
-    Ok(Some(Box::new(runtime::dispatch::Dispatching::new(d))))
-}
-
-#[cfg(not(feature = "judges"))]
-pub fn judge_dispatch(
-    judges: Option<&Path>,
-    judge: Option<&str>,
-    _record: Option<&Path>,
-    _cache: Option<&Path>,
-    _no_cache: bool,
-    _local: bool,
-) -> Result<Option<Box<dyn runtime::ChunkJudge>>, String> {
-    if judges.is_some() || judge.is_some() {
-        return Err("this build has no judge dispatch: build with the `judges` feature".into());
-    }
-    Ok(None)
+    Ok(JudgeSettings { config: judges.map(Path::to_path_buf), replay, record: record.map(Path::to_path_buf), cache })
 }
 
 /// Compile a file, printing its diagnostics to stderr; `None` when it has errors.
@@ -832,9 +824,9 @@ fn plural(n: usize) -> &'static str {
     }
 }
 
-fn explain(file: &Path, input: &Path, row: usize, verdicts: Option<&Path>, engine: EngineKind) -> ExitCode {
+fn explain(file: &Path, input: &Path, row: usize, verdicts: Option<&Path>, engine: &EngineArgs) -> ExitCode {
     let Some(r) = bundle::load_or_report(file, ErrorFormat::Human) else { return ExitCode::from(1) };
-    let (c, p) = (&r.compiled, r.program());
+    let (c, p) = (&r, r.program());
     let text = match std::fs::read_to_string(input) {
         Ok(t) => t,
         Err(e) => {
@@ -869,7 +861,9 @@ fn explain(file: &Path, input: &Path, row: usize, verdicts: Option<&Path>, engin
     };
     let row_verdicts = vf.map(|v| v.for_row(row, json.get("id"))).unwrap_or_default();
     let mut trace = Vec::new();
-    let result = crate::interp::evaluate(p, &inputs, &row_verdicts, Some(&mut trace));
+    // A bundle's trace runs under the sandbox's limits.
+    let limits = r.bundle.as_ref().map(|_| engine.limits());
+    let result = crate::interp::evaluate_within(p, &inputs, &row_verdicts, Some(&mut trace), limits);
     outln!("rubric {} @ {}  ({})", p.rubric.name, p.rubric.version, p.hash());
     outln!("row {row}");
     let mut last_step = String::new();
@@ -878,7 +872,7 @@ fn explain(file: &Path, input: &Path, row: usize, verdicts: Option<&Path>, engin
             outln!("{}", ev.step);
             last_step = ev.step.clone();
         }
-        match &ev.site {
+        match ev.site.and_then(|id| c.sites.get(id)) {
             Some(site) => {
                 let src = c
                     .sources
@@ -918,8 +912,9 @@ fn explain(file: &Path, input: &Path, row: usize, verdicts: Option<&Path>, engin
     }
     // The trace comes from the reference interpreter; another engine is run on the same row
     // and must agree with it exactly.
-    if engine != EngineKind::Interp {
-        let other = engine.engine_for(p);
+    let kind = engine.engine.unwrap_or(EngineKind::Interp);
+    if kind != EngineKind::Interp {
+        let other = kind.engine_for(p, engine.limits());
         let theirs = other.evaluate(p, &inputs, &row_verdicts);
         if theirs == result {
             outln!("engine {}: same result as the interpreter (the trace above is the interpreter's)", other.name());

@@ -200,8 +200,10 @@ pub fn bench_prompts(rows: usize, criteria: usize, words: usize) -> Vec<Vec<Chat
         for c in 0..criteria {
             let topic = TOPICS[c % TOPICS.len()];
             let text = format!("The response gives a clear and accurate {topic} ({})", c + 1);
-            let criterion = Criterion { id: format!("c{c}"), text, ask: Ask::Verdict(CriterionKind::Binary) };
-            let rendered = prompt::render_local(&judge, &criterion, &seen);
+            let criterion =
+                Criterion { id: format!("c{c}"), text, ask: Ask::Verdict(CriterionKind::Binary), from_data: false };
+            // Stable tags: the benchmark's prompts are the same on every run.
+            let rendered = prompt::render_local(&judge, &criterion, &seen, &prompt::Fences::Stable);
             out.push(rendered.messages.iter().map(|m| ChatMessage::new(m.role.clone(), m.content.clone())).collect());
         }
     }

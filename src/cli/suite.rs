@@ -4,12 +4,11 @@
 //! every key it has must match exactly).
 
 use super::bundle::{load_or_report, Rubric};
-use super::ErrorFormat;
+use super::{EngineArgs, ErrorFormat};
 use crate::diag::Diagnostic;
-use crate::engine::Engine;
-use crate::ir::Site;
+use crate::ir::SiteId;
 use crate::runtime::{self, examples::run_examples, VerdictFile};
-use crate::source::{SourceMap, Span};
+use crate::source::Span;
 use serde_json::Value as Json;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -23,7 +22,7 @@ struct Tally {
     compile_failed: usize,
 }
 
-pub fn test_command(paths: &[PathBuf], engine: &dyn Engine, format: ErrorFormat) -> ExitCode {
+pub fn test_command(paths: &[PathBuf], engine: &EngineArgs, format: ErrorFormat) -> ExitCode {
     let mut t = Tally::default();
     if paths.is_empty() {
         eprintln!("error: give .rubric files or example directories");
@@ -49,7 +48,7 @@ pub fn test_command(paths: &[PathBuf], engine: &dyn Engine, format: ErrorFormat)
     }
 }
 
-fn test_path(path: &Path, engine: &dyn Engine, format: ErrorFormat, t: &mut Tally) {
+fn test_path(path: &Path, engine: &EngineArgs, format: ErrorFormat, t: &mut Tally) {
     if path.is_dir() {
         let main = path.join("main.rubric");
         if main.is_file() {
@@ -72,21 +71,23 @@ fn test_path(path: &Path, engine: &dyn Engine, format: ErrorFormat, t: &mut Tall
     }
 }
 
-fn site_span(sources: &SourceMap, site: &Option<Site>) -> Option<Span> {
-    let s = site.as_ref()?;
-    Some(Span { file: sources.find(&s.file)?, start: s.start, end: s.end })
+/// The span of a site, when the sources it lies in are at hand.
+fn site_span(c: &Rubric, site: Option<SiteId>) -> Option<Span> {
+    let s = c.sites.get(site?)?;
+    Some(Span { file: c.sources.find(&s.file)?, start: s.start, end: s.end })
 }
 
 /// Run a file's (or a bundle's) examples; returns the program for directory tests.
-fn test_file(path: &Path, engine: &dyn Engine, format: ErrorFormat, t: &mut Tally) -> Option<Rubric> {
+fn test_file(path: &Path, engine: &EngineArgs, format: ErrorFormat, t: &mut Tally) -> Option<Rubric> {
     let Some(r) = load_or_report(path, format) else {
         let why = if super::bundle::is_bundle(path) { "bundle rejected" } else { "does not compile" };
         outln!("FAIL {}: {why}", path.display());
         t.compile_failed += 1;
         return None;
     };
-    let (p, c) = (r.program(), &r.compiled);
-    for o in run_examples(engine, p) {
+    let (p, c) = (r.program(), &r);
+    let outcomes = run_examples(engine.kind_for(&r, path).engine_for(p, engine.limits()).as_ref(), p);
+    for o in outcomes {
         if o.passed() {
             t.examples_ok += 1;
             outln!("ok   {} example {:?}", path.display(), o.name);
@@ -95,7 +96,7 @@ fn test_file(path: &Path, engine: &dyn Engine, format: ErrorFormat, t: &mut Tall
             outln!("FAIL {} example {:?}", path.display(), o.name);
             for f in &o.failures {
                 let mut d = Diagnostic::error("rubric::example::failed", f.message.clone());
-                if let Some(span) = site_span(&c.sources, &f.site).or_else(|| site_span(&c.sources, &o.site)) {
+                if let Some(span) = site_span(c, f.site).or_else(|| site_span(c, o.site)) {
                     d = d.with_label(span, "this expectation");
                 }
                 super::emit(&[d], &c.sources, format, false);
@@ -105,9 +106,11 @@ fn test_file(path: &Path, engine: &dyn Engine, format: ErrorFormat, t: &mut Tall
     Some(r)
 }
 
-fn test_dir(dir: &Path, main: &Path, engine: &dyn Engine, format: ErrorFormat, t: &mut Tally) {
+fn test_dir(dir: &Path, main: &Path, engine: &EngineArgs, format: ErrorFormat, t: &mut Tally) {
     let Some(r) = test_file(main, engine, format, t) else { return };
     let p = r.program();
+    let engine = engine.kind(&r).engine_for(p, engine.limits());
+    let engine = engine.as_ref();
     let inputs = dir.join("inputs.jsonl");
     if !inputs.is_file() {
         return;

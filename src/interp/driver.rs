@@ -207,11 +207,7 @@ impl<'t> Trace<'t> {
     /// Record a value computed at `site` (nothing when tracing is off).
     pub fn note(&mut self, p: &Program, site: Option<u32>, value: impl FnOnce() -> String) {
         if let Some(tr) = self.events.as_deref_mut() {
-            tr.push(TraceEvent {
-                step: self.step.clone(),
-                site: site.and_then(|s| p.sites.get(s as usize).cloned()),
-                value: value(),
-            });
+            tr.push(TraceEvent { step: self.step.clone(), site: site.and_then(|s| p.known_site(s)), value: value() });
         }
     }
 }
@@ -645,7 +641,7 @@ impl Driver<'_, '_> {
 pub const NOT_NEEDED: &str = "not_needed: the row's result is decided without this verdict";
 
 fn trap_info(p: &Program, t: &Trap, site: u32) -> TrapInfo {
-    TrapInfo { code: t.kind.code(), message: t.message.clone(), site: p.sites.get(site as usize).cloned() }
+    TrapInfo { code: t.kind.code(), message: t.message.clone(), site: p.known_site(site) }
 }
 
 /// A criterion as a value (`er.met`, `er.value`...): a record of its decided result.

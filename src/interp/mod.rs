@@ -17,7 +17,7 @@ pub use ops::compare;
 use crate::engine::{Engine, RowResult, VerdictSource};
 use crate::ir::validate::MAX_LOCALS;
 use crate::ir::{BinOp, Expr, ExprKind, Program};
-use crate::stdlib::{EvalCtx, Trap, TrapKind};
+use crate::stdlib::{Budget, EvalCtx, Limits, Trap, TrapKind};
 use crate::value::Value;
 use std::sync::Arc;
 
@@ -34,13 +34,31 @@ impl Engine for Interpreter {
     }
 }
 
+/// The reference interpreter under a row's [`Limits`] (`rubric explain` of a bundle, `--engine
+/// interp` on one): every expression node is one unit of fuel, intrinsics charge theirs, the
+/// deadline is read as they work, and everything the row allocates counts against its memory
+/// (`meter`). Results are the interpreter's; only a row over a limit differs (its limit trap).
+pub struct LimitedInterpreter {
+    pub limits: Limits,
+}
+
+impl Engine for LimitedInterpreter {
+    fn name(&self) -> &'static str {
+        "interp"
+    }
+
+    fn evaluate(&self, program: &Program, inputs: &[Value], verdicts: &dyn VerdictSource) -> RowResult {
+        evaluate_within(program, inputs, verdicts, None, Some(self.limits))
+    }
+}
+
 /// One line of an `explain` trace.
 #[derive(Debug, Clone)]
 pub struct TraceEvent {
     /// `gate NAME`, `criterion ID` or `score`.
     pub step: String,
     /// A sub-expression (by site) and its value.
-    pub site: Option<crate::ir::Site>,
+    pub site: Option<crate::ir::SiteId>,
     pub value: String,
 }
 
@@ -51,7 +69,24 @@ pub fn evaluate(
     verdicts: &dyn VerdictSource,
     trace: Option<&mut Vec<TraceEvent>>,
 ) -> RowResult {
+    evaluate_within(p, inputs, verdicts, trace, None)
+}
+
+/// [`evaluate`], under `limits` when there are some.
+pub fn evaluate_within(
+    p: &Program,
+    inputs: &[Value],
+    verdicts: &dyn VerdictSource,
+    trace: Option<&mut Vec<TraceEvent>>,
+    limits: Option<Limits>,
+) -> RowResult {
+    let Some(limits) = limits else {
+        let mut walker = Walker::new(p, inputs);
+        return run_row(p, inputs, verdicts, &mut walker, trace);
+    };
+    let _meter = crate::meter::RowMeter::open();
     let mut walker = Walker::new(p, inputs);
+    walker.ctx.budget = Budget::new(limits);
     run_row(p, inputs, verdicts, &mut walker, trace)
 }
 
@@ -121,6 +156,7 @@ impl Walk<'_, '_, '_> {
     }
 
     fn eval(&mut self, e: &Expr, locals: &mut Vec<Value>) -> Result<Value, Trap> {
+        self.w.ctx.budget.work(1)?;
         stacker::maybe_grow(128 * 1024, 4 * 1024 * 1024, || self.eval_inner(e, locals))
     }
 

@@ -172,7 +172,36 @@ pub fn call_intrinsic(name: &str, overload: u32, args: &[Value], ctx: &mut EvalC
     if let Some(u) = args.iter().find(|v| v.is_unscored()) {
         return Ok(u.clone());
     }
-    (resolve_intrinsic(name, overload)?.imp)(args, ctx)
+    call_metered(resolve_intrinsic(name, overload)?, args, ctx)
+}
+
+/// The work an intrinsic's argument or result stands for: its bytes or elements (shallow).
+fn work_of(v: &Value) -> usize {
+    match v {
+        Value::Text(t) => t.len(),
+        Value::List(l) => l.len(),
+        Value::Record(r) => r.len(),
+        Value::Json(j) => match &**j {
+            serde_json::Value::String(s) => s.len(),
+            serde_json::Value::Array(a) => a.len(),
+            serde_json::Value::Object(o) => o.len(),
+            _ => 1,
+        },
+        _ => 1,
+    }
+}
+
+/// Call `intr`, charging the row's budget for what it reads before the call and for what it
+/// made after (an intrinsic that can make more than its inputs checks that itself, as it
+/// works). With an unlimited budget this is the bare call.
+fn call_metered(intr: &Intrinsic, args: &[Value], ctx: &mut EvalCtx) -> Result<Value, Trap> {
+    if ctx.budget.limits().is_none() {
+        return (intr.imp)(args, ctx);
+    }
+    ctx.work(1 + args.iter().map(work_of).sum::<usize>())?;
+    let v = (intr.imp)(args, ctx)?;
+    ctx.work(work_of(&v))?;
+    Ok(v)
 }
 
 /// Intrinsic `name`#`overload` of the catalogue, for an engine that resolves its calls once,
@@ -190,7 +219,7 @@ pub fn call_resolved(intr: &Intrinsic, args: &[Value], ctx: &mut EvalCtx) -> Res
     if let Some(u) = args.iter().find(|v| v.is_unscored()) {
         return Ok(u.clone());
     }
-    (intr.imp)(args, ctx)
+    call_metered(intr, args, ctx)
 }
 
 /// The list a `map`/`filter`/`all`/`any`/`count` iterates over: `Ok(Ok(items))`, or

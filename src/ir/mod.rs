@@ -2,8 +2,14 @@
 //! compiled rubric. `types` produces it; `interp` (and later Wasm and the JIT) consume it.
 //!
 //! Architecture invariant: the IR is self-contained. It names intrinsics by name and overload
-//! number, carries its own site table for spans, and holds no interned symbols, no `HashMap`
-//! and no floating state: `canonical_bytes` of the same rubric is the same on every machine.
+//! number, and holds no interned symbols, no `HashMap` and no floating state:
+//! `canonical_bytes` of the same rubric is the same on every machine.
+//!
+//! Architecture invariant: the IR says what a rubric does, not how its source is laid out.
+//! Nodes that can fail at run time carry a `SiteId`, numbered by the checker in the order it
+//! meets them; where each site lies in the sources is a separate `SiteTable` that travels
+//! beside the program and is never part of `canonical_bytes`, so comments, whitespace and
+//! `rubric fmt` leave the `ir_hash` unchanged (decision record 0007).
 
 mod print;
 mod typing;
@@ -13,11 +19,12 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use std::fmt;
 
-pub use print::print_program;
+pub use print::{print_program, print_sites};
 pub use typing::{assignable, consistent, join, subst, unify, Bindings};
 
-/// Bumped whenever the meaning or the serialised shape of the IR changes.
-pub const IR_VERSION: u32 = 1;
+/// Bumped whenever the meaning or the serialised shape of the IR changes (2: the site table
+/// left the IR for a `SiteTable` beside it; the program keeps `site_count`).
+pub const IR_VERSION: u32 = 2;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -39,7 +46,9 @@ pub struct Program {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reward: Option<RewardDecl>,
     pub examples: Vec<Example>,
-    pub sites: Vec<Site>,
+    /// How many sites the program's nodes name: every `SiteId` in it is below this. Where
+    /// they lie is the `SiteTable` beside the program (same length), not part of the IR.
+    pub site_count: u32,
 }
 
 /// Reward shaping declared in the rubric, hence part of its hash (docs/rl.md has the formulas).
@@ -121,7 +130,8 @@ pub struct RubricInfo {
     pub title: Option<String>,
 }
 
-/// A source location. `file` is the name the user gave (never an absolute path we invented).
+/// Where a site lies: the module that contains it (`main` for the rubric, `std.text`,
+/// `lib.checks`; never a path) and byte offsets into that module's source.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Site {
@@ -130,7 +140,47 @@ pub struct Site {
     pub end: u32,
 }
 
+/// A node that can fail at run time (a trap's location, an example's expectation): an index
+/// below `Program::site_count`, numbered by the checker in the order it meets the nodes, so
+/// it depends on what the rubric says, not on where it is written.
 pub type SiteId = u32;
+
+/// Where each site of a program lies in its sources, in site order: the layout the IR leaves
+/// out. It travels beside the program (the front end's `types::Compiled::sites`, a bundle's
+/// `source-map.json`) for diagnostics, trap locations in results and `explain`, and is never
+/// part of `canonical_bytes` or the `ir_hash`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct SiteTable {
+    sites: Vec<Site>,
+}
+
+impl SiteTable {
+    pub fn new(sites: Vec<Site>) -> SiteTable {
+        SiteTable { sites }
+    }
+
+    /// Add the next site; returns its id.
+    pub fn push(&mut self, site: Site) -> SiteId {
+        self.sites.push(site);
+        (self.sites.len() - 1) as SiteId
+    }
+
+    pub fn get(&self, id: SiteId) -> Option<&Site> {
+        self.sites.get(id as usize)
+    }
+
+    pub fn len(&self) -> usize {
+        self.sites.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.sites.is_empty()
+    }
+
+    pub fn iter(&self) -> std::slice::Iter<'_, Site> {
+        self.sites.iter()
+    }
+}
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -538,6 +588,26 @@ pub enum HigherOrder {
     Count,
 }
 
+impl HigherOrder {
+    pub const ALL: &'static [HigherOrder] =
+        &[HigherOrder::Map, HigherOrder::Filter, HigherOrder::All, HigherOrder::Any, HigherOrder::Count];
+
+    /// The list function's name, as written in rubrics (`map(xs, x => ...)`).
+    pub fn name(self) -> &'static str {
+        match self {
+            HigherOrder::Map => "map",
+            HigherOrder::Filter => "filter",
+            HigherOrder::All => "all",
+            HigherOrder::Any => "any",
+            HigherOrder::Count => "count",
+        }
+    }
+
+    pub fn from_name(name: &str) -> Option<HigherOrder> {
+        HigherOrder::ALL.iter().copied().find(|h| h.name() == name)
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum UnOp {
@@ -715,6 +785,12 @@ impl Program {
             s.push_str(&format!("{b:02x}"));
         }
         s
+    }
+
+    /// `site` when the program has such a site (nodes the checker did not place, such as a
+    /// default reward, carry `u32::MAX`).
+    pub fn known_site(&self, site: SiteId) -> Option<SiteId> {
+        (site < self.site_count).then_some(site)
     }
 
     pub fn input_index(&self, name: &str) -> Option<usize> {

@@ -2,8 +2,9 @@
 //! snapshot tests and `--explain`-style dumps. Every field of the IR is shown (`-` for an
 //! absent optional); expressions are s-expressions whose head carries the node's static type
 //! (`(input:Text #1 response)`), constants of their natural type print bare (`3`, `"x"`), and
-//! source sites print as `@sN` with the site table at the end. A long expression breaks one
-//! child per line at a fixed width, so the output depends on nothing but the program.
+//! sites print as `@sN`, with their count at the end (`print_sites` prints a `SiteTable`, which
+//! is not part of the IR). A long expression breaks one child per line at a fixed width, so the
+//! output depends on nothing but the program.
 
 use super::*;
 use std::fmt::Write as _;
@@ -16,6 +17,15 @@ pub fn print_program(p: &Program) -> String {
     let mut w = Writer { p, out: String::new(), prev: None };
     w.program();
     w.out
+}
+
+/// Print where each site lies, one line per site: `site @sN "MODULE" START..END`.
+pub fn print_sites(sites: &SiteTable) -> String {
+    let mut out = String::new();
+    for (i, s) in sites.iter().enumerate() {
+        let _ = writeln!(out, "site @s{i} {} {}..{}", quote(&s.file), s.start, s.end);
+    }
+    out
 }
 
 /// An s-expression: the only shape the expression printer builds, so that layout is decided
@@ -210,16 +220,6 @@ fn cmp_op(op: CmpOp) -> &'static str {
     }
 }
 
-fn higher_order(op: HigherOrder) -> &'static str {
-    match op {
-        HigherOrder::Map => "map",
-        HigherOrder::Filter => "filter",
-        HigherOrder::All => "all",
-        HigherOrder::Any => "any",
-        HigherOrder::Count => "count",
-    }
-}
-
 fn fields(fs: &[(String, Type)]) -> String {
     let inner: Vec<String> = fs.iter().map(|(n, t)| format!("{n}: {t}")).collect();
     format!("({})", inner.join(", "))
@@ -388,9 +388,7 @@ impl Writer<'_> {
         for (i, e) in p.examples.iter().enumerate() {
             self.entry("example", |w| w.example(i, e));
         }
-        for (i, s) in p.sites.iter().enumerate() {
-            self.entry("site", |w| w.line(0, &format!("site @s{i} {} {}..{}", quote(&s.file), s.start, s.end)));
-        }
+        self.entry("sites", |w| w.line(0, &format!("sites {}", p.site_count)));
     }
 
     fn judge(&mut self, i: usize, j: &JudgeDecl) {
@@ -608,7 +606,7 @@ impl Writer<'_> {
                 )
             }
             ExprKind::HigherOrder { op, list, local, body } => {
-                (vec![tagged(higher_order(*op)), format!("local#{local}")], vec![self.expr(list), self.expr(body)])
+                (vec![tagged(op.name()), format!("local#{local}")], vec![self.expr(list), self.expr(body)])
             }
         };
         Sx::Node(head, args)
@@ -693,14 +691,14 @@ mod tests {
             ),
             reward: None,
             examples: vec![],
-            sites: vec![Site { file: "demo.rubric".into(), start: 0, end: 10 }],
+            site_count: 4,
         }
     }
 
     #[test]
     fn prints_every_section() {
         let text = print_program(&sample());
-        let expected = r#"ir_version 1
+        let expected = r#"ir_version 2
 rubric demo @ "1.0.0" title -
 
 input #0 response: Text default -
@@ -728,9 +726,18 @@ set #0 all kind all weight -
 
 score (agg:Number points_ratio set#0 all propagate @s3)
 
-site @s0 "demo.rubric" 0..10
+sites 4
 "#;
         assert_eq!(text, expected);
+    }
+
+    #[test]
+    fn prints_the_site_table_apart() {
+        let sites = SiteTable::new(vec![
+            Site { file: "main".into(), start: 0, end: 10 },
+            Site { file: "std.text".into(), start: 4, end: 9 },
+        ]);
+        assert_eq!(print_sites(&sites), "site @s0 \"main\" 0..10\nsite @s1 \"std.text\" 4..9\n");
     }
 
     #[test]

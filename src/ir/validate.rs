@@ -5,7 +5,8 @@
 //!
 //! - every index is in range and names the right kind of thing (inputs, lets, functions,
 //!   criteria, sets, steps — `Member::Each(i)` names an `Each` step —, judges and their
-//!   `sees`/`evidence_from`, sites, example bindings and verdict keys);
+//!   `sees`/`evidence_from`, sites — an id below `site_count` —, example bindings and verdict
+//!   keys);
 //! - locals are bound where they are read, with the binder's type, and stay within their
 //!   frame's local count (a function's, an `each` block's, or what a root's binders need);
 //! - every static criterion is evaluated by exactly one step, set 0 is `all`, groups form a
@@ -270,9 +271,10 @@ impl<'p> Validator<'p> {
         self.want((i as usize) < len, || format!("{what} {i} does not exist (the program has {})", count(what, len)))
     }
 
-    /// The one place sites are checked (the site table may move out of the hashed IR).
+    /// The one place site ids are checked: below `site_count`. Where each site lies is the
+    /// `SiteTable` beside the program, which the bundle reader checks against the count.
     fn site(&self, s: SiteId) -> R {
-        self.index("site", s, self.p.sites.len())
+        self.index("site", s, self.p.site_count as usize)
     }
 
     // ------------------------------------------------------------------ types
@@ -352,11 +354,10 @@ impl<'p> Validator<'p> {
             ("criteria", p.criteria.len()),
             ("sets", p.sets.len()),
             ("examples", p.examples.len()),
-            ("sites", p.sites.len()),
         ] {
             self.at(what, |v| v.items("item", n))?;
         }
-        self.sites()?;
+        self.at("site_count", |v| v.items("site", p.site_count as usize))?;
         self.names()?;
         for (i, input) in p.inputs.iter().enumerate() {
             self.at_index("inputs", i, |v| v.at("ty", |v| v.written_type(&input.ty)))?;
@@ -450,16 +451,6 @@ impl<'p> Validator<'p> {
         }
         for i in 0..p.examples.len() {
             self.at_index("examples", i, |v| v.example(i))?;
-        }
-        Ok(())
-    }
-
-    fn sites(&mut self) -> R {
-        for (i, s) in self.p.sites.iter().enumerate() {
-            self.at_index("sites", i, |v| {
-                v.at("file", |v| v.want(s.file.len() <= MAX_NAME, || "the module name is too long".into()))?;
-                v.want(s.start <= s.end, || format!("the site starts at {} after it ends at {}", s.start, s.end))
-            })?;
         }
         Ok(())
     }

@@ -1,9 +1,12 @@
 //! The HTTP client for one OpenAI-compatible endpoint (reqwest over rustls with the `ring`
 //! provider): a concurrency limit (a semaphore held for one attempt), a requests-per-minute
-//! pacer, a timeout per attempt, and retries with exponential backoff and jitter on timeouts,
-//! connection failures, 408, 429 and 5xx, honouring `Retry-After` (and `retry-after-ms`), for
-//! a bounded number of attempts. Every failure ends as a `judge_*` reason, never a panic or a
-//! wait without end. The key is sent in a header marked sensitive and scrubbed from every reason.
+//! pacer, a timeout per attempt that covers the whole reply body, a reply size limit
+//! (`max_reply_bytes`: a larger `Content-Length` is refused unread, a streamed body is dropped
+//! as soon as it passes the limit), and retries with exponential backoff and jitter on
+//! timeouts, connection failures, 408, 429 and 5xx, honouring `Retry-After` (and
+//! `retry-after-ms`), for a bounded number of attempts. Every failure ends as a `judge_*`
+//! reason, never a panic or a wait without end. The key is sent in a header marked sensitive
+//! and scrubbed from every reason.
 
 use super::config::EndpointConfig;
 use super::reply::Reply;
@@ -13,9 +16,6 @@ use serde_json::Value as Json;
 use std::sync::{Mutex, Once};
 use std::time::{Duration, Instant};
 use tokio::sync::Semaphore;
-
-/// A response body larger than this is refused.
-const MAX_BODY: usize = 32 << 20;
 
 /// The key of an endpoint. Its `Debug` never shows it.
 #[derive(Clone)]
@@ -180,7 +180,7 @@ impl Endpoint {
                     };
                 };
                 let start = Instant::now();
-                let outcome = self.attempt(bytes.clone(), sample, timeout, sent_model).await;
+                let outcome = self.attempt(bytes.clone(), sample, start + timeout, sent_model).await;
                 (outcome, start.elapsed())
             };
             match outcome {
@@ -202,8 +202,10 @@ impl Endpoint {
         Sent { result: Err(self.redact(&reason)), attempts, latency_ms: None }
     }
 
-    async fn attempt(&self, bytes: Vec<u8>, sample: u32, timeout: Duration, sent_model: &str) -> Attempt {
+    /// One attempt, over by `deadline` (the request, the reply's headers and all of its body).
+    async fn attempt(&self, bytes: Vec<u8>, sample: u32, deadline: Instant, sent_model: &str) -> Attempt {
         let name = &self.name;
+        let timeout = deadline.saturating_duration_since(Instant::now());
         let req = self.http.post(&self.url).headers(self.headers(sample)).body(bytes).timeout(timeout);
         let resp = match req.send().await {
             Ok(r) => r,
@@ -228,7 +230,22 @@ impl Endpoint {
         };
         let status = resp.status();
         let after = retry_after(resp.headers());
-        let body = match read_body(resp).await {
+        let limit = self.config.max_reply_bytes;
+        let too_large = |size: Option<u64>| {
+            let what = match size {
+                Some(n) => format!("is {n} bytes, over"),
+                None => "passed".to_string(),
+            };
+            Attempt::Fail(format!(
+                "judge_reply_too_large: the reply of endpoint `{name}` {what} its limit of {limit} bytes \
+                 (`max_reply_bytes`); it was not read further"
+            ))
+        };
+        if let Some(n) = resp.content_length().filter(|&n| n > limit as u64) {
+            // Not read at all: dropping the response closes the connection.
+            return too_large(Some(n));
+        }
+        let body = match read_body(resp, limit, deadline).await {
             Ok(b) => b,
             Err(BodyError::Timeout) => {
                 return Attempt::Retry {
@@ -236,11 +253,7 @@ impl Endpoint {
                     after: None,
                 }
             }
-            Err(BodyError::TooLarge) => {
-                return Attempt::Fail(format!(
-                    "judge_bad_response: the reply of endpoint `{name}` is over {MAX_BODY} bytes"
-                ))
-            }
+            Err(BodyError::TooLarge) => return too_large(None),
             Err(BodyError::Other(e)) => {
                 return Attempt::Retry { reason: format!("judge_unreachable: endpoint `{name}`: {e}"), after: None }
             }
@@ -277,19 +290,22 @@ enum BodyError {
     Other(String),
 }
 
-async fn read_body(mut resp: reqwest::Response) -> Result<Vec<u8>, BodyError> {
+/// The whole body, unless it passes `limit` bytes (reading stops at the chunk that would pass
+/// it) or is not complete by `deadline`. The buffer grows with what arrives, never ahead of it.
+async fn read_body(mut resp: reqwest::Response, limit: usize, deadline: Instant) -> Result<Vec<u8>, BodyError> {
     let mut out = Vec::new();
     loop {
-        match resp.chunk().await {
-            Ok(Some(c)) => {
-                if out.len() + c.len() > MAX_BODY {
+        match tokio::time::timeout_at(deadline.into(), resp.chunk()).await {
+            Err(_) => return Err(BodyError::Timeout),
+            Ok(Ok(Some(c))) => {
+                if out.len() + c.len() > limit {
                     return Err(BodyError::TooLarge);
                 }
                 out.extend_from_slice(&c);
             }
-            Ok(None) => return Ok(out),
-            Err(e) if e.is_timeout() => return Err(BodyError::Timeout),
-            Err(e) => return Err(BodyError::Other(error_chain(&e))),
+            Ok(Ok(None)) => return Ok(out),
+            Ok(Err(e)) if e.is_timeout() => return Err(BodyError::Timeout),
+            Ok(Err(e)) => return Err(BodyError::Other(error_chain(&e))),
         }
     }
 }

@@ -11,8 +11,9 @@
 //! api_key_env = "LOCAL_API_KEY"          # optional
 //! concurrency = 16
 //! rpm = 600                              # requests per minute, 0 = unlimited
-//! timeout_s = 30
+//! timeout_s = 30                         # per attempt, the whole reply body included
 //! attempts = 4
+//! max_reply_bytes = 4194304              # a larger reply is not read: unscored, not retried
 //!
 //! [judges]                               # judge name -> endpoint
 //! grader = "local"
@@ -113,6 +114,10 @@ pub struct EndpointConfig {
     /// `top_logprobs` asked for under `scoring logprob`.
     #[serde(default = "default_top_logprobs")]
     pub top_logprobs: u32,
+    /// A reply body larger than this is not read further: the request ends unscored
+    /// (`judge_reply_too_large`), without a retry.
+    #[serde(default = "default_max_reply_bytes")]
+    pub max_reply_bytes: usize,
 }
 
 fn default_concurrency() -> usize {
@@ -142,6 +147,12 @@ fn default_true() -> bool {
 fn default_top_logprobs() -> u32 {
     10
 }
+/// 4 MiB: a completion with its log-probabilities is a few kilobytes, and `concurrency`
+/// replies may be read at once.
+pub const DEFAULT_MAX_REPLY_BYTES: usize = 4 << 20;
+fn default_max_reply_bytes() -> usize {
+    DEFAULT_MAX_REPLY_BYTES
+}
 
 impl EndpointConfig {
     /// An endpoint at `base_url` with every limit at its default.
@@ -162,6 +173,7 @@ impl EndpointConfig {
             response_format: ResponseFormat::default(),
             strict: true,
             top_logprobs: default_top_logprobs(),
+            max_reply_bytes: default_max_reply_bytes(),
         }
     }
 
@@ -182,6 +194,9 @@ impl EndpointConfig {
         }
         if self.concurrency == 0 {
             return Err(format!("endpoint `{name}`: concurrency must be at least 1"));
+        }
+        if self.max_reply_bytes == 0 {
+            return Err(format!("endpoint `{name}`: max_reply_bytes must be at least 1"));
         }
         if self.attempts == 0 {
             return Err(format!("endpoint `{name}`: attempts must be at least 1"));
@@ -313,6 +328,7 @@ mod tests {
         )
         .unwrap();
         assert_eq!(cfg.endpoints["a"].concurrency, 8);
+        assert_eq!(cfg.endpoints["a"].max_reply_bytes, 4 << 20);
         assert_eq!(cfg.endpoints["a"].completions_url(), "http://127.0.0.1:9/v1/chat/completions");
         assert_eq!(cfg.endpoints["b"].timeout_s, 0.5);
         let mut j = crate::ir::JudgeDecl {
@@ -352,6 +368,8 @@ mod tests {
         assert!(e.to_string().contains("concurrenc"), "{e}");
         let e = JudgesConfig::parse("default = \"zz\"\n").unwrap_err();
         assert!(e.to_string().contains("`zz`"), "{e}");
+        let e = JudgesConfig::parse("[endpoints.a]\nbase_url = \"http://x\"\nmax_reply_bytes = 0\n").unwrap_err();
+        assert!(e.to_string().contains("max_reply_bytes"), "{e}");
         let e = JudgesConfig::parse("[endpoints.a]\nbase_url = \"ftp://x\"\n").unwrap_err();
         assert!(e.to_string().contains("http://"), "{e}");
         let e = JudgesConfig::parse("[endpoints.a]\nbase_url = \"https://u:p@x/v1\"\n").unwrap_err();

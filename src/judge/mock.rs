@@ -23,19 +23,20 @@
 //! samples = ["met", "unmet", "met"]  # the answer for sample k (header x-rubric-sample), cycling
 //!
 //! [[fault]]                      # injected before the rules; the first applicable one fires
-//! kind = "status"                # timeout | status | malformed | bad_body |
+//! kind = "status"                # timeout | status | malformed | bad_body | endless |
 //!                                # schema_violation | wrong_evidence | no_logprobs | refusal
 //! status = 429
 //! retry_after_s = 1              # a Retry-After header; retry_after_ms sends retry-after-ms
-//! times = 1                      # per distinct request body; absent = every time
+//! delay_ms = 30000               # timeout: the stall; endless: the pause between 16 KiB chunks
+//! times = 1                      # per distinct request (fence tags aside); absent = every time
 //! prompt = "..."                 # optional regexes, as for rules
 //! ```
 //!
 //! `GET /stats` returns the request counters, `GET /requests` every chat body received,
 //! `GET /v1/models` the model list.
 
-use http_body_util::{BodyExt, Full};
-use hyper::body::{Bytes, Incoming};
+use http_body_util::{BodyExt, Either, Full};
+use hyper::body::{Body, Bytes, Frame, Incoming};
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper::{Method, Request, Response, StatusCode};
@@ -45,11 +46,14 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Value as Json};
 use std::collections::HashMap;
 use std::convert::Infallible;
+use std::future::Future;
 use std::hash::{Hash, Hasher};
 use std::net::SocketAddr;
 use std::path::Path;
+use std::pin::Pin;
 use std::process::ExitCode;
 use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 use tokio::net::TcpListener;
 use tokio::task::JoinSet;
@@ -111,6 +115,9 @@ pub enum FaultKind {
     Malformed,
     /// A 200 response whose body is not JSON.
     BadBody,
+    /// A 200 response whose body never ends: a completion whose content is never closed,
+    /// streamed in 16 KiB chunks, `delay_ms` apart (default 0: as fast as the client reads).
+    Endless,
     /// JSON content whose answers break the schema.
     SchemaViolation,
     /// Evidence that does not occur in the prompt.
@@ -138,7 +145,8 @@ pub struct Fault {
     pub retry_after_ms: Option<u64>,
     #[serde(default)]
     pub delay_ms: Option<u64>,
-    /// How many times each distinct request body gets the fault; absent = always.
+    /// How many times each distinct request gets the fault (its body, fence tags left out:
+    /// they differ from run to run); absent = always.
     #[serde(default)]
     pub times: Option<u32>,
 }
@@ -225,6 +233,9 @@ pub struct MockStats {
     pub max_in_flight: u64,
     /// Milliseconds since the server started at which each chat request arrived.
     pub arrivals_ms: Vec<f64>,
+    /// Bytes of `endless` bodies handed to the connections (the clients read them, or the
+    /// sockets buffered them).
+    pub endless_bytes: u64,
 }
 
 /// Precise delays for the configured latency. tokio's timer rounds a sleep up to its next
@@ -293,6 +304,8 @@ struct State {
     in_flight: std::sync::atomic::AtomicU64,
     bodies: Mutex<Vec<Json>>,
     fault_counts: Mutex<HashMap<(usize, u64), u32>>,
+    /// Fence markers, whose tags are left out of a request's identity.
+    fence_tags: Regex,
 }
 
 /// A running mock server; dropping it stops it.
@@ -341,6 +354,7 @@ impl MockServer {
             in_flight: std::sync::atomic::AtomicU64::new(0),
             bodies: Mutex::new(Vec::new()),
             fault_counts: Mutex::new(HashMap::new()),
+            fence_tags: Regex::new(r"<<<(BEGIN|END|TURN) ([^ >]+) [0-9a-f]{16}>>>").map_err(|e| e.to_string())?,
         });
         let st = state.clone();
         let task = tokio::spawn(async move {
@@ -393,10 +407,56 @@ impl MockServer {
     }
 }
 
-type Resp = Response<Full<Bytes>>;
+/// A reply body: all of it at once, or the `endless` fault's.
+type MockBody = Either<Full<Bytes>, Endless>;
+
+type Resp = Response<MockBody>;
+
+/// The body of the `endless` fault: the start of a completion whose content string is never
+/// closed, then 16 KiB chunks of it without end, `delay` apart.
+struct Endless {
+    st: Arc<State>,
+    started: bool,
+    chunk: Bytes,
+    delay: Duration,
+    pause: Option<Pin<Box<tokio::time::Sleep>>>,
+}
+
+impl Body for Endless {
+    type Data = Bytes;
+    type Error = Infallible;
+
+    fn poll_frame(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+        let this = self.get_mut();
+        if !this.started {
+            this.started = true;
+            let head = Bytes::from_static(
+                br#"{"id": "mock-endless", "object": "chat.completion", "choices": [{"index": 0, "message": {"role": "assistant", "content": ""#,
+            );
+            return Poll::Ready(Some(Ok(Frame::data(head))));
+        }
+        if !this.delay.is_zero() {
+            let delay = this.delay;
+            let pause = this.pause.get_or_insert_with(|| Box::pin(tokio::time::sleep(delay)));
+            if pause.as_mut().poll(cx).is_pending() {
+                return Poll::Pending;
+            }
+            this.pause = None;
+        }
+        this.st.stats.lock().unwrap_or_else(|e| e.into_inner()).endless_bytes += this.chunk.len() as u64;
+        Poll::Ready(Some(Ok(Frame::data(this.chunk.clone()))))
+    }
+}
+
+fn endless(st: Arc<State>, delay: Duration) -> Resp {
+    let body = Endless { st, started: false, chunk: Bytes::from(vec![b'a'; 16 << 10]), delay, pause: None };
+    let mut r = Response::new(Either::Right(body));
+    r.headers_mut().insert(hyper::header::CONTENT_TYPE, hyper::header::HeaderValue::from_static("application/json"));
+    r
+}
 
 fn respond(status: u16, content_type: &str, body: impl Into<Bytes>) -> Resp {
-    let mut r = Response::new(Full::new(body.into()));
+    let mut r = Response::new(Either::Left(Full::new(body.into())));
     *r.status_mut() = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
     if let Ok(v) = hyper::header::HeaderValue::from_str(content_type) {
         r.headers_mut().insert(hyper::header::CONTENT_TYPE, v);
@@ -516,8 +576,12 @@ async fn chat(st: Arc<State>, req: Request<Incoming>) -> Resp {
         headers.get("x-rubric-sample").and_then(|v| v.to_str().ok()).and_then(|s| s.parse().ok()).unwrap_or(0);
     let entries = entries_of(&body);
     let body_hash = {
+        // Fence tags differ from run to run (a dispatcher draws its own secret): the same
+        // request from another run is the same request here.
+        let text = String::from_utf8_lossy(&bytes);
+        let untagged = st.fence_tags.replace_all(&text, "<<<$1 $2 TAG>>>");
         let mut h = std::collections::hash_map::DefaultHasher::new();
-        bytes.hash(&mut h);
+        untagged.hash(&mut h);
         h.finish()
     };
     let mut flags = Flags::default();
@@ -552,6 +616,7 @@ async fn chat(st: Arc<State>, req: Request<Incoming>) -> Resp {
                 return r;
             }
             FaultKind::BadBody => return respond(200, "text/html", "<html><body>upstream hiccup</body></html>"),
+            FaultKind::Endless => return endless(st.clone(), Duration::from_millis(f.delay_ms.unwrap_or(0))),
             FaultKind::Malformed => flags.malformed = true,
             FaultKind::SchemaViolation => flags.schema = true,
             FaultKind::WrongEvidence => flags.wrong_evidence = true,

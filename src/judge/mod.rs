@@ -6,7 +6,9 @@
 //! A `Task` is one judge, the criteria of one row it must decide, and the inputs it sees — only
 //! those: `Task::new` copies no other input, so a hidden input cannot reach a request. The
 //! `Dispatcher` renders each task (`prompt`), in calls of `per_call` criteria, one request per
-//! sample; identifies each request by the hash of its canonical form (`request`); deduplicates
+//! sample; identifies each request by the hash of its canonical form (`request`: rendered with
+//! stable fence tags, while the body sent carries tags derived from a secret the dispatcher
+//! draws when it is built, so that no input can forge a fence); deduplicates
 //! identical requests; answers them from memory, the SQLite `cache`, a `transcript` replay, or
 //! over HTTP (`client`: limits, retries, timeouts); and reads every reply (`reply`). Failures
 //! become `{"unscored": "judge_...: ..."}` samples, never panics or hangs.
@@ -32,7 +34,7 @@ pub use config::{EndpointConfig, JudgesConfig, ResponseFormat};
 pub use reply::Reply;
 pub use transcript::{Replay, TranscriptWriter};
 
-use crate::ir::{CriterionDecl, CriterionKind, InputDecl, JudgeDecl, Program, Type, Verifier};
+use crate::ir::{Const, CriterionDecl, CriterionKind, ExprKind, InputDecl, JudgeDecl, Program, Type, Verifier};
 use crate::value::Value;
 use client::Endpoint;
 use request::{Prepared, Wire};
@@ -65,17 +67,21 @@ pub enum Ask {
 }
 
 /// One criterion as a judge sees it: its id (as in results, e.g. `items[3]`), its text (already
-/// evaluated for per-instance criteria) and what is asked.
+/// evaluated for per-instance criteria), what is asked, and whether the text came from the
+/// row.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Criterion {
     pub id: String,
     pub text: String,
     pub ask: Ask,
+    /// The text is not a constant of the rubric (an `each` template's `item.text`, say): it came
+    /// from the row, is untrusted, and is fenced like an input.
+    pub from_data: bool,
 }
 
 impl Criterion {
     /// The judge criterion `decl` with its evaluated `id` and `text`; `None` when its verifier is
-    /// not a judge.
+    /// not a judge. Its text is from the data unless `decl`'s text is a constant string.
     pub fn for_decl(program: &Program, decl: &CriterionDecl, id: String, text: String) -> Option<Criterion> {
         let ask = match &decl.verifier {
             Verifier::Judge { .. } => Ask::Verdict(decl.kind.clone()),
@@ -84,7 +90,8 @@ impl Criterion {
             }
             _ => return None,
         };
-        Some(Criterion { id, text, ask })
+        let from_data = !matches!(decl.text.kind, ExprKind::Const(Const::Text(_)));
+        Some(Criterion { id, text, ask, from_data })
     }
 }
 
@@ -237,6 +244,8 @@ struct Inner {
     memo: Mutex<HashMap<String, Reply>>,
     stats: Mutex<Stats>,
     local: local::LocalModels,
+    /// The fence tags requests are sent with: from a secret drawn when the dispatcher is built.
+    fences: prompt::Fences,
 }
 
 /// Sends judge requests and reads their replies; cheap to clone (shared state).
@@ -272,7 +281,8 @@ impl DispatcherBuilder {
         self
     }
 
-    /// Build the HTTP clients (reading API keys from the environment) unless replaying.
+    /// Build the HTTP clients (reading API keys from the environment) unless replaying, and
+    /// draw the secret the fence tags of this dispatcher's requests derive from.
     pub fn build(self) -> Result<Dispatcher, JudgeError> {
         self.config.validate()?;
         let backend = match self.replay {
@@ -285,6 +295,7 @@ impl DispatcherBuilder {
                 Backend::Http(eps)
             }
         };
+        let key = prompt::FenceKey::random().map_err(JudgeError::Config)?;
         Ok(Dispatcher {
             inner: Arc::new(Inner {
                 config: self.config,
@@ -294,6 +305,7 @@ impl DispatcherBuilder {
                 memo: Mutex::new(HashMap::new()),
                 stats: Mutex::new(Stats::default()),
                 local: local::LocalModels::default(),
+                fences: prompt::Fences::Secret(key),
             }),
         })
     }
@@ -379,14 +391,21 @@ impl Dispatcher {
                 // One request per criterion, one sample: the answer is deterministic.
                 for (c, criterion) in t.criteria.iter().enumerate() {
                     planned += 1;
-                    let rendered = prompt::render_local(&t.judge, criterion, &t.seen);
-                    let p = request::prepare_local(&t.judge, rendered, model, fingerprint, dir.clone());
-                    let u = *by_hash.entry(p.hash.clone()).or_insert_with(|| {
-                        let p = Arc::new(p);
-                        on_new(uniques.len(), &p);
-                        uniques.push(p);
-                        uniques.len() - 1
-                    });
+                    let canonical = prompt::render_local(&t.judge, criterion, &t.seen, &prompt::Fences::Stable);
+                    let hash = request::identity_local(&canonical, model, fingerprint);
+                    let u = match by_hash.get(&hash) {
+                        Some(&u) => u,
+                        None => {
+                            let sent = prompt::render_local(&t.judge, criterion, &t.seen, &self.inner.fences);
+                            let p =
+                                request::prepare_local(&t.judge, sent, hash.clone(), model, fingerprint, dir.clone());
+                            let p = Arc::new(p);
+                            on_new(uniques.len(), &p);
+                            uniques.push(p);
+                            by_hash.insert(hash, uniques.len() - 1);
+                            uniques.len() - 1
+                        }
+                    };
                     slots[c].push(Ok((u, 0)));
                 }
                 plan.push(slots);
@@ -396,20 +415,41 @@ impl Dispatcher {
             let samples = t.judge.samples.max(1);
             for (c, chunk) in t.criteria.chunks(per_call).enumerate() {
                 let refs: Vec<&Criterion> = chunk.iter().collect();
-                let rendered = prompt::render(&t.judge, &refs, &t.seen);
+                // Identified by the stable rendering; the secret one, sent, is rendered only
+                // for a request not seen before (once for all its samples).
+                let canonical = prompt::render(&t.judge, &refs, &t.seen, &prompt::Fences::Stable);
+                let mut sent: Option<prompt::Rendered> = None;
                 for k in 0..samples {
                     let slot = match &route {
                         Err(reason) => Err(reason.clone()),
                         Ok(Route::Local { .. }) => Err("judge_internal: a local route".to_string()),
                         Ok(Route::Http { endpoint, wire, model }) => {
                             planned += 1;
-                            let p = request::prepare(&t.judge, rendered.clone(), model, k, endpoint.as_deref(), *wire);
-                            let u = *by_hash.entry(p.hash.clone()).or_insert_with(|| {
-                                let p = Arc::new(p);
-                                on_new(uniques.len(), &p);
-                                uniques.push(p);
-                                uniques.len() - 1
-                            });
+                            let hash = request::identity(&t.judge, &canonical, model, k, *wire);
+                            let u = match by_hash.get(&hash) {
+                                Some(&u) => u,
+                                None => {
+                                    let rendered = sent
+                                        .get_or_insert_with(|| {
+                                            prompt::render(&t.judge, &refs, &t.seen, &self.inner.fences)
+                                        })
+                                        .clone();
+                                    let p = request::prepare(
+                                        &t.judge,
+                                        rendered,
+                                        hash.clone(),
+                                        model,
+                                        k,
+                                        endpoint.as_deref(),
+                                        *wire,
+                                    );
+                                    let p = Arc::new(p);
+                                    on_new(uniques.len(), &p);
+                                    uniques.push(p);
+                                    by_hash.insert(hash, uniques.len() - 1);
+                                    uniques.len() - 1
+                                }
+                            };
                             Ok(u)
                         }
                     };

@@ -1,8 +1,10 @@
-//! A judge request in canonical form: the chat-completions body exactly as sent (model, sampling
-//! parameters, rendered messages, response format) plus the reply schema and the sample index,
-//! serialised to compact JSON in a fixed key order. Its SHA-256 (`sha256:…`) identifies the
-//! request for deduplication, the cache and replay. Transport details (URL, headers, the key)
-//! are not part of it.
+//! A judge request in canonical form: the chat-completions body (model, sampling parameters,
+//! rendered messages, response format) plus the reply schema and the sample index, serialised
+//! to compact JSON in a fixed key order. Its SHA-256 (`sha256:…`) identifies the request for
+//! deduplication, the cache and replay. The canonical form is rendered with stable fence tags
+//! (`prompt::Fences::Stable`, derived from the fenced text), and the body sent with the run's
+//! secret tags: the hash is the same on every run, and no secret enters it. Transport details
+//! (URL, headers, the key) are not part of it either.
 
 use super::config::{EndpointConfig, ResponseFormat};
 use super::prompt::Rendered;
@@ -16,15 +18,16 @@ pub const REQUEST_VERSION: u32 = 1;
 /// A request ready to send: its identity, its body, and how to read its reply.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Prepared {
-    /// `sha256:` of the canonical form.
+    /// `sha256:` of the canonical form (stable fence tags).
     pub hash: String,
     pub judge: String,
     /// The endpoint it goes to (`None` when replaying without a configuration).
     pub endpoint: Option<String>,
     /// Which of the judge's `samples` this is (0-based).
     pub sample: u32,
-    /// The chat-completions body.
+    /// The chat-completions body, as sent (the run's fence tags).
     pub body: Json,
+    /// The rendering the body was built from (the run's fence tags).
     pub rendered: Rendered,
     /// The model directory that answers, for a local judge's request (never part of the hash:
     /// the body names the model and its fingerprint instead).
@@ -51,16 +54,9 @@ impl Wire {
     }
 }
 
-/// Build the body for sample `sample` of `judge`. With a `seed`, sample `k` is sent with seed
-/// `seed + k`, so that samples differ yet stay reproducible.
-pub fn prepare(
-    judge: &JudgeDecl,
-    rendered: Rendered,
-    model: &str,
-    sample: u32,
-    endpoint: Option<&str>,
-    wire: Wire,
-) -> Prepared {
+/// The chat-completions body for sample `sample` of `judge`. With a `seed`, sample `k` is sent
+/// with seed `seed + k`, so that samples differ yet stay reproducible.
+fn body(judge: &JudgeDecl, rendered: &Rendered, model: &str, sample: u32, wire: Wire) -> Json {
     let mut body = Map::new();
     body.insert("model".into(), json!(model));
     body.insert("messages".into(), serde_json::to_value(&rendered.messages).unwrap_or(Json::Null));
@@ -95,37 +91,68 @@ pub fn prepare(
         body.insert("logprobs".into(), json!(true));
         body.insert("top_logprobs".into(), json!(wire.top_logprobs));
     }
-    let body = Json::Object(body);
-    let hash = request_hash(&body, &rendered.schema, sample);
+    Json::Object(body)
+}
+
+/// The hash of sample `sample` of `judge`'s request, from `canonical`: the call rendered with
+/// `Fences::Stable`.
+pub fn identity(judge: &JudgeDecl, canonical: &Rendered, model: &str, sample: u32, wire: Wire) -> String {
+    request_hash(&body(judge, canonical, model, sample, wire), &canonical.schema, sample)
+}
+
+/// The request to send for sample `sample` of `judge`: the body of `sent` (the call rendered
+/// with the run's secret fence tags) under `hash`, the [`identity`] of its canonical form.
+pub fn prepare(
+    judge: &JudgeDecl,
+    sent: Rendered,
+    hash: String,
+    model: &str,
+    sample: u32,
+    endpoint: Option<&str>,
+    wire: Wire,
+) -> Prepared {
+    let body = body(judge, &sent, model, sample, wire);
     Prepared {
         hash,
         judge: judge.name.clone(),
         endpoint: endpoint.map(str::to_string),
         sample,
         body,
-        rendered,
+        rendered: sent,
         local: None,
     }
 }
 
-/// Build the request of a local judge (`local "DIR"`): the model `local:DIR`, the rendered
-/// messages, and the model directory's fingerprint (`models::local_judge::fingerprint`), so
-/// that a cached reply is never taken for another model's. One sample: the answer is
-/// deterministic. Sampling settings do not apply.
-pub fn prepare_local(
-    judge: &JudgeDecl,
-    rendered: Rendered,
-    model: &str,
-    fingerprint: &str,
-    dir: std::path::PathBuf,
-) -> Prepared {
+/// A local judge's request body: the model `local:DIR`, the rendered messages, and the model
+/// directory's fingerprint.
+fn local_body(rendered: &Rendered, model: &str, fingerprint: &str) -> Json {
     let mut body = Map::new();
     body.insert("model".into(), json!(model));
     body.insert("messages".into(), serde_json::to_value(&rendered.messages).unwrap_or(Json::Null));
     body.insert("local".into(), json!({"fingerprint": fingerprint, "score": "p_yes_first_token"}));
-    let body = Json::Object(body);
-    let hash = request_hash(&body, &rendered.schema, 0);
-    Prepared { hash, judge: judge.name.clone(), endpoint: None, sample: 0, body, rendered, local: Some(dir) }
+    Json::Object(body)
+}
+
+/// The hash of a local judge's request (`local "DIR"`), from its canonical rendering.
+pub fn identity_local(canonical: &Rendered, model: &str, fingerprint: &str) -> String {
+    request_hash(&local_body(canonical, model, fingerprint), &canonical.schema, 0)
+}
+
+/// The request of a local judge: the model `local:DIR`, the rendered messages (`sent`, with
+/// the run's fence tags), and the model directory's fingerprint
+/// (`models::local_judge::fingerprint`), so that a cached reply is never taken for another
+/// model's; under `hash`, its [`identity_local`]. One sample: the answer is deterministic.
+/// Sampling settings do not apply.
+pub fn prepare_local(
+    judge: &JudgeDecl,
+    sent: Rendered,
+    hash: String,
+    model: &str,
+    fingerprint: &str,
+    dir: std::path::PathBuf,
+) -> Prepared {
+    let body = local_body(&sent, model, fingerprint);
+    Prepared { hash, judge: judge.name.clone(), endpoint: None, sample: 0, body, rendered: sent, local: Some(dir) }
 }
 
 /// The canonical bytes of a request: compact JSON, keys in a fixed order.

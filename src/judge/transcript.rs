@@ -1,6 +1,7 @@
 //! Transcripts: every judge request and its reply as one JSON line (`--record FILE`), and the
 //! replay source that answers requests from such a file by their hash (`--judge replay:FILE`).
-//! A line holds the request body as sent (no URL, no headers, so never a key), the normalised
+//! A line holds the request body as sent, with the run's secret fence tags (no URL, no headers,
+//! so never a key), its hash (over the stable-tag form, the same in every run), the normalised
 //! reply or the failure reason, where the reply came from, and the attempts it took.
 
 use super::reply::Reply;
@@ -20,7 +21,8 @@ pub struct Entry {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub endpoint: Option<String>,
     pub sample: u32,
-    /// The chat-completions body.
+    /// The chat-completions body as this run sent it (or would have: an answer from the cache,
+    /// memory or a replay), with this run's fence tags.
     pub request: Json,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reply: Option<Reply>,

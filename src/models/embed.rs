@@ -1,5 +1,5 @@
 //! Sentence embeddings for the embedding verifiers (`similarity`, `covers`, `best_match`):
-//! a BERT-family encoder (candle-transformers' `BertModel`) with sentence-transformers'
+//! a BERT encoder (the project's own, `models::bert`) with sentence-transformers'
 //! semantics — token embeddings mean-pooled over the attention mask, then L2-normalised — so a
 //! model directory such as all-MiniLM-L6-v2 gives the vectors sentence-transformers gives
 //! (checked against an independent NumPy forward pass: `tests/fixtures/minilm_reference.json`).
@@ -12,10 +12,9 @@
 //! verifier path never pads: it batches only texts of the same token length, and
 //! [`Embedder::embed`] (padded batches, for throughput) is tested to agree with it.
 
+use super::bert::{random_weights, Bert, BertConfig};
 use super::ModelError;
 use candle_core::{DType, Device, Tensor};
-use candle_nn::VarBuilder;
-use candle_transformers::models::bert::{BertModel, Config};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -28,7 +27,7 @@ const CACHE_LIMIT: usize = 65_536;
 
 /// A loaded sentence-embedding model.
 pub struct Embedder {
-    model: BertModel,
+    model: Bert,
     tokenizer: Tokenizer,
     device: Device,
     /// The model directory's name, for messages and result metadata.
@@ -44,52 +43,38 @@ fn load_err(path: &Path, message: impl std::fmt::Display) -> ModelError {
 impl Embedder {
     /// Load the model in `dir` onto `device`.
     pub fn load(dir: &Path, device: &Device) -> Result<Embedder, ModelError> {
-        let read = |name: &str| {
-            let p = dir.join(name);
-            std::fs::read(&p).map_err(|e| load_err(&p, e))
-        };
-        let config: Config = serde_json::from_slice(&read("config.json")?)
-            .map_err(|e| load_err(&dir.join("config.json"), format!("not a BERT configuration: {e}")))?;
-        let weights = read("model.safetensors")?;
-        let vb = VarBuilder::from_buffered_safetensors(weights, DType::F32, device)
-            .map_err(|e| load_err(&dir.join("model.safetensors"), e))?;
-        let model = BertModel::load(vb, &config).map_err(|e| load_err(&dir.join("model.safetensors"), e))?;
+        let model = Bert::load(dir, device)?;
+        let max_positions = model.config.max_position_embeddings;
         let tok_path = dir.join("tokenizer.json");
         let mut tokenizer = Tokenizer::from_file(&tok_path).map_err(|e| load_err(&tok_path, e))?;
         let max_len = std::fs::read(dir.join("sentence_bert_config.json"))
             .ok()
             .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
             .and_then(|v| v.get("max_seq_length").and_then(serde_json::Value::as_u64))
-            .map_or(config.max_position_embeddings, |n| n as usize)
-            .min(config.max_position_embeddings);
+            .map_or(max_positions, |n| n as usize)
+            .min(max_positions);
         tokenizer
             .with_truncation(Some(tokenizers::TruncationParams { max_length: max_len, ..Default::default() }))
             .map_err(|e| load_err(&tok_path, e))?;
         tokenizer.with_padding(None);
         let name = dir.file_name().map_or_else(|| dir.display().to_string(), |n| n.to_string_lossy().into_owned());
-        Ok(Embedder {
-            model,
-            tokenizer,
-            device: device.clone(),
-            name,
-            dim: config.hidden_size,
-            cache: Mutex::new(HashMap::new()),
-        })
+        let dim = model.config.hidden_size;
+        Ok(Embedder { model, tokenizer, device: device.clone(), name, dim, cache: Mutex::new(HashMap::new()) })
     }
 
     /// A model of the shape of the one in `dir` (its `config.json` and `tokenizer.json`) with
-    /// random weights, made on the CPU and written to `out` as a model directory (benchmarks
-    /// and device-agreement tests: speed does not depend on the weight values, and the same
-    /// file loads on every device).
+    /// random weights (`models::bert::random_weights`, a fixed seed: the same files every
+    /// time), made on the CPU and written to `out` as a model directory (benchmarks and
+    /// device-agreement tests: speed does not depend on the weight values, and the same file
+    /// loads on every device).
     pub fn write_random(dir: &Path, out: &Path) -> Result<(), ModelError> {
         let cfg_path = dir.join("config.json");
-        let text = std::fs::read(&cfg_path).map_err(|e| load_err(&cfg_path, e))?;
-        let config: Config = serde_json::from_slice(&text).map_err(|e| load_err(&cfg_path, e))?;
-        let varmap = candle_nn::VarMap::new();
-        let vb = VarBuilder::from_varmap(&varmap, DType::F32, &Device::Cpu);
-        BertModel::load(vb, &config)?;
+        let text = std::fs::read_to_string(&cfg_path).map_err(|e| load_err(&cfg_path, e))?;
+        let config = BertConfig::parse(&text).map_err(|m| load_err(&cfg_path, m))?;
+        let weights = random_weights(&config, 0)?;
         std::fs::create_dir_all(out).map_err(|e| load_err(out, e))?;
-        varmap.save(out.join("model.safetensors"))?;
+        let path = out.join("model.safetensors");
+        candle_core::safetensors::save(&weights, &path).map_err(|e| load_err(&path, e))?;
         for name in ["config.json", "tokenizer.json", "sentence_bert_config.json"] {
             let from = dir.join(name);
             if from.is_file() {
@@ -111,6 +96,10 @@ impl Embedder {
         let width = ids.iter().map(Vec::len).max().unwrap_or(0);
         if ids.is_empty() || width == 0 {
             return Ok(vec![Vec::new(); ids.len()]);
+        }
+        let vocab = self.model.config.vocab_size;
+        if let Some(bad) = ids.iter().flatten().find(|&&t| t as usize >= vocab) {
+            return Err(ModelError::Run(format!("token id {bad} is outside the model's vocabulary of {vocab}")));
         }
         let mut flat = Vec::with_capacity(ids.len() * width);
         let mut mask = Vec::with_capacity(ids.len() * width);
@@ -144,13 +133,28 @@ impl Embedder {
     /// The embeddings of `texts` for the verifiers: from the process cache, the rest computed
     /// in unpadded batches of texts of one token length.
     pub fn embed_cached(&self, texts: &[&str]) -> Result<Vec<Arc<[f32]>>, ModelError> {
+        self.embed_cached_polled(texts, &mut |_| true)
+    }
+
+    /// [`Embedder::embed_cached`], asking `go_on` before each text is tokenized (with its
+    /// length in bytes) and before each batch runs (with its number of tokens): `false` stops
+    /// with [`ModelError::Stopped`] (a row over its limits).
+    pub fn embed_cached_polled(
+        &self,
+        texts: &[&str],
+        go_on: &mut dyn FnMut(usize) -> bool,
+    ) -> Result<Vec<Arc<[f32]>>, ModelError> {
         let mut out: Vec<Option<Arc<[f32]>>> = {
             let cache = self.cache.lock().unwrap_or_else(|e| e.into_inner());
             texts.iter().map(|t| cache.get(*t).cloned()).collect()
         };
         let mut by_len: HashMap<usize, Vec<(usize, Vec<u32>)>> = HashMap::new();
+        let mut seen = std::collections::HashSet::new();
         for (i, t) in texts.iter().enumerate() {
-            if out[i].is_none() && !texts[..i].contains(t) {
+            if out[i].is_none() && seen.insert(*t) {
+                if !go_on(t.len()) {
+                    return Err(ModelError::Stopped);
+                }
                 let ids = self.token_ids(t)?;
                 by_len.entry(ids.len()).or_default().push((i, ids));
             }
@@ -160,6 +164,9 @@ impl Embedder {
         let mut fresh: Vec<(usize, Arc<[f32]>)> = Vec::new();
         for len in lens {
             for chunk in by_len[&len].chunks(BATCH) {
+                if !go_on(len * chunk.len()) {
+                    return Err(ModelError::Stopped);
+                }
                 let ids: Vec<Vec<u32>> = chunk.iter().map(|(_, ids)| ids.clone()).collect();
                 for ((i, _), e) in chunk.iter().zip(self.forward(&ids)?) {
                     fresh.push((*i, e.into()));

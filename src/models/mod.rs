@@ -7,6 +7,7 @@
 //! [`configure`]. Models are directories of safetensors weights, `config.json` and
 //! `tokenizer.json`, named by the run configuration and never downloaded at run time.
 
+pub mod bert;
 pub mod causal;
 pub mod chat;
 pub mod embed;
@@ -26,6 +27,9 @@ pub enum ModelError {
     Load { path: String, message: String },
     #[error("model: {0}")]
     Run(String),
+    /// The caller's poll said stop (a row over its limits).
+    #[error("model: stopped by the row's limits")]
+    Stopped,
 }
 
 impl From<candle_core::Error> for ModelError {

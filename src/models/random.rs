@@ -93,7 +93,7 @@ pub struct RandomModel {
     pub dtype: DType,
 }
 
-fn splitmix(state: &mut u64) -> u64 {
+pub(super) fn splitmix(state: &mut u64) -> u64 {
     *state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
     let mut z = *state;
     z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
@@ -102,7 +102,7 @@ fn splitmix(state: &mut u64) -> u64 {
 }
 
 /// `n` uniform values with mean `mean` and standard deviation `std`, from `seed`.
-fn uniform(n: usize, seed: u64, mean: f32, std: f32) -> Vec<f32> {
+pub(super) fn uniform(n: usize, seed: u64, mean: f32, std: f32) -> Vec<f32> {
     const CHUNK: usize = 1 << 16;
     let half_width = std * 3f32.sqrt();
     let mut out = vec![0f32; n];

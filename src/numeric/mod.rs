@@ -134,11 +134,7 @@ fn apply_score(p: &Program, r: &mut RowResult, outcome: &Outcome) {
         Outcome::Unscored(why) => r.unscored_reason = Some(why.clone()),
         Outcome::Trap(t) => {
             let site = Root::Score.site(p);
-            r.trap = Some(TrapInfo {
-                code: t.kind.code(),
-                message: t.message.clone(),
-                site: p.sites.get(site as usize).cloned(),
-            });
+            r.trap = Some(TrapInfo { code: t.kind.code(), message: t.message.clone(), site: p.known_site(site) });
             r.unscored_reason = Some(trap_reason(t));
         }
     }

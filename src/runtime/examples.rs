@@ -3,20 +3,22 @@
 
 use crate::engine::{Engine, RowResult, Status};
 use crate::interp::eval_constant;
-use crate::ir::{Expect, Program, Site};
+use crate::ir::{Expect, Program, SiteId};
 use crate::value::Value;
 use serde_json::Value as Json;
 
+/// A failed expectation; `site` is the expectation's (or the example's), which the site table
+/// beside the program locates in the sources.
 #[derive(Debug, Clone)]
 pub struct Failure {
-    pub site: Option<Site>,
+    pub site: Option<SiteId>,
     pub message: String,
 }
 
 #[derive(Debug, Clone)]
 pub struct ExampleOutcome {
     pub name: String,
-    pub site: Option<Site>,
+    pub site: Option<SiteId>,
     pub failures: Vec<Failure>,
     pub result: Option<RowResult>,
 }
@@ -36,7 +38,7 @@ pub fn run_examples(engine: &dyn Engine, p: &Program) -> Vec<ExampleOutcome> {
 }
 
 fn run_example(engine: &dyn Engine, p: &Program, ex: &crate::ir::Example) -> ExampleOutcome {
-    let site_of = |s: u32| p.sites.get(s as usize).cloned();
+    let site_of = |s: SiteId| p.known_site(s);
     let mut failures = Vec::new();
     let mut inputs = Vec::with_capacity(p.inputs.len());
     for (i, input) in p.inputs.iter().enumerate() {

@@ -14,7 +14,7 @@ pub use bind::{bind_row, BindError};
 pub use verdicts::VerdictFile;
 
 use crate::engine::{Engine, RowResult, TrapInfo, VerdictSource};
-use crate::ir::Program;
+use crate::ir::{Program, SiteTable};
 use crate::stdlib::TrapKind;
 use crate::value::Value;
 use rayon::prelude::*;
@@ -27,7 +27,8 @@ use std::path::Path;
 /// Rows evaluated together; memory is bounded by one chunk of rows and results.
 pub const CHUNK: usize = 512;
 
-/// Identity of the program every result carries.
+/// Identity of the program every result carries, and where its sites lie (to write a trap's
+/// location in the sources; not part of the identity, which does not depend on layout).
 #[derive(Debug, Clone)]
 pub struct Identity {
     pub rubric: String,
@@ -35,11 +36,20 @@ pub struct Identity {
     pub ir_hash: String,
     /// The bundle's hash when the program was loaded from a bundle (`bundle` in results).
     pub bundle: Option<String>,
+    /// The site table beside the program (`types::Compiled::sites`, a bundle's source map).
+    pub sites: SiteTable,
 }
 
 impl Identity {
-    pub fn of(p: &Program) -> Identity {
-        Identity { rubric: p.rubric.name.clone(), version: p.rubric.version.clone(), ir_hash: p.hash(), bundle: None }
+    /// The identity of program `p`, whose sites lie where `sites` says.
+    pub fn of(p: &Program, sites: &SiteTable) -> Identity {
+        Identity {
+            rubric: p.rubric.name.clone(),
+            version: p.rubric.version.clone(),
+            ir_hash: p.hash(),
+            bundle: None,
+            sites: sites.clone(),
+        }
     }
 
     /// The identity of a program loaded from the bundle whose hash is `bundle`.
@@ -299,7 +309,7 @@ pub fn finish_record(mut out: Map<String, Json>, ident: &Identity, engine: &str,
     }
     stamp(&mut out, ident);
     out.insert("engine".into(), json!(engine));
-    out.extend(result.to_json());
+    out.extend(result.to_json(&ident.sites));
     Json::Object(out)
 }
 
@@ -395,9 +405,14 @@ fn resume_point(output: &Path, ident: &Identity, groups: bool) -> Result<usize, 
     Ok(done)
 }
 
-/// Score every row of `opts.input` into `opts.output`.
-pub fn run_batch(engine: &dyn Engine, program: &Program, opts: &RunOptions<'_>) -> Result<Summary, RunError> {
-    run_batch_as(engine, program, &Identity::of(program), opts)
+/// Score every row of `opts.input` into `opts.output`; `sites` locates traps in the sources.
+pub fn run_batch(
+    engine: &dyn Engine,
+    program: &Program,
+    sites: &SiteTable,
+    opts: &RunOptions<'_>,
+) -> Result<Summary, RunError> {
+    run_batch_as(engine, program, &Identity::of(program, sites), opts)
 }
 
 /// `run_batch` with the identity stamped on every line given (a bundle's, with its hash).

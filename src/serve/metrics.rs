@@ -1,5 +1,6 @@
 //! The reward server's counters (`GET /metrics`): responses by status, rows scored, requests in
-//! flight, and latency percentiles of `POST /v1/score` over the most recent requests.
+//! flight, connections (open, accepted, refused over a limit, closed by a timeout, closed to make
+//! room), and latency percentiles of `POST /v1/score` over the most recent requests.
 
 use serde_json::{json, Map, Value as Json};
 use std::collections::BTreeMap;
@@ -15,6 +16,11 @@ pub struct Metrics {
     by_status: Mutex<BTreeMap<u16, u64>>,
     rows: AtomicU64,
     in_flight: AtomicU64,
+    conns_open: AtomicU64,
+    conns_accepted: AtomicU64,
+    conns_refused: AtomicU64,
+    conns_timed_out: AtomicU64,
+    conns_evicted: AtomicU64,
     /// A ring of the latest scoring latencies in milliseconds, and the next slot to write.
     latencies: Mutex<(Vec<f64>, usize)>,
 }
@@ -26,6 +32,30 @@ impl Metrics {
 
     pub fn leave(&self) {
         self.in_flight.fetch_sub(1, Ordering::Relaxed);
+    }
+
+    pub fn connection_accepted(&self) {
+        self.conns_accepted.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub fn connection_refused(&self) {
+        self.conns_refused.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub fn connection_opened(&self) {
+        self.conns_open.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub fn connection_closed(&self) {
+        self.conns_open.fetch_sub(1, Ordering::Relaxed);
+    }
+
+    pub fn connection_timed_out(&self) {
+        self.conns_timed_out.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub fn connection_evicted(&self) {
+        self.conns_evicted.fetch_add(1, Ordering::Relaxed);
     }
 
     pub fn add_rows(&self, n: usize) {
@@ -63,6 +93,13 @@ impl Metrics {
             "requests_by_status": by_status,
             "rows_scored": self.rows.load(Ordering::Relaxed),
             "in_flight": self.in_flight.load(Ordering::Relaxed),
+            "connections": {
+                "open": self.conns_open.load(Ordering::Relaxed),
+                "accepted": self.conns_accepted.load(Ordering::Relaxed),
+                "refused": self.conns_refused.load(Ordering::Relaxed),
+                "timed_out": self.conns_timed_out.load(Ordering::Relaxed),
+                "evicted": self.conns_evicted.load(Ordering::Relaxed),
+            },
             "score_latency_ms": {
                 "n": xs.len(),
                 "p50": percentile(&xs, 0.50),

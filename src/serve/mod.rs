@@ -1,21 +1,27 @@
-//! The reward server (`rubric serve`, feature `serve`): an axum HTTP service that holds loaded
+//! The reward server (`rubric serve`, feature `serve`): an axum router that holds loaded
 //! rubrics and scores batches of rows for RL trainers, each row into exactly the record
 //! `rubric run` writes (`runtime::score_batch`), on the rayon pool, off the async executor.
 //! Token offsets (in the rows, or a list beside them) give the token credit of `--groups`.
+//! `conn.rs` is the accept loop that serves the router under connection limits and timeouts
+//! (`limits.rs`); the guard here checks the token and bounds each request body before it is read.
 
+mod conn;
+mod limits;
 mod metrics;
+
+pub use limits::{LimitArgs, Limits};
 
 use crate::engine::Engine;
 use crate::ir::Program;
 use crate::runtime::{self, ChunkJudge, Identity};
-use axum::body::Bytes;
-use axum::extract::rejection::BytesRejection;
-use axum::extract::{DefaultBodyLimit, Request, State};
+use axum::body::Body;
+use axum::extract::{Request, State};
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::Router;
+use limits::{BodyError, Bounded};
 use metrics::Metrics;
 use serde_json::{json, Value as Json};
 use std::net::SocketAddr;
@@ -39,6 +45,8 @@ pub struct Options {
     pub max_body_bytes: usize,
     /// A scoring request that takes longer is answered 503 (its rows finish on the pool).
     pub timeout: Duration,
+    /// Connection limits and timeouts, and the deadline of a request body.
+    pub limits: Limits,
 }
 
 /// Everything a request handler reads: set up once and never freed (the server runs until
@@ -48,6 +56,8 @@ struct AppState {
     judges: Option<Box<dyn ChunkJudge>>,
     token: Option<String>,
     timeout: Duration,
+    max_body_bytes: usize,
+    body_timeout: Duration,
     metrics: Metrics,
 }
 
@@ -145,13 +155,43 @@ fn attach_token_offsets(rows: &mut [Json], offsets: Vec<Json>, grouped: bool) ->
     Ok(())
 }
 
-async fn score(State(state): State<Shared>, body: Result<Bytes, BytesRejection>) -> Response {
-    let body = match body {
-        Ok(b) => b,
-        Err(e) if e.status() == StatusCode::PAYLOAD_TOO_LARGE => {
-            return error(StatusCode::PAYLOAD_TOO_LARGE, "rubric::serve::too_large", e.body_text())
+/// The refusal for a body that `limits::Bounded` stopped, or that could not be read.
+fn body_refusal(e: axum::Error) -> Response {
+    let inner = e.into_inner();
+    // The bound's error is wrapped once per body adapter: look through the chain.
+    let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(inner.as_ref());
+    let bound = std::iter::from_fn(|| {
+        let c = cause?;
+        cause = c.source();
+        Some(c)
+    })
+    .find_map(|c| c.downcast_ref::<BodyError>());
+    match bound {
+        Some(e @ BodyError::TooLarge(_)) => too_large(e.to_string()),
+        Some(e @ BodyError::Timeout(_)) => {
+            let mut r = error(StatusCode::REQUEST_TIMEOUT, "rubric::serve::body_timeout", e.to_string());
+            r.headers_mut().insert(header::CONNECTION, HeaderValue::from_static("close"));
+            r
         }
-        Err(e) => return error(StatusCode::BAD_REQUEST, "rubric::serve::bad_request", e.body_text()),
+        Some(e) => error(StatusCode::BAD_REQUEST, "rubric::serve::bad_request", e.to_string()),
+        None => {
+            error(StatusCode::BAD_REQUEST, "rubric::serve::bad_request", format!("the body could not be read: {inner}"))
+        }
+    }
+}
+
+/// 413, and the connection closes: the rest of the body is never read.
+fn too_large(message: String) -> Response {
+    let mut r = error(StatusCode::PAYLOAD_TOO_LARGE, "rubric::serve::too_large", message);
+    r.headers_mut().insert(header::CONNECTION, HeaderValue::from_static("close"));
+    r
+}
+
+async fn score(State(state): State<Shared>, req: Request) -> Response {
+    // The guard bounded the body (size and deadline); reading stops where it says.
+    let body = match axum::body::to_bytes(req.into_body(), usize::MAX).await {
+        Ok(b) => b,
+        Err(e) => return body_refusal(e),
     };
     let mut req: ScoreRequest = match serde_json::from_slice(&body) {
         Ok(r) => r,
@@ -262,17 +302,30 @@ async fn not_found() -> Response {
     )
 }
 
-/// Bearer-token check (every path but `/healthz`), then counters and latency.
+/// Bearer-token check (every path but `/healthz`), then the body's bounds — a
+/// `Content-Length` over `--max-body-bytes` is 413 before a byte of the body is read; any other
+/// body is cut at that size and at `--body-timeout-s` — then counters and latency.
 async fn guard(State(state): State<Shared>, req: Request, next: Next) -> Response {
     let start = Instant::now();
     let scoring = req.uri().path() == "/v1/score";
+    let declared = req
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u64>().ok());
     let resp = match &state.token {
         Some(token) if req.uri().path() != "/healthz" && !authorized(&req, token) => error(
             StatusCode::UNAUTHORIZED,
             "rubric::serve::unauthorized",
             "this server needs `Authorization: Bearer <token>`",
         ),
+        _ if declared.is_some_and(|n| n > state.max_body_bytes as u64) => too_large(format!(
+            "the body is {} bytes, larger than {} bytes (`--max-body-bytes`)",
+            declared.unwrap_or_default(),
+            state.max_body_bytes
+        )),
         _ => {
+            let req = req.map(|b| Body::new(Bounded::new(b, state.max_body_bytes, state.body_timeout)));
             state.metrics.enter();
             let r = next.run(req).await;
             state.metrics.leave();
@@ -290,7 +343,7 @@ fn authorized(req: &Request, token: &str) -> bool {
     given.len() == token.len() && given.bytes().zip(token.bytes()).fold(0u8, |acc, (a, b)| acc | (a ^ b)) == 0
 }
 
-fn router(state: Shared, max_body_bytes: usize) -> Router {
+fn router(state: Shared) -> Router {
     Router::new()
         .route("/v1/score", post(score))
         .route("/v1/bundles", get(bundles))
@@ -298,7 +351,6 @@ fn router(state: Shared, max_body_bytes: usize) -> Router {
         .route("/metrics", get(metrics_handler))
         .fallback(not_found)
         .layer(middleware::from_fn_with_state(state, guard))
-        .layer(DefaultBodyLimit::max(max_body_bytes))
         .with_state(state)
 }
 
@@ -340,6 +392,8 @@ pub fn main(rubrics: Vec<Served>, judges: Option<Box<dyn ChunkJudge>>, opts: Opt
         judges,
         token: opts.token,
         timeout: opts.timeout,
+        max_body_bytes: opts.max_body_bytes,
+        body_timeout: opts.limits.body_timeout,
         metrics: Metrics::default(),
     }));
     rt.block_on(async move {
@@ -373,14 +427,18 @@ pub fn main(rubrics: Vec<Served>, judges: Option<Box<dyn ChunkJudge>>, opts: Opt
                 s.engine.name()
             );
         }
+        let l = opts.limits;
+        eprintln!(
+            "serve: at most {} connections ({} per client address); headers within {:.1}s, bodies within {:.1}s, \
+             idle connections closed after {:.1}s",
+            l.max_connections,
+            l.max_connections_per_client,
+            l.header_timeout.as_secs_f64(),
+            l.body_timeout.as_secs_f64(),
+            l.keep_alive.as_secs_f64()
+        );
         eprintln!("serve: POST http://{local}/v1/score; GET /v1/bundles, /healthz, /metrics; stop with Ctrl-C");
-        let app = router(state, opts.max_body_bytes);
-        match axum::serve(listener, app).with_graceful_shutdown(shutdown_signal()).await {
-            Ok(()) => ExitCode::SUCCESS,
-            Err(e) => {
-                eprintln!("error: {e}");
-                ExitCode::from(1)
-            }
-        }
+        conn::serve(listener, router(state), opts.limits, &state.metrics, shutdown_signal()).await;
+        ExitCode::SUCCESS
     })
 }

@@ -10,6 +10,7 @@ pub mod text_index;
 use crate::value::Value;
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 pub use text_index::TextIndex;
 
@@ -96,15 +97,163 @@ impl Trap {
     }
 }
 
+/// The resources one row may use: the sandbox's limits (the Wasm engine; `rubric run
+/// --fuel --timeout-ms --memory-mb`). Every engine's intrinsics enforce the first three through
+/// the row's [`Budget`]; the Wasm engine also meters its own instructions with the same fuel and
+/// interrupts its code at the deadline.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Fuel for all the work of a row: about one unit per Wasm instruction, and one per byte
+    /// or element an intrinsic reads or produces.
+    pub fuel: u64,
+    /// Wall-clock time for a row.
+    pub timeout: Duration,
+    /// Bytes a row may hold on the host at once: everything it allocates (values, text
+    /// indexes, JSON trees, regexes, embeddings), counted by `meter`.
+    pub heap_bytes: usize,
+    /// Bytes of linear memory a Wasm instance may have.
+    pub memory_bytes: usize,
+}
+
+impl Limits {
+    pub const DEFAULT: Limits =
+        Limits { fuel: 2_000_000_000, timeout: Duration::from_secs(10), heap_bytes: 512 << 20, memory_bytes: 16 << 20 };
+}
+
+impl Default for Limits {
+    fn default() -> Limits {
+        Limits::DEFAULT
+    }
+}
+
+/// The most bytes a regular expression's compiled program (and its lazy DFA cache) may take.
+const REGEX_SIZE_LIMIT: usize = 2 << 20;
+
+/// Work between two readings of the clock inside intrinsics (about 100 µs of scanning).
+const CLOCK_EVERY: u64 = 1 << 17;
+
+/// What a row may still spend inside host functions, and what it has spent: the fuel left,
+/// the deadline and the memory cap of its [`Limits`]. An unlimited budget (the interpreter and
+/// the JIT, for trusted rubrics) makes every check a no-op.
+///
+/// Intrinsics charge [`EvalCtx::work`] for what they read and produce and check
+/// [`EvalCtx::reserve`] before building anything larger than their inputs, so a limit stops a
+/// host function as it works, not after; the Wasm engine moves the fuel they spent into its
+/// store (`take_spent`) so that host work and Wasm instructions draw on one tank.
+#[derive(Debug, Clone, Default)]
+pub struct Budget {
+    limits: Option<Limits>,
+    deadline: Option<Instant>,
+    /// Fuel left when the budget was last synchronised with its owner.
+    fuel: u64,
+    /// Fuel spent since then.
+    spent: u64,
+    /// `spent` at which the clock is read next.
+    next_clock: u64,
+}
+
+impl Budget {
+    /// No limits: every check passes.
+    pub fn unlimited() -> Budget {
+        Budget::default()
+    }
+
+    /// The limits of one row starting now.
+    pub fn new(limits: Limits) -> Budget {
+        let deadline = Instant::now().checked_add(limits.timeout);
+        Budget { limits: Some(limits), deadline, fuel: limits.fuel, spent: 0, next_clock: CLOCK_EVERY }
+    }
+
+    pub fn limits(&self) -> Option<&Limits> {
+        self.limits.as_ref()
+    }
+
+    /// The fuel spent since the last [`Budget::take_spent`].
+    pub fn spent(&self) -> u64 {
+        self.spent
+    }
+
+    /// The fuel spent since the last call, and the fuel left from now on (the owner's count
+    /// after it subtracted what was spent).
+    pub fn take_spent(&mut self, fuel_left: u64) -> u64 {
+        let spent = std::mem::take(&mut self.spent);
+        self.fuel = fuel_left;
+        self.next_clock = CLOCK_EVERY;
+        spent
+    }
+
+    pub fn fuel_trap(limits: &Limits) -> Trap {
+        Trap::new(TrapKind::Limit, format!("fuel limit: the row ran out of its {} units of fuel", limits.fuel))
+    }
+
+    pub fn time_trap(limits: &Limits) -> Trap {
+        Trap::new(TrapKind::Limit, format!("time limit: the row ran longer than {} ms", limits.timeout.as_millis()))
+    }
+
+    pub fn memory_trap(limits: &Limits) -> Trap {
+        Trap::new(TrapKind::Limit, format!("memory limit: the row needs more than {} bytes", limits.heap_bytes))
+    }
+
+    /// The deadline and the memory cap, now.
+    pub fn check(&self) -> Result<(), Trap> {
+        let Some(limits) = &self.limits else { return Ok(()) };
+        if self.deadline.is_some_and(|d| Instant::now() >= d) {
+            return Err(Budget::time_trap(limits));
+        }
+        if crate::meter::row_bytes() > limits.heap_bytes {
+            return Err(Budget::memory_trap(limits));
+        }
+        Ok(())
+    }
+
+    /// The memory cap, now (cheap: one thread-local read).
+    #[inline]
+    pub fn check_memory(&self) -> Result<(), Trap> {
+        match &self.limits {
+            Some(limits) if crate::meter::row_bytes() > limits.heap_bytes => Err(Budget::memory_trap(limits)),
+            _ => Ok(()),
+        }
+    }
+
+    /// Charge `units` of work: past the fuel left it is a fuel trap; the memory cap is checked
+    /// every time and the clock every `CLOCK_EVERY` units.
+    #[inline]
+    pub fn work(&mut self, units: u64) -> Result<(), Trap> {
+        let Some(limits) = &self.limits else { return Ok(()) };
+        self.spent = self.spent.saturating_add(units);
+        if self.spent > self.fuel {
+            return Err(Budget::fuel_trap(limits));
+        }
+        if self.spent >= self.next_clock {
+            self.next_clock = self.spent.saturating_add(CLOCK_EVERY);
+            return self.check();
+        }
+        self.check_memory()
+    }
+
+    /// Whether `bytes` more would still fit under the memory cap (checked before building a
+    /// value larger than the inputs it comes from). Counts even where `meter` is not installed.
+    #[inline]
+    pub fn reserve(&self, bytes: usize) -> Result<(), Trap> {
+        match &self.limits {
+            Some(limits) if crate::meter::row_bytes().saturating_add(bytes) > limits.heap_bytes => {
+                Err(Budget::memory_trap(limits))
+            }
+            _ => Ok(()),
+        }
+    }
+}
+
 /// Per-row evaluation context shared by all intrinsic calls of one row: the text index of
-/// every distinct text seen (so a response is lexed once however many checks read it) and
-/// compiled regular expressions.
+/// every distinct text seen (so a response is lexed once however many checks read it),
+/// compiled regular expressions, and the row's [`Budget`].
 #[derive(Default)]
 pub struct EvalCtx {
     texts: HashMap<(usize, usize), (Arc<str>, Arc<TextIndex>)>,
     regexes: HashMap<String, Arc<regex::Regex>>,
     /// How many times a text was lexed (for tests proving sharing).
     pub lex_count: usize,
+    pub budget: Budget,
 }
 
 impl EvalCtx {
@@ -112,17 +261,35 @@ impl EvalCtx {
         EvalCtx::default()
     }
 
+    /// A context whose intrinsics spend from `budget`.
+    pub fn with_budget(budget: Budget) -> EvalCtx {
+        EvalCtx { budget, ..EvalCtx::default() }
+    }
+
+    /// Charge `units` of work to the row's budget ([`Budget::work`]).
+    #[inline]
+    pub fn work(&mut self, units: usize) -> Result<(), Trap> {
+        self.budget.work(units as u64)
+    }
+
+    /// Check that `bytes` more fit in the row's memory ([`Budget::reserve`]).
+    #[inline]
+    pub fn reserve(&self, bytes: usize) -> Result<(), Trap> {
+        self.budget.reserve(bytes)
+    }
+
     /// The index of `text`, lexed on first use. Keyed by the `Arc`'s address and length; the
     /// `Arc` is kept alive in the map so the address cannot be reused while cached.
-    pub fn text_index(&mut self, text: &Arc<str>) -> Arc<TextIndex> {
+    /// Lexing is charged to the row's budget, and stops at its limits.
+    pub fn text_index(&mut self, text: &Arc<str>) -> Result<Arc<TextIndex>, Trap> {
         let key = (Arc::as_ptr(text) as *const u8 as usize, text.len());
         if let Some((_, idx)) = self.texts.get(&key) {
-            return idx.clone();
+            return Ok(idx.clone());
         }
         self.lex_count += 1;
-        let idx = Arc::new(TextIndex::new(text));
+        let idx = Arc::new(TextIndex::build(text, &mut self.budget)?);
         self.texts.insert(key, (text.clone(), idx.clone()));
-        idx
+        Ok(idx)
     }
 
     /// A compiled regex: cached per row, and process-wide so that a fixed pattern is compiled
@@ -139,8 +306,14 @@ impl EvalCtx {
         let re = match cached {
             Some(r) => r,
             None => {
+                // Compiling is work in proportion to the pattern, and the compiled program is
+                // bounded (a pattern can ask for far more states than it has characters).
+                self.budget.work(pattern.len() as u64)?;
                 let re = Arc::new(
-                    regex::Regex::new(pattern)
+                    regex::RegexBuilder::new(pattern)
+                        .size_limit(REGEX_SIZE_LIMIT)
+                        .dfa_size_limit(REGEX_SIZE_LIMIT)
+                        .build()
                         .map_err(|e| Trap::new(TrapKind::Regex, format!("invalid regex `{pattern}`: {e}")))?,
                 );
                 if let Ok(mut m) = shared.lock() {

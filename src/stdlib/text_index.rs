@@ -35,6 +35,7 @@
 //!   or a tab. Thematic breaks (`---`, `* * *`) are not list items. Any indentation is
 //!   accepted, so nested items count too.
 
+use super::{Budget, Trap};
 use logos::Logos;
 
 /// A half-open byte range into the text the index was built from.
@@ -140,22 +141,41 @@ const ABBREVIATIONS: &[&str] = &[
 impl TextIndex {
     /// Lex `text` once and build every view of it.
     pub fn new(text: &str) -> TextIndex {
+        // An unlimited budget never refuses.
+        TextIndex::build(text, &mut Budget::unlimited()).unwrap_or_default()
+    }
+
+    /// The index of `text`, built within `budget`: the lexing is charged one unit of work per
+    /// byte, and every vector is checked against the memory limit before it grows, so a huge
+    /// text stops at the limit instead of after it.
+    pub fn build(text: &str, budget: &mut Budget) -> Result<TextIndex, Trap> {
+        budget.work(text.len() as u64)?;
         let mut toks: Vec<(Tok, ByteRange)> = Vec::new();
         let mut lexer = Tok::lexer(text);
         while let Some(tok) = lexer.next() {
+            if toks.len() == toks.capacity() {
+                // Growing allocates the new buffer while the old one is still held.
+                budget.reserve(toks.capacity().max(32) * 2 * std::mem::size_of::<(Tok, ByteRange)>())?;
+            }
             let span = lexer.span();
             // Every character matches some rule; an error can only be a stray byte sequence
             // the lexer refused, which we keep as `Other` so no text is lost.
             toks.push((tok.unwrap_or(Tok::Other), ByteRange::new(span.start, span.end)));
         }
-
+        // Each derived list has at most one range per token.
+        let ranges = toks.len() * std::mem::size_of::<ByteRange>();
+        budget.reserve(ranges)?;
         let words = toks.iter().filter(|(t, _)| *t == Tok::Word).map(|(_, r)| *r).collect();
+        budget.reserve(ranges)?;
         let lines = lines_from_tokens(text, &toks);
+        budget.reserve(ranges)?;
         let sentences = sentences_from_tokens(text, &toks);
+        drop(toks);
         let paragraphs = paragraphs_from_lines(text, &lines);
         let mut index = TextIndex { words, sentences, paragraphs, lines, ..TextIndex::default() };
         index.scan_blocks(text);
-        index
+        budget.check()?;
+        Ok(index)
     }
 
     pub fn words(&self) -> &[ByteRange] {

@@ -3,7 +3,9 @@
 //! never bite, and unused criteria. Runs on the IR after type checking.
 
 use crate::diag::Diagnostic;
-use crate::ir::{walk, AggOp, BinOp, CmpOp, Const, Expr, ExprKind, GateAction, Member, Program, Step, UnOp, Verifier};
+use crate::ir::{
+    walk, AggOp, BinOp, CmpOp, Const, Expr, ExprKind, GateAction, Member, Program, SiteTable, Step, UnOp, Verifier,
+};
 use crate::source::{SourceMap, Span};
 
 /// A closed interval of reals (infinite ends allowed).
@@ -58,20 +60,22 @@ fn mul(a: Range, b: Range) -> Range {
     }
 }
 
-pub fn site_span(p: &Program, sources: &SourceMap, site: u32) -> Option<Span> {
-    let s = p.sites.get(site as usize)?;
+/// The span of a site, from the site table beside the program.
+pub fn site_span(sites: &SiteTable, sources: &SourceMap, site: u32) -> Option<Span> {
+    let s = sites.get(site)?;
     let file = sources.find(&s.file)?;
     Some(Span { file, start: s.start, end: s.end })
 }
 
 struct Facts<'a> {
     p: &'a Program,
+    sites: &'a SiteTable,
     sources: &'a SourceMap,
     out: Vec<Diagnostic>,
 }
 
-pub fn analyse(p: &Program, sources: &SourceMap) -> Vec<Diagnostic> {
-    let mut f = Facts { p, sources, out: vec![] };
+pub fn analyse(p: &Program, sites: &SiteTable, sources: &SourceMap) -> Vec<Diagnostic> {
+    let mut f = Facts { p, sites, sources, out: vec![] };
     f.weights();
     let score_range = f.range(&p.score);
     f.gates(score_range);
@@ -87,7 +91,7 @@ pub fn analyse(p: &Program, sources: &SourceMap) -> Vec<Diagnostic> {
         if let Verifier::Value { expr } = &c.verifier {
             let r = f.range(expr);
             if r.lo < 0.0 || r.hi > 1.0 {
-                if let Some(span) = site_span(p, sources, c.site) {
+                if let Some(span) = site_span(sites, sources, c.site) {
                     f.out.push(
                         Diagnostic::warning("rubric::facts::value_range", format!("the value of `{}` may leave [0, 1]: {r}", c.id))
                             .with_label(span, "this criterion")
@@ -103,8 +107,8 @@ pub fn analyse(p: &Program, sources: &SourceMap) -> Vec<Diagnostic> {
 /// The reachable range of a checked program's score, gates included (what
 /// `rubric::facts::score_range` reports), for tools that hold only the IR (`rubric inspect`).
 pub fn score_range(p: &Program) -> Range {
-    let sources = SourceMap::new();
-    let mut f = Facts { p, sources: &sources, out: vec![] };
+    let (sites, sources) = (SiteTable::default(), SourceMap::new());
+    let mut f = Facts { p, sites: &sites, sources: &sources, out: vec![] };
     let score = f.range(&p.score);
     f.with_gates(score)
 }
@@ -127,7 +131,7 @@ impl Facts<'_> {
     }
 
     fn span(&self, site: u32) -> Option<Span> {
-        site_span(self.p, self.sources, site)
+        site_span(self.sites, self.sources, site)
     }
 
     fn score_span(&self) -> Option<Span> {

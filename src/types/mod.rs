@@ -8,17 +8,19 @@ pub mod facts;
 mod sig;
 
 use crate::diag::{Diagnostic, Severity};
-use crate::ir::Program;
+use crate::ir::{Program, SiteTable};
 use crate::resolve::{self, Loaded};
 use crate::source::SourceMap;
 use std::path::Path;
 
 pub use sig::{intrinsic_sig, Catalogue, IntrinsicSig, CATALOGUE};
 
-/// The result of compiling one rubric: the program when there were no errors, and every
-/// diagnostic (errors, warnings and proven facts) with the sources to render them.
+/// The result of compiling one rubric: the program when there were no errors, where each of its
+/// sites lies (the layout the IR leaves out, for diagnostics, trap locations and `explain`),
+/// and every diagnostic (errors, warnings and proven facts) with the sources to render them.
 pub struct Compiled {
     pub program: Option<Program>,
+    pub sites: SiteTable,
     pub diagnostics: Vec<Diagnostic>,
     pub sources: SourceMap,
 }
@@ -40,15 +42,15 @@ pub fn compile_source(name: &str, text: &str) -> Compiled {
 pub fn check_loaded(loaded: Loaded) -> Compiled {
     let Loaded { sources, modules, mut diagnostics } = loaded;
     if modules.is_empty() {
-        return Compiled { program: None, diagnostics, sources };
+        return Compiled { program: None, sites: SiteTable::default(), diagnostics, sources };
     }
-    let (program, mut diags) = check::check_modules(&sources, &modules);
+    let (program, sites, mut diags) = check::check_modules(&sources, &modules);
     diagnostics.append(&mut diags);
     let has_errors = diagnostics.iter().any(|d| d.severity == Severity::Error);
     let program = if has_errors {
         None
     } else {
-        let facts = facts::analyse(&program, &sources);
+        let facts = facts::analyse(&program, &sites, &sources);
         diagnostics.extend(facts);
         if diagnostics.iter().any(|d| d.severity == Severity::Error) {
             None
@@ -61,5 +63,5 @@ pub fn check_loaded(loaded: Loaded) -> Compiled {
         let s = d.primary_span().unwrap_or_default();
         (s.file, s.start, d.severity)
     });
-    Compiled { program, diagnostics, sources }
+    Compiled { program, sites, diagnostics, sources }
 }

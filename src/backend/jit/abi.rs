@@ -6,7 +6,7 @@
 //! Values, as in the Wasm engine (`backend::wasm::abi`): a `Number` is `(f64, i32)` — the
 //! number and `0`, or, when the value is not a plain number (an `unscored`...), a handle to it;
 //! a `Bool` is one `i32`: `0`, `1`, or a handle; every other value is an `i32` handle into the
-//! host's per-row value table, where `null` is always [`NULL`]. Handles are never `0` or `1`.
+//! host's per-row value table, where `null` is always `lower::NULL`. Handles are never `0` or `1`.
 //!
 //! Calls. Every compiled function takes the row's context pointer (`*mut host::Ctx`) first and
 //! uses the platform's C calling convention, so roots are `extern "C" fn(*mut Ctx) -> i32`.
@@ -16,13 +16,10 @@
 //! native frame. A host function cannot return an `(f64, i32)` pair portably: it returns the
 //! `i32` half and leaves the `f64` half in the context's `num_out` slot.
 //!
-//! Operator codes are the positions in `backend::wasm::abi`'s tables (`UNARY_OPS`, ...), shared
+//! Operator codes are the positions in `backend::lower`'s tables (`UNARY_OPS`, ...), shared
 //! by both engines. Text constants and field names are indices into the compiled program's
 //! string table; intrinsics are indices into its intrinsic table, their arguments pushed first
 //! one by one (`arg`), so one host function serves every arity.
-
-/// The handle of `null`; also the smallest handle.
-pub const NULL: i32 = 2;
 
 /// A value type of a host function's signature (besides the leading context pointer).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -13,9 +13,9 @@
 //! against the context's limit, and reads the context's `trapped` word after every call that
 //! can fail, returning at once (zeros) when a host function recorded a trap.
 
-use super::abi::{HostFn, Ty, NULL};
+use super::abi::{HostFn, Ty};
 use super::host::{self, IntrinsicEntry, Tables, NUM_OUT_OFFSET, STACK_LIMIT_OFFSET, TRAPPED_OFFSET};
-use crate::backend::wasm::abi as codes;
+use crate::backend::lower::{self as codes, slot_uses, Repr, NULL};
 use crate::interp::{ops, roots, Root};
 use crate::ir::{self, BinOp, CmpOp, Const, Expr, ExprKind, HigherOrder, Program, Type, UnOp};
 use crate::value::Value;
@@ -99,8 +99,9 @@ pub fn compile(p: &Program) -> Result<Native, String> {
     }
     let mut fn_sigs = Vec::new();
     for (i, f) in p.functions.iter().enumerate() {
-        let params: Vec<types::Type> = f.params.iter().flat_map(|(_, t)| Repr::of(t).types().iter().copied()).collect();
-        let sig = m.signature(&params, Repr::of(&f.ret).types());
+        let params: Vec<types::Type> =
+            f.params.iter().flat_map(|(_, t)| clif_types(Repr::of(t)).iter().copied()).collect();
+        let sig = m.signature(&params, clif_types(Repr::of(&f.ret)));
         let id = m.declare(&format!("fn{i}"), Linkage::Local, &sig)?;
         m.fn_ids.push(id);
         fn_sigs.push(sig);
@@ -130,7 +131,7 @@ pub fn compile(p: &Program) -> Result<Native, String> {
             let mut vals = Vec::new();
             let mut at = 0;
             for r in reprs {
-                let n = r.types().len();
+                let n = clif_types(r).len();
                 vals.push(Val::from_values(r, &params[at..at + n]));
                 at += n;
             }
@@ -167,7 +168,7 @@ pub fn compile(p: &Program) -> Result<Native, String> {
         })
         .collect();
     out.sort_by_key(|(root, _)| *root);
-    let tables = Tables { program: p.clone(), strings: m.strings, intrinsics: m.intrinsics };
+    let tables = Tables { program: Arc::new(p.clone()), strings: m.strings, intrinsics: m.intrinsics };
     Ok(Native { module: m.module, tables, roots: out })
 }
 
@@ -178,31 +179,11 @@ fn clif(t: Ty) -> types::Type {
     }
 }
 
-/// How a value of a static type is held in registers.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-enum Repr {
-    /// `(f64, i32)`.
-    Num,
-    /// `i32`: 0, 1 or a handle.
-    Bool,
-    /// `i32` handle.
-    Handle,
-}
-
-impl Repr {
-    fn of(t: &Type) -> Repr {
-        match t {
-            Type::Number => Repr::Num,
-            Type::Bool => Repr::Bool,
-            _ => Repr::Handle,
-        }
-    }
-
-    fn types(self) -> &'static [types::Type] {
-        match self {
-            Repr::Num => &[types::F64, types::I32],
-            Repr::Bool | Repr::Handle => &[types::I32],
-        }
+/// The machine types that hold a value of representation `r`.
+fn clif_types(r: Repr) -> &'static [types::Type] {
+    match r {
+        Repr::Num => &[types::F64, types::I32],
+        Repr::Bool | Repr::Handle => &[types::I32],
     }
 }
 
@@ -345,23 +326,6 @@ struct Slot {
     num: Option<(Variable, Variable)>,
     boolean: Option<Variable>,
     handle: Option<Variable>,
-}
-
-/// Every slot an expression reads, with the representations it is read in, and the slots
-/// its lambdas bind.
-fn slot_uses(e: &Expr) -> (BTreeMap<u32, BTreeSet<Repr>>, BTreeSet<u32>) {
-    let mut reads: BTreeMap<u32, BTreeSet<Repr>> = BTreeMap::new();
-    let mut bound = BTreeSet::new();
-    ir::walk(e, &mut |x| match &x.kind {
-        ExprKind::Local(i) => {
-            reads.entry(*i).or_default().insert(Repr::of(&x.ty));
-        }
-        ExprKind::HigherOrder { local, .. } => {
-            bound.insert(*local);
-        }
-        _ => {}
-    });
-    (reads, bound)
 }
 
 struct FnGen<'m, 'p, 'f> {
@@ -509,7 +473,7 @@ impl FnGen<'_, '_, '_> {
         let t = self.b.create_block();
         let e = self.b.create_block();
         let merge = self.b.create_block();
-        for ty in repr.types() {
+        for ty in clif_types(repr) {
             self.b.append_block_param(merge, *ty);
         }
         self.b.ins().brif(cond, t, &[], e, &[]);

@@ -1,29 +1,23 @@
 //! The host side of the JIT engine: the per-row context (`Ctx`) that compiled code carries in
-//! its first argument — the value table behind every handle, the inputs, the driver's locals
-//! and decided criteria, the `let` cache, literals and folds in progress — and every
-//! `abi::HostFn` as an `extern "C"` function. Each is a thin adapter from handles to the
-//! interpreter's shared semantics (`interp::ops`, `interp::aggregate`, `interp::verdict_value`)
-//! and the intrinsics (`stdlib`), never a second implementation of a rule.
+//! its first argument — the words compiled code reads at fixed offsets (`trapped`, `num_out`,
+//! the stack limit), the compiled program's tables, and the shared host core
+//! (`backend::host`) with the value table behind every handle — and every `abi::HostFn` as an
+//! `extern "C"` function, glue from the C calling convention to one core operation.
 //!
 //! A host function never unwinds into native code: a `Trap` (or a panic, caught) is recorded
 //! in the context and the `trapped` word is set, which the compiled code checks after the call.
 //! The only `unsafe` here is turning the context pointer compiled code hands back into a
 //! reference (`enter`).
 
-use super::abi::{HostFn, NULL};
-use crate::backend::wasm::abi as codes;
-use crate::interp::ops::{self, Fold};
-use crate::interp::{aggregate, verdict_value, Decided};
-use crate::ir::{AggOp, BinOp, Program};
-use crate::stdlib::{EvalCtx, Intrinsic, Trap, TrapKind};
+use super::abi::HostFn;
+use crate::backend::host::{type_trap, HostCore};
+use crate::ir::Program;
+use crate::stdlib::{Budget, Intrinsic, Trap, TrapKind};
 use crate::value::Value;
-use std::collections::BTreeMap;
 use std::mem::offset_of;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 
-/// The most handles a row may hold at once (they must fit an `i32`).
-const MAX_HANDLES: usize = 1 << 30;
 /// Stack a host function must have left before it runs (it grows a new segment otherwise), as
 /// the interpreter's walk keeps at every step.
 const HOST_RED_ZONE: usize = 128 * 1024;
@@ -41,19 +35,10 @@ pub struct IntrinsicEntry {
 
 /// What host functions look up by index for one compiled program.
 pub struct Tables {
-    pub program: Program,
+    pub program: Arc<Program>,
     /// Text constants and field names.
     pub strings: Vec<Arc<str>>,
     pub intrinsics: Vec<IntrinsicEntry>,
-}
-
-struct FoldFrame {
-    fold: Fold,
-    items: Arc<Vec<Value>>,
-    /// The table length when the fold started: handles above it belong to one element.
-    mark: usize,
-    /// The index of the element being folded.
-    current: usize,
 }
 
 /// The context of one row (reused for the next): its address is the first argument of every
@@ -71,31 +56,12 @@ pub struct Ctx {
     /// function with less than `HOST_RED_ZONE` bytes above it runs on a new segment.
     pub stack_floor: usize,
     tables: Option<Arc<Tables>>,
-    table: Vec<Value>,
-    inputs: Vec<Value>,
-    /// The locals the driver bound for the root being evaluated.
-    pub locals: Vec<Value>,
-    /// The criteria decided so far (moved in for the duration of a root call).
-    pub decided: Decided,
-    eval: EvalCtx,
-    lets: Vec<Option<Result<Value, Trap>>>,
-    /// `let`s being evaluated, innermost last.
-    pending_lets: Vec<u32>,
-    lists: Vec<Vec<Value>>,
-    records: Vec<BTreeMap<Arc<str>, Value>>,
-    folds: Vec<FoldFrame>,
-    /// Arguments pushed for the next intrinsic call or aggregation.
-    args: Vec<Value>,
-    trap: Option<Trap>,
+    pub core: HostCore,
 }
 
 pub const TRAPPED_OFFSET: i32 = offset_of!(Ctx, trapped) as i32;
 pub const NUM_OUT_OFFSET: i32 = offset_of!(Ctx, num_out) as i32;
 pub const STACK_LIMIT_OFFSET: i32 = offset_of!(Ctx, stack_limit) as i32;
-
-fn type_trap(message: impl Into<String>) -> Trap {
-    Trap::new(TrapKind::Type, message)
-}
 
 impl Default for Ctx {
     fn default() -> Ctx {
@@ -105,76 +71,34 @@ impl Default for Ctx {
 
 impl Ctx {
     pub fn new() -> Ctx {
-        Ctx {
-            trapped: 0,
-            num_out: 0.0,
-            stack_limit: 0,
-            stack_floor: 0,
-            tables: None,
-            table: vec![Value::Null; NULL as usize + 1],
-            inputs: Vec::new(),
-            locals: Vec::new(),
-            decided: Decided::default(),
-            eval: EvalCtx::new(),
-            lets: Vec::new(),
-            pending_lets: Vec::new(),
-            lists: Vec::new(),
-            records: Vec::new(),
-            folds: Vec::new(),
-            args: Vec::new(),
-            trap: None,
-        }
+        Ctx { trapped: 0, num_out: 0.0, stack_limit: 0, stack_floor: 0, tables: None, core: HostCore::new() }
     }
 
-    /// Start a row of the program of `tables`: forget everything of the previous row.
+    /// Start a row of the program of `tables`: forget everything of the previous row. Trusted
+    /// code: the row's budget is unlimited.
     pub fn begin_row(&mut self, tables: &Arc<Tables>, inputs: &[Value]) {
-        self.inputs.clear();
-        self.inputs.extend_from_slice(inputs);
-        self.eval = EvalCtx::new();
-        self.lets.clear();
-        self.lets.resize(tables.program.lets.len(), None);
+        self.core.begin_row(&tables.program, inputs, Budget::unlimited());
         self.tables = Some(tables.clone());
-        self.begin_root();
+        self.trapped = 0;
     }
 
     /// After a row: drop what it held (the context waits for the next row in a thread-local).
     pub fn end_row(&mut self) {
-        self.begin_root();
-        self.inputs.clear();
-        self.locals.clear();
-        self.lets.clear();
-        self.eval = EvalCtx::new();
-        self.decided = Decided::default();
+        self.core.end_row();
         self.tables = None;
+        self.trapped = 0;
     }
 
-    /// Before and after each root call: an empty table (a root's result is taken out as a
-    /// value), no literal, fold, argument or `let` in progress, no trap.
+    /// Before and after each root call: no trap, and the core's `begin_root`.
     pub fn begin_root(&mut self) {
-        self.table.truncate(NULL as usize + 1);
-        self.lists.clear();
-        self.records.clear();
-        self.folds.clear();
-        self.args.clear();
-        self.pending_lets.clear();
-        self.trap = None;
+        self.core.begin_root();
         self.trapped = 0;
     }
 
     /// The trap a failed root call recorded.
     pub fn take_trap(&mut self) -> Trap {
         self.trapped = 0;
-        self.trap.take().unwrap_or_else(|| type_trap("the JIT's compiled code stopped without a trap"))
-    }
-
-    /// After a failed root call: the `let`s it was evaluating fail with the same trap, as in
-    /// the interpreter, which caches a `let`'s error too.
-    pub fn fail_pending_lets(&mut self, t: &Trap) {
-        for i in std::mem::take(&mut self.pending_lets) {
-            if let Some(slot) = self.lets.get_mut(i as usize) {
-                *slot = Some(Err(t.clone()));
-            }
-        }
+        self.core.trap.take().unwrap_or_else(|| type_trap("the JIT's compiled code stopped without a trap"))
     }
 
     fn tables(&self) -> Result<&Tables, Trap> {
@@ -188,177 +112,10 @@ impl Ctx {
             .ok_or_else(|| type_trap(format!("unknown string constant {i}")))
     }
 
-    /// A new handle for `v`. `null` is always `NULL`.
-    fn reg(&mut self, v: Value) -> Result<i32, Trap> {
-        if matches!(v, Value::Null) {
-            return Ok(NULL);
-        }
-        if self.table.len() >= MAX_HANDLES {
-            return Err(Trap::new(TrapKind::Limit, "memory limit: the row holds too many values at once"));
-        }
-        self.table.push(v);
-        Ok((self.table.len() - 1) as i32)
-    }
-
-    pub fn get(&self, h: i32) -> Result<&Value, Trap> {
-        usize::try_from(h)
-            .ok()
-            .filter(|i| *i >= NULL as usize)
-            .and_then(|i| self.table.get(i))
-            .ok_or_else(|| type_trap(format!("invalid value handle {h}")))
-    }
-
-    fn num_value(&self, f: f64, h: i32) -> Result<Value, Trap> {
-        if h == 0 {
-            Ok(Value::Number(f))
-        } else {
-            self.get(h).cloned()
-        }
-    }
-
-    fn bool_value(&self, b: i32) -> Result<Value, Trap> {
-        match b {
-            0 => Ok(Value::Bool(false)),
-            1 => Ok(Value::Bool(true)),
-            h => self.get(h).cloned(),
-        }
-    }
-
-    /// `v` as a Number: the `i32` half returned, the `f64` half in `num_out`.
-    fn num_repr(&mut self, v: Value) -> Result<i32, Trap> {
-        match v {
-            Value::Number(n) => {
-                self.num_out = n;
-                Ok(0)
-            }
-            other => {
-                self.num_out = 0.0;
-                self.reg(other)
-            }
-        }
-    }
-
-    /// `v` as a Bool: 0, 1, or a handle to a value that is not a boolean.
-    fn bool_repr(&mut self, v: Value) -> Result<i32, Trap> {
-        match v {
-            Value::Bool(b) => Ok(b as i32),
-            other => self.reg(other),
-        }
-    }
-
-    fn let_get(&mut self, i: i32) -> Result<i32, Trap> {
-        let slot = usize::try_from(i).ok().and_then(|i| self.lets.get(i)).ok_or_else(|| type_trap("unknown let"))?;
-        match slot.clone() {
-            None => {
-                self.pending_lets.push(i as u32);
-                Ok(0)
-            }
-            Some(Ok(v)) => self.reg(v),
-            Some(Err(t)) => Err(t),
-        }
-    }
-
-    fn let_set(&mut self, i: i32, h: i32) -> Result<(), Trap> {
-        let v = self.get(h)?.clone();
-        let slot =
-            usize::try_from(i).ok().and_then(|i| self.lets.get_mut(i)).ok_or_else(|| type_trap("unknown let"))?;
-        *slot = Some(Ok(v));
-        if let Some(pos) = self.pending_lets.iter().rposition(|p| *p as i32 == i) {
-            self.pending_lets.remove(pos);
-        }
-        Ok(())
-    }
-
-    fn list_push(&mut self, h: i32) -> Result<(), Trap> {
-        let v = self.get(h)?.clone();
-        self.lists.last_mut().ok_or_else(|| type_trap("no list literal in progress"))?.push(v);
-        Ok(())
-    }
-
-    fn list_end(&mut self) -> Result<i32, Trap> {
-        let l = self.lists.pop().ok_or_else(|| type_trap("no list literal in progress"))?;
-        self.reg(Value::list(l))
-    }
-
-    fn record_put(&mut self, name: i32, h: i32) -> Result<(), Trap> {
-        let name = self.string(name)?;
-        let v = self.get(h)?.clone();
-        self.records.last_mut().ok_or_else(|| type_trap("no record literal in progress"))?.insert(name, v);
-        Ok(())
-    }
-
-    fn record_end(&mut self) -> Result<i32, Trap> {
-        let r = self.records.pop().ok_or_else(|| type_trap("no record literal in progress"))?;
-        self.reg(Value::Record(Arc::new(r)))
-    }
-
-    fn arith(&mut self, op: i32, a: Value, b: Value) -> Result<Value, Trap> {
-        let op = codes::from_code(&codes::BINARY_OPS, op).ok_or_else(|| type_trap("unknown operator"))?;
-        ops::arith(op, a, b)
-    }
-
-    fn compare(&mut self, op: i32, a: &Value, b: &Value) -> Result<i32, Trap> {
-        let op = codes::from_code(&codes::CMP_OPS, op).ok_or_else(|| type_trap("unknown comparison"))?;
-        let v = ops::compare(op, a, b)?;
-        self.bool_repr(v)
-    }
-
-    fn fold_begin(&mut self, op: i32, l: i32) -> Result<i32, Trap> {
-        let op = codes::from_code(&codes::HIGHER_ORDER_OPS, op).ok_or_else(|| type_trap("unknown fold"))?;
-        match ops::iteration_list(self.get(l)?.clone())? {
-            Ok(items) => {
-                let n = i32::try_from(items.len())
-                    .map_err(|_| Trap::new(TrapKind::Limit, "memory limit: a list too long to iterate"))?;
-                let mark = self.table.len();
-                self.folds.push(FoldFrame { fold: Fold::new(op), items, mark, current: 0 });
-                Ok(n)
-            }
-            Err(_) => Ok(-1),
-        }
-    }
-
-    /// Move the innermost fold to element `i` and return it (what the previous element's body
-    /// built is released).
-    fn fold_item(&mut self, i: i32) -> Result<&Value, Trap> {
-        let frame = self.folds.last_mut().ok_or_else(|| type_trap("no fold in progress"))?;
-        frame.current = usize::try_from(i)
-            .ok()
-            .filter(|i| *i < frame.items.len())
-            .ok_or_else(|| type_trap(format!("fold element {i} out of range")))?;
-        // What the previous element's body built is garbage now.
-        if self.table.len() > frame.mark {
-            self.table.truncate(frame.mark);
-        }
-        Ok(&frame.items[frame.current])
-    }
-
-    fn fold_step(&mut self, v: Value) -> Result<i32, Trap> {
-        let frame = self.folds.last_mut().ok_or_else(|| type_trap("no fold in progress"))?;
-        let item = frame.items.get(frame.current).ok_or_else(|| type_trap("no fold element"))?;
-        match frame.fold.step(item, v)? {
-            None => Ok(0),
-            Some(result) => {
-                self.pop_fold();
-                self.reg(result)
-            }
-        }
-    }
-
-    fn pop_fold(&mut self) -> Option<Fold> {
-        let frame = self.folds.pop()?;
-        self.table.truncate(frame.mark);
-        Some(frame.fold)
-    }
-
-    fn fold_end(&mut self) -> Result<i32, Trap> {
-        let fold = self.pop_fold().ok_or_else(|| type_trap("no fold in progress"))?;
-        self.reg(fold.finish())
-    }
-
-    /// The last `n` pushed arguments, in push order.
-    fn pop_args(&mut self, n: usize) -> Result<Vec<Value>, Trap> {
-        let at = self.args.len().checked_sub(n).ok_or_else(|| type_trap("missing call arguments"))?;
-        Ok(self.args.split_off(at))
+    /// A Number result: the `i32` half returned, the `f64` half in `num_out`.
+    fn num_out(&mut self, (f, h): (f64, i32)) -> i32 {
+        self.num_out = f;
+        h
     }
 
     fn intrinsic(&mut self, i: i32) -> Result<i32, Trap> {
@@ -367,21 +124,13 @@ impl Ctx {
             .ok()
             .and_then(|i| tables.intrinsics.get(i))
             .ok_or_else(|| type_trap(format!("unknown intrinsic entry {i}")))?;
-        let args = self.pop_args(entry.arity)?;
-        let v = match entry.resolved {
-            Some(intr) => ops::call_resolved(intr, &args, &mut self.eval)?,
-            None => ops::call_intrinsic(&entry.name, entry.overload, &args, &mut self.eval)?,
-        };
-        self.reg(v)
+        let args = self.core.pop_args(entry.arity)?;
+        self.core.intrinsic(entry.resolved, &entry.name, entry.overload, &args)
     }
 
     fn aggregate(&mut self, op: i32, set: i32, policy: i32, n: i32) -> Result<i32, Trap> {
-        let op = codes::from_code(AggOp::ALL, op).ok_or_else(|| type_trap("unknown aggregation"))?;
-        let policy = codes::from_code(&codes::POLICIES, policy).ok_or_else(|| type_trap("unknown policy"))?;
-        let set = u32::try_from(set).map_err(|_| type_trap("unknown set"))?;
-        let args = self.pop_args(usize::try_from(n).map_err(|_| type_trap("bad argument count"))?)?;
-        let v = aggregate(&self.tables()?.program, &self.decided, op, set, policy, &args)?;
-        self.reg(v)
+        let args = self.core.pop_args(usize::try_from(n).map_err(|_| type_trap("bad argument count"))?)?;
+        self.core.aggregate(op, set, policy, &args)
     }
 }
 
@@ -416,239 +165,180 @@ fn enter<R>(ctx: *mut Ctx, on_trap: R, f: impl FnOnce(&mut Ctx) -> Result<R, Tra
             type_trap(format!("internal error in the JIT host: {what}"))
         }
     };
-    ctx.trap = Some(trap);
+    ctx.core.trap = Some(trap);
     ctx.trapped = 1;
     on_trap
 }
 
 extern "C" fn box_num(ctx: *mut Ctx, x: f64, h: i32) -> i32 {
-    enter(ctx, 0, |c| if h != 0 { Ok(h) } else { c.reg(Value::Number(x)) })
+    enter(ctx, 0, |c| c.core.box_num(x, h))
 }
 
 extern "C" fn box_bool(ctx: *mut Ctx, b: i32) -> i32 {
-    enter(ctx, 0, |c| match b {
-        0 | 1 => c.reg(Value::Bool(b == 1)),
-        h => Ok(h),
-    })
+    enter(ctx, 0, |c| c.core.box_bool(b))
 }
 
 extern "C" fn unbox_num(ctx: *mut Ctx, h: i32) -> i32 {
     enter(ctx, 0, |c| {
-        let (n, out) = match c.get(h)? {
-            Value::Number(n) => (*n, 0),
-            _ => (0.0, h),
-        };
-        c.num_out = n;
-        Ok(out)
+        let n = c.core.unbox_num(h)?;
+        Ok(c.num_out(n))
     })
 }
 
 extern "C" fn unbox_bool(ctx: *mut Ctx, h: i32) -> i32 {
-    enter(ctx, 0, |c| {
-        Ok(match c.get(h)? {
-            Value::Bool(b) => *b as i32,
-            _ => h,
-        })
-    })
+    enter(ctx, 0, |c| c.core.unbox_bool(h))
 }
 
 extern "C" fn text(ctx: *mut Ctx, s: i32) -> i32 {
     enter(ctx, 0, |c| {
         let t = c.string(s)?;
-        c.reg(Value::Text(t))
+        c.core.text(t)
     })
 }
 
 extern "C" fn input(ctx: *mut Ctx, i: i32) -> i32 {
-    enter(ctx, 0, |c| {
-        let v = usize::try_from(i).ok().and_then(|i| c.inputs.get(i)).cloned().unwrap_or(Value::Null);
-        c.reg(v)
-    })
+    enter(ctx, 0, |c| c.core.input(i))
 }
 
 extern "C" fn local(ctx: *mut Ctx, i: i32) -> i32 {
-    enter(ctx, 0, |c| {
-        let v = usize::try_from(i).ok().and_then(|i| c.locals.get(i)).cloned().unwrap_or(Value::Null);
-        c.reg(v)
-    })
+    enter(ctx, 0, |c| c.core.local(i))
 }
 
 extern "C" fn let_get(ctx: *mut Ctx, i: i32) -> i32 {
-    enter(ctx, 0, |c| c.let_get(i))
+    enter(ctx, 0, |c| c.core.let_get(i))
 }
 
 extern "C" fn let_set(ctx: *mut Ctx, i: i32, h: i32) {
-    enter(ctx, (), |c| c.let_set(i, h))
+    enter(ctx, (), |c| c.core.let_set(i, h))
 }
 
 extern "C" fn criterion(ctx: *mut Ctx, i: i32) -> i32 {
-    enter(ctx, 0, |c| {
-        let i = u32::try_from(i).map_err(|_| type_trap("unknown criterion"))?;
-        let v = verdict_value(&c.decided, i);
-        c.reg(v)
-    })
+    enter(ctx, 0, |c| c.core.criterion(i))
 }
 
 extern "C" fn list_begin(ctx: *mut Ctx) {
     enter(ctx, (), |c| {
-        c.lists.push(Vec::new());
+        c.core.list_begin();
         Ok(())
     })
 }
 
 extern "C" fn list_push(ctx: *mut Ctx, h: i32) {
-    enter(ctx, (), |c| c.list_push(h))
+    enter(ctx, (), |c| c.core.list_push(h))
 }
 
 extern "C" fn list_end(ctx: *mut Ctx) -> i32 {
-    enter(ctx, 0, |c| c.list_end())
+    enter(ctx, 0, |c| c.core.list_end())
 }
 
 extern "C" fn record_begin(ctx: *mut Ctx) {
     enter(ctx, (), |c| {
-        c.records.push(BTreeMap::new());
+        c.core.record_begin();
         Ok(())
     })
 }
 
 extern "C" fn record_put(ctx: *mut Ctx, name: i32, h: i32) {
-    enter(ctx, (), |c| c.record_put(name, h))
+    enter(ctx, (), |c| {
+        let name = c.string(name)?;
+        c.core.record_put(name, h)
+    })
 }
 
 extern "C" fn record_end(ctx: *mut Ctx) -> i32 {
-    enter(ctx, 0, |c| c.record_end())
+    enter(ctx, 0, |c| c.core.record_end())
 }
 
 extern "C" fn field(ctx: *mut Ctx, base: i32, name: i32) -> i32 {
     enter(ctx, 0, |c| {
         let name = c.string(name)?;
-        let v = ops::field(c.get(base)?.clone(), &name)?;
-        c.reg(v)
+        c.core.field(base, &name)
     })
 }
 
 extern "C" fn index(ctx: *mut Ctx, base: i32, i: i32) -> i32 {
-    enter(ctx, 0, |c| {
-        let v = ops::index(c.get(base)?.clone(), c.get(i)?.clone())?;
-        c.reg(v)
-    })
+    enter(ctx, 0, |c| c.core.index(base, i))
 }
 
 extern "C" fn unary(ctx: *mut Ctx, op: i32, h: i32) -> i32 {
-    enter(ctx, 0, |c| {
-        let op = codes::from_code(&codes::UNARY_OPS, op).ok_or_else(|| type_trap("unknown operator"))?;
-        let v = ops::unary(op, c.get(h)?.clone())?;
-        c.reg(v)
-    })
+    enter(ctx, 0, |c| c.core.unary(op, h))
 }
 
 extern "C" fn arith(ctx: *mut Ctx, op: i32, a: i32, b: i32) -> i32 {
-    enter(ctx, 0, |c| {
-        let (a, b) = (c.get(a)?.clone(), c.get(b)?.clone());
-        let v = c.arith(op, a, b)?;
-        c.reg(v)
-    })
+    enter(ctx, 0, |c| c.core.arith(op, a, b))
 }
 
 extern "C" fn arith_num(ctx: *mut Ctx, op: i32, xf: f64, xh: i32, yf: f64, yh: i32) -> i32 {
     enter(ctx, 0, |c| {
-        let (a, b) = (c.num_value(xf, xh)?, c.num_value(yf, yh)?);
-        let v = c.arith(op, a, b)?;
-        c.num_repr(v)
+        let n = c.core.arith_num(op, xf, xh, yf, yh)?;
+        Ok(c.num_out(n))
     })
 }
 
 extern "C" fn kleene(ctx: *mut Ctx, op: i32, a: i32, b: i32) -> i32 {
-    enter(ctx, 0, |c| {
-        let (a, b) = (c.bool_value(a)?, c.bool_value(b)?);
-        let v = match codes::from_code(&codes::BINARY_OPS, op) {
-            Some(BinOp::And) => ops::and(a, b),
-            Some(BinOp::Or) => ops::or(a, b),
-            _ => return Err(type_trap("unknown logical operator")),
-        };
-        c.bool_repr(v)
-    })
+    enter(ctx, 0, |c| c.core.kleene(op, a, b))
 }
 
 extern "C" fn compare(ctx: *mut Ctx, op: i32, a: i32, b: i32) -> i32 {
-    enter(ctx, 0, |c| {
-        let (a, b) = (c.get(a)?.clone(), c.get(b)?.clone());
-        c.compare(op, &a, &b)
-    })
+    enter(ctx, 0, |c| c.core.compare(op, a, b))
 }
 
 extern "C" fn compare_num(ctx: *mut Ctx, op: i32, xf: f64, xh: i32, yf: f64, yh: i32) -> i32 {
-    enter(ctx, 0, |c| {
-        let (a, b) = (c.num_value(xf, xh)?, c.num_value(yf, yh)?);
-        c.compare(op, &a, &b)
-    })
+    enter(ctx, 0, |c| c.core.compare_num(op, xf, xh, yf, yh))
 }
 
 extern "C" fn cond(ctx: *mut Ctx, b: i32) -> i32 {
-    enter(ctx, 0, |c| match ops::condition(c.bool_value(b)?)? {
-        Err(unscored) => c.reg(unscored),
-        Ok(_) => Err(type_trap("a plain condition reached the host")),
-    })
+    enter(ctx, 0, |c| c.core.cond(b))
 }
 
 extern "C" fn fold_begin(ctx: *mut Ctx, op: i32, l: i32) -> i32 {
-    enter(ctx, 0, |c| c.fold_begin(op, l))
+    enter(ctx, 0, |c| c.core.fold_begin(op, l))
 }
 
 extern "C" fn fold_item(ctx: *mut Ctx, i: i32) -> i32 {
-    enter(ctx, 0, |c| {
-        let v = c.fold_item(i)?.clone();
-        c.reg(v)
-    })
+    enter(ctx, 0, |c| c.core.fold_item_handle(i))
 }
 
+/// `fold_item` as a Number, for a lambda that reads its parameter only as one: a plain number
+/// is not put in the table at all.
 extern "C" fn fold_item_num(ctx: *mut Ctx, i: i32) -> i32 {
-    enter(ctx, 0, |c| match c.fold_item(i)? {
-        Value::Number(n) => {
-            c.num_out = *n;
-            Ok(0)
-        }
-        other => {
-            let v = other.clone();
-            c.num_repr(v)
-        }
+    enter(ctx, 0, |c| {
+        let n = match c.core.fold_item(i)? {
+            Value::Number(n) => (*n, 0),
+            other => {
+                let v = other.clone();
+                c.core.num_repr(v)?
+            }
+        };
+        Ok(c.num_out(n))
     })
 }
 
+/// `fold_item` as a Bool, for a lambda that reads its parameter only as one.
 extern "C" fn fold_item_bool(ctx: *mut Ctx, i: i32) -> i32 {
-    enter(ctx, 0, |c| match c.fold_item(i)? {
+    enter(ctx, 0, |c| match c.core.fold_item(i)? {
         Value::Bool(b) => Ok(*b as i32),
         other => {
             let v = other.clone();
-            c.reg(v)
+            c.core.reg(v)
         }
     })
 }
 
 extern "C" fn fold_step(ctx: *mut Ctx, h: i32) -> i32 {
-    enter(ctx, 0, |c| {
-        let v = c.get(h)?.clone();
-        c.fold_step(v)
-    })
+    enter(ctx, 0, |c| c.core.fold_step_handle(h))
 }
 
 extern "C" fn fold_step_bool(ctx: *mut Ctx, b: i32) -> i32 {
-    enter(ctx, 0, |c| {
-        let v = c.bool_value(b)?;
-        c.fold_step(v)
-    })
+    enter(ctx, 0, |c| c.core.fold_step_bool(b))
 }
 
 extern "C" fn fold_end(ctx: *mut Ctx) -> i32 {
-    enter(ctx, 0, |c| c.fold_end())
+    enter(ctx, 0, |c| c.core.fold_end())
 }
 
 extern "C" fn arg(ctx: *mut Ctx, h: i32) {
-    enter(ctx, (), |c| {
-        let v = c.get(h)?.clone();
-        c.args.push(v);
-        Ok(())
-    })
+    enter(ctx, (), |c| c.core.arg(h))
 }
 
 extern "C" fn intrinsic(ctx: *mut Ctx, i: i32) -> i32 {
@@ -738,7 +428,8 @@ mod tests {
     }
 
     #[test]
-    fn a_trap_is_recorded_and_null_is_always_the_null_handle() {
+    fn a_trap_is_recorded_and_numbers_come_back_through_num_out() {
+        use crate::backend::lower::{self, NULL};
         let mut ctx = Ctx::new();
         let p: *mut Ctx = &mut ctx;
         assert_eq!(box_num(p, 1.5, 0), NULL + 1);
@@ -746,9 +437,8 @@ mod tests {
         assert_eq!(ctx.num_out, 1.5);
         let p: *mut Ctx = &mut ctx;
         assert_eq!(unbox_num(p, NULL), NULL);
-        assert_eq!(ctx.reg(Value::Null), Ok(NULL));
-        let p: *mut Ctx = &mut ctx;
-        assert_eq!(arith_num(p, codes::code_of(&codes::BINARY_OPS, &BinOp::Div), 1.0, 0, 0.0, 0), 0);
+        let div = lower::code_of(&lower::BINARY_OPS, &crate::ir::BinOp::Div);
+        assert_eq!(arith_num(p, div, 1.0, 0, 0.0, 0), 0);
         assert_eq!(ctx.trapped, 1);
         let t = ctx.take_trap();
         assert_eq!((t.kind, t.message.as_str()), (TrapKind::DivisionByZero, "1 / 0"));

@@ -225,14 +225,14 @@ impl Evaluator for JitEval<'_> {
         };
         let ctx = &mut *self.ctx;
         ctx.begin_root();
-        ctx.decided = std::mem::take(decided);
-        ctx.locals = std::mem::take(locals);
+        ctx.core.decided = std::mem::take(decided);
+        ctx.core.locals = std::mem::take(locals);
         let h = call_root(f, ctx, self.reserve);
-        *decided = std::mem::take(&mut ctx.decided);
-        *locals = std::mem::take(&mut ctx.locals);
-        let result = if ctx.trapped != 0 { Err(ctx.take_trap()) } else { ctx.get(h).cloned() };
+        *decided = std::mem::take(&mut ctx.core.decided);
+        *locals = std::mem::take(&mut ctx.core.locals);
+        let result = if ctx.trapped != 0 { Err(ctx.take_trap()) } else { ctx.core.get(h).cloned() };
         if let Err(t) = &result {
-            ctx.fail_pending_lets(t);
+            ctx.core.fail_pending_lets(t);
         }
         ctx.begin_root();
         result
@@ -265,8 +265,7 @@ mod tests {
     use super::*;
     use crate::engine::NoVerdicts;
     use crate::ir::{
-        CmpOp, Const, CriterionDecl, CriterionKind, ExprKind, InputDecl, RubricInfo, Site, Step, Type, Verifier,
-        IR_VERSION,
+        CmpOp, Const, CriterionDecl, CriterionKind, ExprKind, InputDecl, RubricInfo, Step, Type, Verifier, IR_VERSION,
     };
 
     /// `input x: Number`, `criterion a "a" check x > 0`, `score = 1`.
@@ -303,7 +302,7 @@ mod tests {
             score: Expr::constant(Const::Number(1.0)),
             reward: None,
             examples: vec![],
-            sites: vec![Site { file: "main".into(), start: 0, end: 1 }],
+            site_count: 1,
         }
     }
 

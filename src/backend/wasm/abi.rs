@@ -31,51 +31,14 @@ pub const HOST_MODULE: &str = "rubric";
 /// The module intrinsics are imported from.
 pub const INTRINSIC_MODULE: &str = "rubric:intrinsic";
 
-/// The handle of `null`; also the smallest handle.
-pub const NULL: i32 = 2;
+pub use crate::backend::lower::NULL;
 
 /// The name of the custom section that records the ABI version.
 pub const ABI_SECTION: &str = "rubric.abi";
 
-/// Operator codes passed to `unary`, `arith`, `arith_num`, `kleene`, `compare` and
-/// `compare_num`: the position of the operator in these lists.
-pub const UNARY_OPS: [crate::ir::UnOp; 2] = [crate::ir::UnOp::Neg, crate::ir::UnOp::Not];
-pub const BINARY_OPS: [crate::ir::BinOp; 9] = [
-    crate::ir::BinOp::Add,
-    crate::ir::BinOp::Sub,
-    crate::ir::BinOp::Mul,
-    crate::ir::BinOp::Div,
-    crate::ir::BinOp::Rem,
-    crate::ir::BinOp::Concat,
-    crate::ir::BinOp::And,
-    crate::ir::BinOp::Or,
-    crate::ir::BinOp::Coalesce,
-];
-pub const CMP_OPS: [crate::ir::CmpOp; 6] = [
-    crate::ir::CmpOp::Eq,
-    crate::ir::CmpOp::Ne,
-    crate::ir::CmpOp::Lt,
-    crate::ir::CmpOp::Le,
-    crate::ir::CmpOp::Gt,
-    crate::ir::CmpOp::Ge,
-];
-pub const HIGHER_ORDER_OPS: [crate::ir::HigherOrder; 5] = [
-    crate::ir::HigherOrder::Map,
-    crate::ir::HigherOrder::Filter,
-    crate::ir::HigherOrder::All,
-    crate::ir::HigherOrder::Any,
-    crate::ir::HigherOrder::Count,
-];
-pub const POLICIES: [crate::ir::Policy; 3] =
-    [crate::ir::Policy::Skip, crate::ir::Policy::Unmet, crate::ir::Policy::Propagate];
-
-pub fn code_of<T: PartialEq>(table: &[T], x: &T) -> i32 {
-    table.iter().position(|y| y == x).map_or(-1, |i| i as i32)
-}
-
-pub fn from_code<T: Copy>(table: &[T], code: i32) -> Option<T> {
-    usize::try_from(code).ok().and_then(|i| table.get(i).copied())
-}
+/// Operator codes (the position of an operator in its table) are part of this ABI: they are
+/// `backend::lower`'s, shared with the JIT.
+pub use crate::backend::lower::{code_of, from_code, BINARY_OPS, CMP_OPS, HIGHER_ORDER_OPS, POLICIES, UNARY_OPS};
 
 /// Every host import. The discriminant is the import's function index.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

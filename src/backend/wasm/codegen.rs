@@ -11,6 +11,7 @@
 //! order, intrinsics sorted, strings laid out in first-use order of a fixed walk).
 
 use super::abi::{self, HostFn, NULL};
+use crate::backend::lower::{slot_uses, Repr};
 use crate::interp::{roots, Root};
 use crate::ir::{self, BinOp, CmpOp, Const, Expr, ExprKind, HigherOrder, Program, Type, UnOp};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -19,31 +20,11 @@ use wasm_encoder::{
     FunctionSection, ImportSection, Instruction as W, MemorySection, MemoryType, Module, TypeSection, ValType,
 };
 
-/// How a value of a static type is held in Wasm.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-enum Repr {
-    /// `(f64, i32)`.
-    Num,
-    /// `i32`: 0, 1 or a handle.
-    Bool,
-    /// `i32` handle.
-    Handle,
-}
-
-impl Repr {
-    fn of(t: &Type) -> Repr {
-        match t {
-            Type::Number => Repr::Num,
-            Type::Bool => Repr::Bool,
-            _ => Repr::Handle,
-        }
-    }
-
-    fn val_types(self) -> &'static [ValType] {
-        match self {
-            Repr::Num => &[ValType::F64, ValType::I32],
-            Repr::Bool | Repr::Handle => &[ValType::I32],
-        }
+/// The Wasm values that hold a value of representation `r`.
+fn val_types(r: Repr) -> &'static [ValType] {
+    match r {
+        Repr::Num => &[ValType::F64, ValType::I32],
+        Repr::Bool | Repr::Handle => &[ValType::I32],
     }
 }
 
@@ -140,8 +121,8 @@ impl<'p> ModuleGen<'p> {
     fn function(&mut self, f: &ir::Function) -> Result<Function, String> {
         let params: Vec<Repr> = f.params.iter().map(|(_, t)| Repr::of(t)).collect();
         let ret = Repr::of(&f.ret);
-        let pv: Vec<ValType> = params.iter().flat_map(|r| r.val_types().iter().copied()).collect();
-        let ty = self.types.index(&pv, ret.val_types());
+        let pv: Vec<ValType> = params.iter().flat_map(|r| val_types(*r).iter().copied()).collect();
+        let ty = self.types.index(&pv, val_types(ret));
         self.fn_types.push(ty);
         let mut g = FnGen::new(self, pv.len() as u32);
         g.setup_slots(&f.body, &params, false)?;
@@ -272,23 +253,6 @@ struct FnGen<'m, 'p> {
     depth: u32,
 }
 
-/// Every slot an expression reads, with the representations it is read in, and the slots
-/// its lambdas bind.
-fn slot_uses(e: &Expr) -> (BTreeMap<u32, BTreeSet<Repr>>, BTreeSet<u32>) {
-    let mut reads: BTreeMap<u32, BTreeSet<Repr>> = BTreeMap::new();
-    let mut bound = BTreeSet::new();
-    ir::walk(e, &mut |x| match &x.kind {
-        ExprKind::Local(i) => {
-            reads.entry(*i).or_default().insert(Repr::of(&x.ty));
-        }
-        ExprKind::HigherOrder { local, .. } => {
-            bound.insert(*local);
-        }
-        _ => {}
-    });
-    (reads, bound)
-}
-
 impl<'m, 'p> FnGen<'m, 'p> {
     fn new(m: &'m mut ModuleGen<'p>, n_params: u32) -> FnGen<'m, 'p> {
         FnGen { m, n_params, locals: Vec::new(), code: Vec::new(), slots: BTreeMap::new(), depth: 0 }
@@ -318,7 +282,7 @@ impl<'m, 'p> FnGen<'m, 'p> {
 
     /// Locals for a value of representation `r`.
     fn temps(&mut self, r: Repr) -> Vec<u32> {
-        r.val_types().iter().map(|t| self.temp(*t)).collect()
+        val_types(r).iter().map(|t| self.temp(*t)).collect()
     }
 
     /// Pop a value (of the representation `ls` was made for) into `ls`.
@@ -394,7 +358,7 @@ impl<'m, 'p> FnGen<'m, 'p> {
         let mut next_param = 0u32;
         let mut homes: BTreeMap<u32, (Repr, Vec<u32>)> = BTreeMap::new();
         for (i, r) in params.iter().enumerate() {
-            let n = r.val_types().len() as u32;
+            let n = val_types(*r).len() as u32;
             homes.insert(i as u32, (*r, (next_param..next_param + n).collect()));
             next_param += n;
         }

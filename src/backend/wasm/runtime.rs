@@ -1,19 +1,21 @@
 //! The Wasm engine proper: compiles a program's module once per process (cache keyed by the
 //! IR hash), instantiates it once per thread, and evaluates rows through the shared step
-//! driver (`interp::run_row`), each root a call into the module. Every row runs under limits:
-//! fuel (Wasm instructions), a wall-clock deadline (epoch interruption, one ticker thread per
-//! process), a cap on the bytes of the values the row holds in the host table, and a cap on
-//! linear memory. No WASI, no file system, no network: the only imports are `abi`'s. A limit
-//! hit is a `rubric::trap::limit` trap in that row's result.
+//! driver (`interp::run_row`), each root a call into the module. Every row runs under its
+//! `Limits`: fuel (Wasm instructions, and the work host functions do, from one tank), a
+//! wall-clock deadline (epoch interruption in Wasm code, one ticker thread per process; the
+//! row's budget inside host functions), a cap on the bytes the row allocates on the host
+//! (counted by `meter` while the row runs, checked as values are made and as intrinsics work),
+//! and a cap on linear memory. No WASI, no file system, no network: the only imports are
+//! `abi`'s. A limit hit is a `rubric::trap::limit` trap in that row's result.
 
 use super::abi;
 use super::codegen::compile_module;
-use super::host::{link, FxBuild, Host};
+use super::host::{link, settle_fuel, FxBuild, Host};
 use crate::backend::cache::{lookup, ProcessCache, Recent, PER_THREAD};
 use crate::engine::{Engine, RowResult, TrapInfo, VerdictSource};
 use crate::interp::{run_row, Decided, Evaluator, Root, Trace};
 use crate::ir::{Expr, ExprKind, Program};
-use crate::stdlib::{Trap, TrapKind};
+use crate::stdlib::{Budget, Trap, TrapKind};
 use crate::value::Value;
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -21,29 +23,7 @@ use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 use wasmtime::{Config, InstancePre, Linker, Module, OptLevel, Store, StoreLimitsBuilder, TypedFunc};
 
-/// Per-row resource limits.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Limits {
-    /// Wasm fuel (about one unit per instruction) for all the expressions of a row.
-    pub fuel: u64,
-    /// Wall-clock time for a row (checked at Wasm loop heads and calls, not inside intrinsics).
-    pub timeout: Duration,
-    /// Bytes the values a row holds at once may take in the host table.
-    pub heap_bytes: usize,
-    /// Bytes of linear memory an instance may have.
-    pub memory_bytes: usize,
-}
-
-impl Limits {
-    pub const DEFAULT: Limits =
-        Limits { fuel: 2_000_000_000, timeout: Duration::from_secs(10), heap_bytes: 512 << 20, memory_bytes: 16 << 20 };
-}
-
-impl Default for Limits {
-    fn default() -> Limits {
-        Limits::DEFAULT
-    }
-}
+pub use crate::stdlib::Limits;
 
 /// The Wasm engine as an [`Engine`].
 #[derive(Debug, Clone, Copy)]
@@ -217,7 +197,7 @@ impl Instance {
         let engine = wasmtime_engine().map_err(|e| Trap::new(TrapKind::Type, e))?;
         let store_limits =
             StoreLimitsBuilder::new().memory_size(limits.memory_bytes).instances(1).memories(1).tables(0).build();
-        let host = Host::new(compiled.program.clone(), limits.heap_bytes, store_limits);
+        let host = Host::new(compiled.program.clone(), store_limits);
         let mut store = Store::new(engine, host);
         store.limiter(|h| &mut h.limits);
         store.set_fuel(limits.fuel).map_err(|e| Trap::new(TrapKind::Type, e.to_string()))?;
@@ -240,7 +220,7 @@ impl Instance {
     fn begin_row(&mut self, inputs: &[Value], limits: &Limits) -> Result<(), Trap> {
         self.store.set_fuel(limits.fuel).map_err(|e| Trap::new(TrapKind::Type, e.to_string()))?;
         self.store.set_epoch_deadline(deadline_ticks(limits));
-        self.store.data_mut().begin_row(inputs, limits.heap_bytes);
+        self.store.data_mut().begin_row(inputs, Budget::new(*limits));
         Ok(())
     }
 }
@@ -251,16 +231,12 @@ fn deadline_ticks(limits: &Limits) -> u64 {
 
 /// The trap of a failed root call: the one a host import recorded, else wasmtime's.
 fn call_trap(host: &mut Host, err: wasmtime::Error, limits: &Limits) -> Trap {
-    if let Some(t) = host.trap.take() {
+    if let Some(t) = host.core.trap.take() {
         return t;
     }
     match err.downcast_ref::<wasmtime::Trap>() {
-        Some(wasmtime::Trap::OutOfFuel) => {
-            Trap::new(TrapKind::Limit, format!("fuel limit: the row ran out of its {} units of fuel", limits.fuel))
-        }
-        Some(wasmtime::Trap::Interrupt) => {
-            Trap::new(TrapKind::Limit, format!("time limit: the row ran longer than {} ms", limits.timeout.as_millis()))
-        }
+        Some(wasmtime::Trap::OutOfFuel) => Budget::fuel_trap(limits),
+        Some(wasmtime::Trap::Interrupt) => Budget::time_trap(limits),
         Some(wasmtime::Trap::StackOverflow) => {
             Trap::new(TrapKind::Limit, "stack limit: the row's call stack overflowed")
         }
@@ -293,23 +269,24 @@ impl Evaluator for WasmEval<'_> {
         };
         let store = &mut inst.store;
         {
-            let host = store.data_mut();
-            host.begin_root();
-            host.decided = std::mem::take(decided);
-            host.locals = std::mem::take(locals);
+            let core = &mut store.data_mut().core;
+            core.begin_root();
+            core.decided = std::mem::take(decided);
+            core.locals = std::mem::take(locals);
         }
         let r = f.call(&mut *store, ());
+        settle_fuel(store);
         let host = store.data_mut();
-        *decided = std::mem::take(&mut host.decided);
-        *locals = std::mem::take(&mut host.locals);
+        *decided = std::mem::take(&mut host.core.decided);
+        *locals = std::mem::take(&mut host.core.locals);
         let result = match r {
-            Ok(h) => host.get(h).cloned(),
+            Ok(h) => host.core.get(h).cloned(),
             Err(e) => Err(call_trap(host, e, &self.limits)),
         };
         if let Err(t) = &result {
-            host.fail_pending_lets(t);
+            host.core.fail_pending_lets(t);
         }
-        host.begin_root();
+        host.core.begin_root();
         result
     }
 }
@@ -346,26 +323,36 @@ impl WasmEngine {
             Err(e) => return failed_row(Trap::new(TrapKind::Type, format!("the Wasm engine cannot compile: {e}"))),
         };
         let limits = self.limits;
-        INSTANCES.with(|cell| {
+        // The instance leaves the thread's list while the row runs (a row that waits inside an
+        // intrinsic may run another row on this thread).
+        let taken = INSTANCES.with(|cell| {
             let mut list = cell.borrow_mut();
             let pos =
                 list.iter().position(|i| Arc::ptr_eq(&i.compiled, &compiled) && i.memory_bytes == limits.memory_bytes);
-            let mut inst = match pos {
-                Some(i) => list.remove(i),
-                None => match Instance::new(compiled.clone(), &limits) {
-                    Ok(i) => i,
-                    Err(t) => return failed_row(t),
-                },
-            };
-            let result = match inst.begin_row(inputs, &limits) {
-                Ok(()) => run_row(program, inputs, verdicts, &mut WasmEval { inst: &mut inst, limits }, None),
-                Err(t) => failed_row(t),
-            };
+            pos.map(|i| list.remove(i))
+        });
+        let mut inst = match taken {
+            Some(i) => i,
+            None => match Instance::new(compiled.clone(), &limits) {
+                Ok(i) => i,
+                Err(t) => return failed_row(t),
+            },
+        };
+        // Everything the row allocates from here on counts against its memory limit.
+        let meter = crate::meter::RowMeter::open();
+        let result = match inst.begin_row(inputs, &limits) {
+            Ok(()) => run_row(program, inputs, verdicts, &mut WasmEval { inst: &mut inst, limits }, None),
+            Err(t) => failed_row(t),
+        };
+        inst.store.data_mut().core.end_row();
+        drop(meter);
+        INSTANCES.with(|cell| {
+            let mut list = cell.borrow_mut();
             list.push(inst);
             if list.len() > PER_THREAD {
                 list.remove(0);
             }
-            result
-        })
+        });
+        result
     }
 }

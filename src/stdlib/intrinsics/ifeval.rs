@@ -101,7 +101,7 @@ pub(super) const IFEVAL_SENTENCES: Intrinsic = Intrinsic {
         r##"ifeval_sentences("Mr. Smith went to Washington. He said hi!") == ["Mr. Smith went to Washington.", "He said hi!"]"##,
         r##"ifeval_sentences("(It works.) Next\nline.") == ["(It works.)", "Next\nline."]"##,
     ],
-    imp: |a, _| Ok(texts(sentences(text_arg(a, 0)?))),
+    imp: |a, ctx| texts(ctx, sentences(text_arg(a, 0)?)),
 };
 
 pub(super) const IFEVAL_SENTENCE_COUNT: Intrinsic = Intrinsic {
@@ -129,7 +129,7 @@ pub(super) const IFEVAL_TOKENS: Intrinsic = Intrinsic {
         r##"ifeval_tokens("I'm in the U.S. Don't go.") == ["I", "'m", "in", "the", "U.S.", "Do", "n't", "go", "."]"##,
         r##"ifeval_tokens("AT&T (NYSE)") == ["AT", "&", "T", "(", "NYSE", ")"]"##,
     ],
-    imp: |a, _| Ok(Value::list(words::word_tokenize(text_arg(a, 0)?).into_iter().map(Value::text).collect())),
+    imp: |a, ctx| texts(ctx, words::word_tokenize(text_arg(a, 0)?).iter().map(|w| w.as_str())),
 };
 
 /// How many `nltk.word_tokenize` tokens of `text` are uppercase by `str.isupper`.

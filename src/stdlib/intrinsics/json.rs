@@ -21,8 +21,9 @@ pub(super) const JSON: Intrinsic = Intrinsic {
     doc: "`text` parsed as JSON; malformed JSON is a `json` trap. Use `parse_json` when malformed \
           input is an expected outcome rather than an error.",
     examples: &[r##"json_number(json("{\"a\": 2}").json_get("a")) == 2"##],
-    imp: |a, _| {
+    imp: |a, ctx| {
         let t = text_arg(a, 0)?;
+        ctx.reserve(t.len())?;
         parse(t).map(json_value).map_err(|e| Trap::new(TrapKind::Json, format!("malformed JSON: {e}")))
     },
 };
@@ -34,7 +35,11 @@ pub(super) const PARSE_JSON: Intrinsic = Intrinsic {
           whitespace is allowed; prose, trailing commas, comments or a markdown code fence around \
           the JSON are not). The JSON literal `null` parses to a `Json` null, not to `null`.",
     examples: &[r##"json_len(parse_json("[1, 2, 3]") ?? json("[]")) == 3"##, r##"parse_json("not json") == null"##],
-    imp: |a, _| Ok(parse(text_arg(a, 0)?).map_or(Value::Null, json_value)),
+    imp: |a, ctx| {
+        let t = text_arg(a, 0)?;
+        ctx.reserve(t.len())?;
+        Ok(parse(t).map_or(Value::Null, json_value))
+    },
 };
 
 pub(super) const IS_JSON: Intrinsic = Intrinsic {
@@ -203,8 +208,8 @@ pub(super) const JSON_KEYS: Intrinsic = Intrinsic {
     sig: "(value: Json) -> List[Text]",
     doc: "The keys of a JSON object in document order. Any other JSON value is a `type` trap.",
     examples: &[r##"json_keys(json("{\"b\": 1, \"a\": 2}")) == ["b", "a"]"##],
-    imp: |a, _| match &*json_arg(a, 0)? {
-        JsonValue::Object(o) => Ok(texts(o.keys().map(String::as_str))),
+    imp: |a, ctx| match &*json_arg(a, 0)? {
+        JsonValue::Object(o) => texts(ctx, o.keys().map(String::as_str)),
         other => Err(Trap::new(TrapKind::Type, format!("json_keys needs an object, got `{other}`"))),
     },
 };
@@ -266,12 +271,205 @@ pub(super) const JSON_VALID: Intrinsic = Intrinsic {
         r##"json_valid(json("{\"a\": 1}"), json("{\"type\": \"object\", \"required\": [\"a\"]}"))"##,
         r##"not json_valid(json("[1, \"x\"]"), json("{\"items\": {\"type\": \"number\"}}"))"##,
     ],
-    imp: |a, _| {
+    imp: |a, ctx| {
         let value = json_arg(a, 0)?;
         let schema = json_arg(a, 1)?;
-        Ok(Value::Bool(validator(&schema)?.is_valid(&value)))
+        let v = validator(&schema)?;
+        bound_validation(&schema, &value, ctx)?;
+        Ok(Value::Bool(v.is_valid(&value)))
     },
 };
+
+/// The value `propertyNames` is walked over: a string (any key; the walk does not read it).
+static KEY: JsonValue = JsonValue::String(String::new());
+
+/// The most subschemas applied in place (`allOf`, `anyOf`, `oneOf`, `not`, `if`/`then`/`else`,
+/// `dependentSchemas`, references) one inside the other at one place of the value: past it, a
+/// schema refers to itself without descending into the value, and validation would never end.
+const MAX_IN_PLACE: usize = 128;
+/// The most (subschema, place of the value) pairs a validation may visit, whatever the budget.
+const MAX_VALIDATION_STEPS: usize = 10_000_000;
+
+/// Bound the work of validating `value` against `schema` before `jsonschema` runs (it cannot be
+/// stopped once it has started, and a schema such as `{"allOf": [{"$ref": "#"}]}` makes it
+/// recurse for ever). A walk visits every (subschema, place) pair the validator could visit —
+/// every branch of `anyOf`, `oneOf` and `if`, every pattern property — each charged to the row's
+/// budget as one unit of work, so validation costs no more than what the walk was allowed; a
+/// self-reference that never descends into the value, a reference the walk cannot follow, or
+/// more than `MAX_VALIDATION_STEPS` steps is a `json` trap.
+fn bound_validation(schema: &JsonValue, value: &JsonValue, ctx: &mut EvalCtx) -> Result<(), Trap> {
+    let targets = SchemaTargets::new(schema);
+    let mut stack: Vec<(&JsonValue, &JsonValue, usize)> = vec![(schema, value, 0)];
+    let mut steps = 0usize;
+    while let Some((s, v, depth)) = stack.pop() {
+        steps += 1;
+        if steps > MAX_VALIDATION_STEPS {
+            return Err(Trap::new(
+                TrapKind::Json,
+                format!("the schema is too costly to validate against this value (over {MAX_VALIDATION_STEPS} steps)"),
+            ));
+        }
+        ctx.work(1)?;
+        let JsonValue::Object(s) = s else { continue };
+        // In place: the same part of the value.
+        let mut in_place: Vec<&JsonValue> = Vec::new();
+        for key in ["allOf", "anyOf", "oneOf"] {
+            if let Some(JsonValue::Array(xs)) = s.get(key) {
+                in_place.extend(xs);
+            }
+        }
+        for key in ["not", "if", "then", "else"] {
+            in_place.extend(s.get(key));
+        }
+        for key in ["dependentSchemas", "dependencies"] {
+            if let Some(JsonValue::Object(m)) = s.get(key) {
+                in_place.extend(m.values().filter(|x| x.is_object() || x.is_boolean()));
+            }
+        }
+        for key in ["$ref", "$recursiveRef", "$dynamicRef"] {
+            if let Some(JsonValue::String(r)) = s.get(key) {
+                in_place.extend(targets.resolve(key, r)?);
+            }
+        }
+        if !in_place.is_empty() && depth >= MAX_IN_PLACE {
+            return Err(Trap::new(
+                TrapKind::Json,
+                "the schema refers to itself without descending into the value (more than 128 subschemas \
+                 apply in place, one inside the other), so validation would never end",
+            ));
+        }
+        stack.extend(in_place.into_iter().map(|x| (x, v, depth + 1)));
+        // Descending: the parts of the value (every schema that could apply to each).
+        match v {
+            JsonValue::Object(o) => {
+                let patterns: Vec<&JsonValue> = s
+                    .get("patternProperties")
+                    .and_then(JsonValue::as_object)
+                    .map(|m| m.values().collect())
+                    .unwrap_or_default();
+                // A key is a string: what `propertyNames` applies to it cannot descend further,
+                // but may still refer to itself in place.
+                stack.extend(s.get("propertyNames").filter(|_| !o.is_empty()).map(|x| (x, &KEY, 0)));
+                for (k, child) in o {
+                    if let Some(x) = s.get("properties").and_then(|p| p.get(k)) {
+                        stack.push((x, child, 0));
+                    }
+                    stack.extend(patterns.iter().map(|x| (*x, child, 0)));
+                    for key in ["additionalProperties", "unevaluatedProperties"] {
+                        stack.extend(s.get(key).map(|x| (x, child, 0)));
+                    }
+                }
+            }
+            JsonValue::Array(items) => {
+                let prefix: &[JsonValue] = match (s.get("prefixItems"), s.get("items")) {
+                    (Some(JsonValue::Array(p)), _) | (None, Some(JsonValue::Array(p))) => p,
+                    _ => &[],
+                };
+                for (i, child) in items.iter().enumerate() {
+                    stack.extend(prefix.get(i).map(|x| (x, child, 0)));
+                    for key in ["items", "additionalItems", "contains", "unevaluatedItems"] {
+                        if let Some(x) = s.get(key).filter(|x| !x.is_array()) {
+                            stack.push((x, child, 0));
+                        }
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+/// Where a schema's references can lead: its subschemas by JSON pointer from the root, by
+/// `$anchor`/`$dynamicAnchor`, and by `$id` (`id` in draft 4).
+struct SchemaTargets<'s> {
+    root: &'s JsonValue,
+    named: Vec<(&'s str, &'s JsonValue)>,
+}
+
+impl<'s> SchemaTargets<'s> {
+    fn new(root: &'s JsonValue) -> SchemaTargets<'s> {
+        let mut named = Vec::new();
+        let mut stack = vec![root];
+        while let Some(x) = stack.pop() {
+            match x {
+                JsonValue::Object(o) => {
+                    for key in ["$id", "id", "$anchor", "$dynamicAnchor"] {
+                        if let Some(JsonValue::String(name)) = o.get(key) {
+                            named.push((name.as_str(), x));
+                        }
+                    }
+                    stack.extend(o.values());
+                }
+                JsonValue::Array(a) => stack.extend(a),
+                _ => {}
+            }
+        }
+        SchemaTargets { root, named }
+    }
+
+    /// The subschemas reference `r` (of keyword `key`) may lead to; a reference the walk
+    /// cannot follow is a trap, so that nothing the validator visits goes uncounted.
+    fn resolve(&self, key: &str, r: &str) -> Result<Vec<&'s JsonValue>, Trap> {
+        if r == "#" || r.is_empty() {
+            return Ok(vec![self.root]);
+        }
+        if let Some(pointer) = r.strip_prefix('#').filter(|p| p.starts_with('/')) {
+            let decoded = percent_decode(pointer);
+            if let Some(x) = self.root.pointer(&decoded) {
+                return Ok(vec![x]);
+            }
+        }
+        let fragment = r.rsplit_once('#').map_or(r, |(_, f)| f);
+        let base = r.split('#').next().unwrap_or("");
+        let found: Vec<&'s JsonValue> = self
+            .named
+            .iter()
+            .filter(|(name, _)| {
+                let name_base = name.split('#').next().unwrap_or("");
+                *name == r
+                    || (!fragment.is_empty() && (*name == fragment || name.strip_prefix('#') == Some(fragment)))
+                    || (!base.is_empty() && (name_base == base || name_base.ends_with(&format!("/{base}"))))
+            })
+            .map(|(_, x)| *x)
+            .collect();
+        if found.is_empty() && key != "$ref" {
+            // `$recursiveRef: "#"` and an unmatched `$dynamicRef` fall back to the root.
+            return Ok(vec![self.root]);
+        }
+        if found.is_empty() {
+            return Err(Trap::new(
+                TrapKind::Json,
+                format!(
+                    "the schema's reference `{r}` cannot be followed: `json_valid` resolves references within \
+                     the schema (`#`, `#/json/pointer`, an `$anchor` or a subschema's `$id`)"
+                ),
+            ));
+        }
+        Ok(found)
+    }
+}
+
+/// `%XX` escapes of a JSON pointer in a URI fragment, decoded.
+fn percent_decode(s: &str) -> String {
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let hex = |b: u8| (b as char).to_digit(16);
+        match (bytes[i], bytes.get(i + 1).copied().and_then(hex), bytes.get(i + 2).copied().and_then(hex)) {
+            (b'%', Some(h), Some(l)) => {
+                out.push((h * 16 + l) as u8);
+                i += 3;
+            }
+            (b, _, _) => {
+                out.push(b);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
 
 pub(super) const TO_JSON: Intrinsic = Intrinsic {
     name: "to_json",

@@ -82,10 +82,10 @@ pub(super) const SORT_TEXTS: Intrinsic = Intrinsic {
     doc: "The texts of `list` in ascending order by Unicode code point (so uppercase letters sort \
           before lowercase ones; no locale rules).",
     examples: &[r##"sort(["b", "a", "C"]) == ["C", "a", "b"]"##],
-    imp: |a, _| {
+    imp: |a, ctx| {
         let mut xs = texts_arg(a, 0)?;
         xs.sort_unstable();
-        Ok(super::texts(xs))
+        super::texts(ctx, xs)
     },
 };
 

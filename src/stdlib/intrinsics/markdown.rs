@@ -17,8 +17,8 @@ pub(super) const HEADINGS: Intrinsic = Intrinsic {
     examples: &[r##"headings("# Intro\ntext\n## Details ##\n```\n# comment\n```") == ["Intro", "Details"]"##],
     imp: |a, ctx| {
         let t = text_arg(a, 0)?;
-        let idx = ctx.text_index(t);
-        Ok(texts(idx.headings().iter().map(|h| h.text.get(t))))
+        let idx = ctx.text_index(t)?;
+        texts(ctx, idx.headings().iter().map(|h| h.text.get(t)))
     },
 };
 
@@ -34,7 +34,7 @@ fn heading_count(args: &[Value], ctx: &mut EvalCtx) -> Result<Value, Trap> {
             Some(l as u8)
         }
     };
-    let idx = ctx.text_index(t);
+    let idx = ctx.text_index(t)?;
     Ok(number(idx.headings().iter().filter(|h| level.is_none_or(|l| h.level == l)).count()))
 }
 
@@ -49,7 +49,7 @@ pub(super) const HEADING_COUNT: Intrinsic = Intrinsic {
 
 fn list_count(args: &[Value], ctx: &mut EvalCtx, kind: ListKind) -> Result<Value, Trap> {
     let t = text_arg(args, 0)?;
-    let idx = ctx.text_index(t);
+    let idx = ctx.text_index(t)?;
     Ok(number(idx.list_items().iter().filter(|i| i.kind == kind).count()))
 }
 
@@ -80,8 +80,8 @@ pub(super) const LIST_ITEMS: Intrinsic = Intrinsic {
     examples: &[r##"list_items("Steps:\n1. mix\n2. bake\n- enjoy") == ["mix", "bake", "enjoy"]"##],
     imp: |a, ctx| {
         let t = text_arg(a, 0)?;
-        let idx = ctx.text_index(t);
-        Ok(texts(idx.list_items().iter().map(|i| i.content.get(t))))
+        let idx = ctx.text_index(t)?;
+        texts(ctx, idx.list_items().iter().map(|i| i.content.get(t)))
     },
 };
 
@@ -100,7 +100,7 @@ fn sections(args: &[Value], ctx: &mut EvalCtx) -> Result<Value, Trap> {
         let end = marks.get(i + 1).map_or(t.len(), |n| n.start());
         t[m.end()..end].trim()
     });
-    Ok(texts(bodies))
+    texts(ctx, bodies)
 }
 
 pub(super) const SECTIONS: Intrinsic = Intrinsic {
@@ -145,12 +145,12 @@ pub(super) const HIGHLIGHTED_COUNT: Intrinsic = Intrinsic {
 fn code_blocks(args: &[Value], ctx: &mut EvalCtx) -> Result<Value, Trap> {
     let t = text_arg(args, 0)?;
     let lang = opt_text_arg(args, 1)?.map(|l| l.trim().to_lowercase());
-    let idx = ctx.text_index(t);
+    let idx = ctx.text_index(t)?;
     let bodies = idx.code_fences().iter().filter(|f| match &lang {
         None => true,
         Some(want) => f.lang.map_or("", |l| l.get(t)).to_lowercase() == *want,
     });
-    Ok(texts(bodies.map(|f| f.body.get(t))))
+    texts(ctx, bodies.map(|f| f.body.get(t)))
 }
 
 pub(super) const CODE_BLOCKS: Intrinsic = Intrinsic {
@@ -175,8 +175,8 @@ pub(super) const CODE_BLOCK_LANGS: Intrinsic = Intrinsic {
     examples: &[r##"code_block_langs("```rust\nfn f() {}\n```\n```\nx\n```") == ["rust", ""]"##],
     imp: |a, ctx| {
         let t = text_arg(a, 0)?;
-        let idx = ctx.text_index(t);
-        Ok(texts(idx.code_fences().iter().map(|f| f.lang.map_or("", |l| l.get(t)))))
+        let idx = ctx.text_index(t)?;
+        texts(ctx, idx.code_fences().iter().map(|f| f.lang.map_or("", |l| l.get(t))))
     },
 };
 

@@ -17,7 +17,7 @@ mod pattern;
 mod semantic;
 mod text;
 
-use super::{Intrinsic, Trap, TrapKind};
+use super::{EvalCtx, Intrinsic, Trap, TrapKind};
 use crate::value::Value;
 use serde_json::Value as JsonValue;
 use std::borrow::Cow;
@@ -240,8 +240,23 @@ pub(super) fn number(n: usize) -> Value {
     Value::Number(n as f64)
 }
 
-pub(super) fn texts<'a>(items: impl IntoIterator<Item = &'a str>) -> Value {
-    Value::list(items.into_iter().map(Value::text).collect())
+/// Bytes one text of a list takes besides its characters: the value and the text's header.
+const TEXT_ITEM_BYTES: usize = std::mem::size_of::<Value>() + 16;
+
+/// A list of texts, built within the row's budget: each item is charged as work and checked
+/// against the memory limit, and the list's growth is checked before it happens, so a list of
+/// millions of pieces stops at the limit.
+pub(super) fn texts<'a>(ctx: &mut EvalCtx, items: impl IntoIterator<Item = &'a str>) -> Result<Value, Trap> {
+    let mut out: Vec<Value> = Vec::new();
+    for s in items {
+        if out.len() == out.capacity() {
+            // Growing allocates the new buffer while the old one is still held.
+            ctx.reserve(out.capacity().max(4) * 2 * TEXT_ITEM_BYTES)?;
+        }
+        ctx.work(s.len() + 1)?;
+        out.push(Value::text(s));
+    }
+    Ok(Value::list(out))
 }
 
 pub(super) fn json_value(j: JsonValue) -> Value {

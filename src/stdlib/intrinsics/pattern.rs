@@ -47,7 +47,7 @@ pub(super) const FIND_ALL: Intrinsic = Intrinsic {
     imp: |a, ctx| {
         let t = text_arg(a, 0)?;
         let re = ctx.regex(text_arg(a, 1)?)?;
-        Ok(texts(re.find_iter(t).map(|m| m.as_str())))
+        texts(ctx, re.find_iter(t).map(|m| m.as_str()))
     },
 };
 

@@ -14,15 +14,34 @@ use crate::stdlib::EvalCtx;
 use crate::value::Value;
 use std::sync::Arc;
 
-/// The embeddings of `texts` (unit vectors).
+/// Fuel for one token of an embedding forward pass (about 10 µs of work).
 #[cfg(feature = "models")]
-fn embed(texts: &[&str]) -> Result<Vec<Arc<[f32]>>, Trap> {
+const FUEL_PER_TOKEN: usize = 10_000;
+
+/// The embeddings of `texts` (unit vectors), within the row's budget: tokenizing is charged by
+/// the byte and every batch by its tokens, before it runs, so a row over its limits stops
+/// between batches.
+#[cfg(feature = "models")]
+fn embed(texts: &[&str], ctx: &mut EvalCtx) -> Result<Vec<Arc<[f32]>>, Trap> {
     let model = crate::models::embed::embedder().map_err(|e| Trap::new(TrapKind::Model, e.to_string()))?;
-    model.embed_cached(texts).map_err(|e| Trap::new(TrapKind::Model, e.to_string()))
+    let mut stop = None;
+    let mut go_on = |units: usize| match ctx.work(units.saturating_mul(FUEL_PER_TOKEN)) {
+        Ok(()) => true,
+        Err(t) => {
+            stop = Some(t);
+            false
+        }
+    };
+    let r = model.embed_cached_polled(texts, &mut go_on);
+    match (r, stop) {
+        (Ok(e), _) => Ok(e),
+        (Err(_), Some(t)) => Err(t),
+        (Err(e), None) => Err(Trap::new(TrapKind::Model, e.to_string())),
+    }
 }
 
 #[cfg(not(feature = "models"))]
-fn embed(_: &[&str]) -> Result<Vec<Arc<[f32]>>, Trap> {
+fn embed(_: &[&str], _: &mut EvalCtx) -> Result<Vec<Arc<[f32]>>, Trap> {
     Err(Trap::new(
         crate::stdlib::TrapKind::Model,
         "this build of rubric has no local models (it was built without the `models` feature)",
@@ -35,21 +54,17 @@ fn cosine(a: &[f32], b: &[f32]) -> f64 {
 
 /// The sentences `covers` compares a nugget with: the text's sentences, or the whole text when
 /// it has none (only whitespace).
-fn units<'t>(text: &'t Arc<str>, ctx: &mut EvalCtx) -> Vec<&'t str> {
-    let idx = ctx.text_index(text);
+fn units<'t>(text: &'t Arc<str>, ctx: &mut EvalCtx) -> Result<Vec<&'t str>, Trap> {
+    let idx = ctx.text_index(text)?;
     let s: Vec<&str> = idx.sentences().iter().map(|r| r.get(text)).collect();
-    if s.is_empty() {
-        vec![&text[..]]
-    } else {
-        s
-    }
+    Ok(if s.is_empty() { vec![&text[..]] } else { s })
 }
 
 /// The largest similarity between `nugget` and a sentence of `text`.
 fn best_sentence(text: &Arc<str>, nugget: &str, ctx: &mut EvalCtx) -> Result<f64, Trap> {
-    let mut all = units(text, ctx);
+    let mut all = units(text, ctx)?;
     all.push(nugget);
-    let e = embed(&all)?;
+    let e = embed(&all, ctx)?;
     let (n, sentences) = e.split_last().expect("the nugget is in the list");
     Ok(sentences.iter().map(|s| cosine(s, n)).fold(f64::NEG_INFINITY, f64::max))
 }
@@ -64,8 +79,8 @@ pub(super) const SIMILARITY: Intrinsic = Intrinsic {
         r#"similarity("Call an ambulance now.", "Call an ambulance now.") > 0.999"#,
         r#"similarity("Phone 911 right away.", "Call emergency services immediately.") > similarity("Phone 911 right away.", "Paris is the capital of France.")"#,
     ],
-    imp: |a, _| {
-        let e = embed(&[text_arg(a, 0)?, text_arg(a, 1)?])?;
+    imp: |a, c| {
+        let e = embed(&[text_arg(a, 0)?, text_arg(a, 1)?], c)?;
         Ok(Value::Number(cosine(&e[0], &e[1])))
     },
 };
@@ -99,7 +114,7 @@ pub(super) const BEST_MATCH: Intrinsic = Intrinsic {
         r#"best_match("Call emergency services now.", ["Drink water.", "Phone 911 immediately.", "See a dentist."]).index == 1"#,
         r#"best_match("Call emergency services now.", ["Phone 911 immediately."]).score > 0.5"#,
     ],
-    imp: |a, _| {
+    imp: |a, c| {
         let refs = list_arg(a, 1)?;
         if refs.is_empty() {
             return Err(super::invalid("best_match needs at least one reference"));
@@ -108,7 +123,7 @@ pub(super) const BEST_MATCH: Intrinsic = Intrinsic {
         for (i, r) in refs.iter().enumerate() {
             all.push(r.as_text().ok_or_else(|| super::invalid(format!("reference {i} is not text")))?);
         }
-        let e = embed(&all)?;
+        let e = embed(&all, c)?;
         let (index, score) = e[1..]
             .iter()
             .map(|r| cosine(&e[0], r))

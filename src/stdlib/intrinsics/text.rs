@@ -14,8 +14,8 @@ use std::sync::Arc;
 /// The ranges of one view of the text index, as texts.
 fn view(args: &[Value], ctx: &mut EvalCtx, pick: fn(&crate::stdlib::TextIndex) -> &[ByteRange]) -> Result<Value, Trap> {
     let t = text_arg(args, 0)?;
-    let idx = ctx.text_index(t);
-    Ok(texts(pick(&idx).iter().map(|r| r.get(t))))
+    let idx = ctx.text_index(t)?;
+    texts(ctx, pick(&idx).iter().map(|r| r.get(t)))
 }
 
 fn view_count(
@@ -24,7 +24,7 @@ fn view_count(
     pick: fn(&crate::stdlib::TextIndex) -> &[ByteRange],
 ) -> Result<Value, Trap> {
     let t = text_arg(args, 0)?;
-    let idx = ctx.text_index(t);
+    let idx = ctx.text_index(t)?;
     Ok(number(pick(&idx).len()))
 }
 
@@ -335,7 +335,7 @@ pub(super) const CAPITAL_WORD_COUNT: Intrinsic = Intrinsic {
     examples: &[r##"capital_word_count("I saw NASA and COVID-19 data, not Hello or 42") == 3"##],
     imp: |a, ctx| {
         let t = text_arg(a, 0)?;
-        let idx = ctx.text_index(t);
+        let idx = ctx.text_index(t)?;
         let n = idx
             .words()
             .iter()
@@ -353,11 +353,11 @@ pub(super) const SPLIT: Intrinsic = Intrinsic {
           split on runs of whitespace with no empty pieces (Python's `str.split()`). An empty \
           `sep` is an invalid argument.",
     examples: &[r##"split("a,b,,c", ",") == ["a", "b", "", "c"]"##, r##"split("  two   words ") == ["two", "words"]"##],
-    imp: |a, _| {
+    imp: |a, ctx| {
         let t = text_arg(a, 0)?;
         match opt_text_arg(a, 1)? {
-            None => Ok(texts(t.split_whitespace())),
-            Some(sep) => Ok(texts(t.split(nonempty(sep, "the separator")?))),
+            None => texts(ctx, t.split_whitespace()),
+            Some(sep) => texts(ctx, t.split(nonempty(sep, "the separator")?)),
         }
     },
 };
@@ -367,12 +367,16 @@ pub(super) const JOIN: Intrinsic = Intrinsic {
     sig: "(parts: List[Text], sep: Text = \"\") -> Text",
     doc: "The texts of `parts` joined with `sep` between them.",
     examples: &[r##"join(["a", "b", "c"], ", ") == "a, b, c""##, r##"["x", "y"].join() == "xy""##],
-    imp: |a, _| {
+    imp: |a, ctx| {
         let parts = texts_arg(a, 0)?;
         let sep = match a.get(1) {
             None | Some(Value::Null) => "",
             Some(_) => text_arg(a, 1)?,
         };
+        // The result can be far larger than the inputs (a long separator): sized first.
+        let len = parts.iter().map(|p| p.len()).sum::<usize>().saturating_add(sep.len().saturating_mul(parts.len()));
+        ctx.reserve(len)?;
+        ctx.work(len)?;
         Ok(Value::text(parts.join(sep)))
     },
 };
@@ -383,10 +387,19 @@ pub(super) const REPLACE: Intrinsic = Intrinsic {
     doc: "`text` with every non-overlapping occurrence of `old` replaced by `new`, left to right \
           (plain text, not a pattern). An empty `old` is an invalid argument.",
     examples: &[r##"replace("a-b-c", "-", "+") == "a+b+c""##],
-    imp: |a, _| {
+    imp: |a, ctx| {
         let t = text_arg(a, 0)?;
         let from = nonempty(text_arg(a, 1)?, "the text to replace")?;
-        Ok(Value::text(t.replace(from, text_arg(a, 2)?)))
+        let to = text_arg(a, 2)?;
+        // The result can be far larger than the inputs (`replace(r, "a", r)` is quadratic):
+        // sized first, from the number of occurrences.
+        if to.len() > from.len() {
+            let n = t.matches(from).count();
+            let len = t.len().saturating_add(n.saturating_mul(to.len() - from.len()));
+            ctx.reserve(len)?;
+            ctx.work(len)?;
+        }
+        Ok(Value::text(t.replace(from, to)))
     },
 };
 

@@ -1,0 +1,130 @@
+//! Stage 3, declarations of the root file that are not criteria: inputs (with constant
+//! defaults), `let` values (checked at their step, so they see the criteria declared before
+//! them) and the `reward` block.
+
+use super::scope::{Global, Place, Scope};
+use super::unify::coerce;
+use super::{diagnostics, Checker};
+use crate::ir::{self, Type};
+use crate::source::Span;
+use crate::syntax::ast;
+use diagnostics::BadNumber;
+use std::collections::HashMap;
+
+impl Checker<'_> {
+    pub(super) fn input(&mut self, i: &ast::Input) {
+        let ty = self.ty(&i.ty);
+        let default = i.default.as_ref().map(|d| {
+            let mut scope = Scope::new(Place::Constant);
+            let e = coerce(self.expr(d, &mut scope, Some(&ty)), &ty);
+            self.expect_type(&e.ty, &ty, d.span, "the default");
+            e
+        });
+        let idx = self.p.inputs.len() as u32;
+        self.p.inputs.push(ir::InputDecl { name: i.name.text.clone(), ty, default });
+        self.define(&i.name.text, Global::Input(idx), i.name.span);
+    }
+
+    pub(super) fn let_item(&mut self, l: &ast::Let) {
+        let declared = l.ty.as_ref().map(|t| self.ty(t));
+        let mut scope = Scope::new(Place::Step(self.p.steps.len()));
+        let e = self.expr(&l.value, &mut scope, declared.as_ref());
+        let ty = match declared {
+            Some(t) => {
+                self.expect_type(&e.ty, &t, l.value.span, "this value");
+                t
+            }
+            None => e.ty.clone(),
+        };
+        let idx = self.p.lets.len() as u32;
+        self.p.lets.push(ir::LetDecl { name: l.name.text.clone(), ty, value: e });
+        self.define(&l.name.text, Global::Let(idx), l.name.span);
+    }
+
+    /// `reward { ... }`: each setting at most once, names from their closed lists, a penalty
+    /// that is a `Number` and may read anything the score reads.
+    pub(super) fn reward(&mut self, r: &ast::RewardDef) {
+        let site = self.site(r.span);
+        let mut d = ir::RewardDecl {
+            advantage: ir::AdvantageForm::Zscore,
+            epsilon: 1e-6,
+            clip: None,
+            penalty: None,
+            unscored: ir::RewardUnscored::Exclude,
+            uncovered: ir::Uncovered::Zero,
+            site,
+        };
+        let mut seen: HashMap<&'static str, Span> = HashMap::new();
+        for s in &r.settings {
+            let word = setting_word(&s.kind);
+            if let Some(prev) = seen.insert(word, s.span) {
+                self.report(diagnostics::reward_duplicate_setting(word, s.span, prev));
+                continue;
+            }
+            self.reward_setting(&mut d, s);
+        }
+        self.p.reward = Some(d);
+    }
+
+    fn reward_setting(&mut self, d: &mut ir::RewardDecl, s: &ast::RewardSetting) {
+        use ast::RewardSettingKind as K;
+        match &s.kind {
+            K::Advantage(n) => {
+                if let Some(v) = self.reward_choice(ir::AdvantageForm::ALL, n, "advantage form") {
+                    d.advantage = v;
+                }
+            }
+            K::Unscored(n) => {
+                if let Some(v) = self.reward_choice(ir::RewardUnscored::ALL, n, "unscored rule") {
+                    d.unscored = v;
+                }
+            }
+            K::Uncovered(n) => {
+                if let Some(v) = self.reward_choice(ir::Uncovered::ALL, n, "credit for uncovered tokens") {
+                    d.uncovered = v;
+                }
+            }
+            K::Epsilon(e) => {
+                if *e <= 0.0 {
+                    self.report(diagnostics::reward_bad_number(s.span, BadNumber::Epsilon(*e)));
+                }
+                d.epsilon = *e;
+            }
+            K::Clip(lo, hi) => {
+                if lo >= hi {
+                    self.report(diagnostics::reward_bad_number(s.span, BadNumber::Clip(*lo, *hi)));
+                }
+                d.clip = Some((*lo, *hi));
+            }
+            K::Penalty(e) => {
+                let mut scope = Scope::new(Place::Score);
+                let x = self.expr(e, &mut scope, Some(&Type::Number));
+                self.expect_type(&x.ty, &Type::Number, e.span, "the penalty");
+                d.penalty = Some(x);
+            }
+        }
+    }
+
+    /// The value named `n` from a setting's closed list `all`; an unknown name is reported.
+    fn reward_choice<T: Copy>(&mut self, all: &[(&'static str, T)], n: &ast::Name, what: &str) -> Option<T> {
+        let found = all.iter().find(|(w, _)| *w == n.text).map(|(_, v)| *v);
+        if found.is_none() {
+            let names: Vec<&str> = all.iter().map(|x| x.0).collect();
+            self.report(diagnostics::reward_unknown_value(what, n, &names));
+        }
+        found
+    }
+}
+
+/// The keyword of a reward setting.
+fn setting_word(kind: &ast::RewardSettingKind) -> &'static str {
+    use ast::RewardSettingKind as K;
+    match kind {
+        K::Advantage(_) => "advantage",
+        K::Epsilon(_) => "epsilon",
+        K::Clip(..) => "clip",
+        K::Penalty(_) => "penalty",
+        K::Unscored(_) => "unscored",
+        K::Uncovered(_) => "uncovered",
+    }
+}

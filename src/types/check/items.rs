@@ -1,0 +1,253 @@
+//! Stage 3, the root file in order: inputs and judges first (visible everywhere), then lets,
+//! gates, criteria, blocks, tiers and groups as steps **in declaration order**, each checked at
+//! its `Place::Step(n)` so that it sees only the criteria declared before it; then the score
+//! (which sees everything), the reward, the built-in set `all`, and the examples.
+
+use super::scope::{Global, Place, Scope};
+use super::{diagnostics, Checker};
+use crate::ir::{self, AggOp, Expr, ExprKind, Policy, Type};
+use crate::syntax::ast;
+use diagnostics::{Duplicate, Mismatch, NotConstant};
+
+impl Checker<'_> {
+    pub(super) fn check_root(&mut self, file: &ast::File) {
+        // Pass 1: inputs and judges can be referenced from anywhere.
+        for item in &file.items {
+            match item {
+                ast::Item::Input(i) => self.input(i),
+                ast::Item::Judge(j) => self.judge(j),
+                _ => {}
+            }
+        }
+        // Pass 2: everything else in order.
+        for item in &file.items {
+            match item {
+                ast::Item::Let(l) => self.let_item(l),
+                ast::Item::Gate(g) => self.gate(g),
+                ast::Item::Criterion(c) => {
+                    self.static_criterion(c, &[], None);
+                }
+                ast::Item::Criteria(b) => self.criteria_block(b),
+                ast::Item::Tier(t) => self.tier(t),
+                ast::Item::Group(g) => {
+                    self.group(g, &[], None);
+                }
+                _ => {}
+            }
+        }
+        // The score reads every criterion, wherever it is declared: check it last.
+        self.score(file);
+        let mut reward_seen = None;
+        for item in &file.items {
+            if let ast::Item::Reward(r) = item {
+                if let Some(first) = reward_seen {
+                    self.report(diagnostics::resolve_duplicate(r.span, Duplicate::Reward { first }));
+                    continue;
+                }
+                reward_seen = Some(r.span);
+                self.reward(r);
+            }
+        }
+        self.fill_set_all();
+        for item in &file.items {
+            if let ast::Item::Example(e) = item {
+                self.example(e);
+            }
+        }
+    }
+
+    /// The score: the one `score = ...` of the file, else the weighted mean of every criterion.
+    fn score(&mut self, file: &ast::File) {
+        for item in &file.items {
+            if let ast::Item::Score(s) = item {
+                if let Some(first) = self.score_seen {
+                    self.report(diagnostics::resolve_duplicate(s.span, Duplicate::Score { first }));
+                    continue;
+                }
+                self.score_seen = Some(s.span);
+                let mut scope = Scope::new(Place::Score);
+                let e = self.expr(&s.expr, &mut scope, Some(&Type::Number));
+                self.expect_type(&e.ty, &Type::Number, s.expr.span, "the score");
+                self.p.score = e;
+            }
+        }
+        if self.score_seen.is_none() {
+            // Documented default: the weighted mean of every criterion, unscored propagates.
+            let site = self.site(file.header.as_ref().map_or(file.span, |h| h.span));
+            self.p.score = Expr {
+                kind: ExprKind::Aggregate {
+                    op: AggOp::WeightedMean,
+                    set: 0,
+                    policy: Policy::Propagate,
+                    args: vec![],
+                    site,
+                },
+                ty: Type::Number,
+            };
+        }
+    }
+
+    /// `all` holds every static criterion and every per-instance block, in step order.
+    fn fill_set_all(&mut self) {
+        let mut all = Vec::new();
+        for (i, step) in self.p.steps.iter().enumerate() {
+            match step {
+                ir::Step::Criterion(c) => all.push(ir::Member::Criterion(*c)),
+                ir::Step::Each(_) => all.push(ir::Member::Each(i as u32)),
+                ir::Step::Gate(_) => {}
+            }
+        }
+        self.p.sets[0].members = all;
+    }
+
+    fn gate(&mut self, g: &ast::Gate) {
+        let step = self.p.steps.len();
+        let mut scope = Scope::new(Place::Step(step));
+        let cond = self.expr(&g.cond, &mut scope, Some(&Type::Bool));
+        self.expect_type(&cond.ty, &Type::Bool, g.cond.span, "a gate condition");
+        let (action, value_ast) = match &g.action {
+            ast::GateAction::Score(e) => (ir::GateAction::Score, e),
+            ast::GateAction::Cap(e) => (ir::GateAction::Cap, e),
+        };
+        let value = self.expr(value_ast, &mut scope, Some(&Type::Number));
+        self.expect_type(&value.ty, &Type::Number, value_ast.span, "a gate's score");
+        let site = self.site(g.span);
+        self.p.steps.push(ir::Step::Gate(Box::new(ir::GateDecl {
+            name: g.name.text.clone(),
+            cond,
+            action,
+            value,
+            reason: g.reason.as_ref().map(|r| r.value.clone()),
+            site,
+        })));
+        // Gates are named for reports; the name must not clash with others.
+        if let Some((_, first)) = self.global_at(&g.name.text) {
+            self.report(diagnostics::resolve_duplicate(g.name.span, Duplicate::Gate { name: &g.name.text, first }));
+        }
+    }
+
+    fn new_set(&mut self, name: &ast::Name, kind: ir::SetKind, weight: Option<f64>) -> u32 {
+        let idx = self.p.sets.len() as u32;
+        self.p.sets.push(ir::SetDecl { name: name.text.clone(), kind, weight, members: vec![] });
+        self.define(&name.text, Global::Set(idx), name.span);
+        idx
+    }
+
+    /// Add `criteria` to `set`, each a member of `set` and of its enclosing sets.
+    fn set_of_criteria(&mut self, set: u32, criteria: &[ast::Criterion], default_judge: Option<&ast::Name>) {
+        for c in criteria {
+            if let Some(ci) = self.static_criterion(c, &[set], default_judge) {
+                self.p.sets[set as usize].members.push(ir::Member::Criterion(ci));
+            }
+        }
+    }
+
+    fn tier(&mut self, t: &ast::Tier) {
+        let set = self.new_set(&t.name, ir::SetKind::Tier, None);
+        self.set_of_criteria(set, &t.criteria, t.default_judge.as_ref());
+    }
+
+    fn criteria_block(&mut self, b: &ast::CriteriaBlock) {
+        match &b.body {
+            ast::CriteriaBody::Static(crits) => {
+                let set = self.new_set(&b.name, ir::SetKind::Block, None);
+                self.set_of_criteria(set, crits, b.default_judge.as_ref());
+            }
+            ast::CriteriaBody::Each { var, list, template } => self.each_block(b, var, list, template),
+        }
+    }
+
+    /// `criteria NAME each VAR in LIST { TEMPLATE }`: one step that expands the template.
+    fn each_block(&mut self, b: &ast::CriteriaBlock, var: &ast::Name, list: &ast::Expr, template: &ast::Criterion) {
+        let set = self.new_set(&b.name, ir::SetKind::Each, None);
+        let step = self.p.steps.len();
+        let mut scope = Scope::new(Place::Step(step));
+        let list_e = self.expr(list, &mut scope, None);
+        let elem = match list_e.ty.clone() {
+            Type::List(t) => *t,
+            Type::Any => Type::Any,
+            other => {
+                self.report(diagnostics::type_mismatch(Mismatch::EachList { found: &other, at: list.span }));
+                Type::Any
+            }
+        };
+        let local = scope.push(&var.text, elem);
+        let decl = self.criterion_decl(template, &b.name.text, &mut scope, b.default_judge.as_ref(), vec![set]);
+        scope.pop();
+        if let Some(decl) = decl {
+            self.each_sets.insert(set, step);
+            self.p.steps.push(ir::Step::Each(Box::new(ir::EachDecl {
+                set,
+                list: list_e,
+                local,
+                locals: scope.max_local,
+                template: decl,
+            })));
+            self.p.sets[set as usize].members.push(ir::Member::Each(step as u32));
+        }
+    }
+
+    /// A group of `parents` (innermost first): its weight, then its members in order.
+    fn group(&mut self, g: &ast::Group, parents: &[u32], default_judge: Option<&ast::Name>) -> Option<u32> {
+        let weight = g.weight.as_ref().map(|w| self.constant_number(w, "a group weight"));
+        if let (Some(x), Some(w)) = (weight, &g.weight) {
+            // NaN: not a literal, already reported as `not_constant`.
+            if !x.is_nan() && (x <= 0.0 || !x.is_finite()) {
+                self.report(diagnostics::facts_weight(&g.name.text, x, w.span));
+            }
+        }
+        let set = self.new_set(&g.name, ir::SetKind::Group, weight);
+        let mut chain = vec![set];
+        chain.extend_from_slice(parents);
+        let judge = g.default_judge.as_ref().or(default_judge);
+        for m in &g.members {
+            match m {
+                ast::GroupMember::Criterion(c) => {
+                    if let Some(ci) = self.static_criterion(c, &chain, judge) {
+                        self.p.sets[set as usize].members.push(ir::Member::Criterion(ci));
+                    }
+                }
+                ast::GroupMember::Group(sub) => {
+                    if let Some(si) = self.group(sub, &chain, judge) {
+                        self.p.sets[set as usize].members.push(ir::Member::Set(si));
+                    }
+                }
+            }
+        }
+        if g.members.is_empty() {
+            self.report(diagnostics::facts_empty_group(&g.name));
+        }
+        Some(set)
+    }
+
+    /// A number literal, possibly negated; anything else is reported and gives NaN.
+    fn constant_number(&mut self, e: &ast::Expr, what: &str) -> f64 {
+        match &e.kind {
+            ast::ExprKind::Number(n) => *n,
+            ast::ExprKind::Unary(ast::UnOp::Neg, inner) => -self.constant_number(inner, what),
+            _ => {
+                self.report(diagnostics::type_not_constant(e.span, NotConstant::Literal(what)));
+                f64::NAN
+            }
+        }
+    }
+
+    /// A criterion with an id, a step of its own, a member of `sets`. Returns its index.
+    pub(super) fn static_criterion(
+        &mut self,
+        c: &ast::Criterion,
+        sets: &[u32],
+        default_judge: Option<&ast::Name>,
+    ) -> Option<u32> {
+        let id = c.id.as_ref()?;
+        let step = self.p.steps.len();
+        let mut scope = Scope::new(Place::Step(step));
+        let decl = self.criterion_decl(c, &id.text, &mut scope, default_judge, sets.to_vec())?;
+        let idx = self.p.criteria.len() as u32;
+        self.p.criteria.push(decl);
+        self.criterion_step.push(step);
+        self.p.steps.push(ir::Step::Criterion(idx));
+        self.define(&id.text, Global::Criterion(idx), id.span);
+        Some(idx)
+    }
+}

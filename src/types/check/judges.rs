@@ -1,0 +1,224 @@
+//! Stage 3, judges: each setting at most once and within its range, the inputs a judge sees
+//! (its evidence and its template's slots may only name those), and the settings a local
+//! model judge cannot honour. Judges are declared before every other item of the root file,
+//! so criteria anywhere may name them.
+
+use super::scope::Global;
+use super::{diagnostics, Checker};
+use crate::ir::{self, template_slots, Type};
+use crate::source::Span;
+use crate::syntax::ast;
+use diagnostics::{HiddenInput, InvalidSetting, REPLY_KINDS};
+
+/// Where some settings of the judge being checked were given.
+#[derive(Default)]
+struct SettingSpans {
+    evidence: Option<Span>,
+    template: Option<Span>,
+    local: Option<Span>,
+    /// Settings a local judge cannot honour, with where they were given.
+    not_local: Vec<(Span, &'static str)>,
+}
+
+/// A judge with every setting at its default.
+fn default_judge(name: &str) -> ir::JudgeDecl {
+    ir::JudgeDecl {
+        name: name.to_string(),
+        model: None,
+        temperature: None,
+        top_p: None,
+        max_tokens: None,
+        seed: None,
+        samples: 1,
+        vote: ir::Vote::Majority,
+        sees: vec![],
+        returns: "verdict".into(),
+        reply_fields: vec![],
+        evidence_from: None,
+        template: None,
+        system: None,
+        scoring: ir::Scoring::Label,
+        per_call: 1,
+        local: None,
+    }
+}
+
+impl Checker<'_> {
+    pub(super) fn judge(&mut self, j: &ast::Judge) {
+        let mut d = default_judge(&j.name.text);
+        let mut seen: Vec<(std::mem::Discriminant<ast::JudgeSettingKind>, Span)> = Vec::new();
+        let mut spans = SettingSpans::default();
+        for s in &j.settings {
+            let disc = std::mem::discriminant(&s.kind);
+            if let Some((_, prev)) = seen.iter().find(|(d, _)| *d == disc) {
+                let prev = *prev;
+                self.report(diagnostics::judge_duplicate_setting(s.span, prev));
+                continue;
+            }
+            seen.push((disc, s.span));
+            self.judge_setting(&mut d, s, &mut spans);
+        }
+        if let Some(local) = spans.local {
+            for (span, what) in &spans.not_local {
+                self.report(diagnostics::judge_local_setting(&j.name.text, what, *span, local));
+            }
+            // A local judge always scores by P(yes) / (P(yes) + P(no)).
+            d.scoring = ir::Scoring::Logprob;
+        }
+        if let (Some(i), Some(span)) = (d.evidence_from, spans.evidence) {
+            if !d.sees.contains(&i) {
+                let input = self.p.inputs[i as usize].name.clone();
+                self.report(diagnostics::judge_hidden_input(
+                    &j.name.text,
+                    span,
+                    HiddenInput::Evidence { input: &input },
+                ));
+            }
+        }
+        if let (Some(t), Some(span)) = (&d.template, spans.template) {
+            self.check_template(&j.name.text, t, &d.sees, span);
+        }
+        let idx = self.p.judges.len() as u32;
+        self.p.judges.push(d);
+        self.define(&j.name.text, Global::Judge(idx), j.name.span);
+    }
+
+    /// One setting of judge `d`, not given before.
+    fn judge_setting(&mut self, d: &mut ir::JudgeDecl, s: &ast::JudgeSetting, spans: &mut SettingSpans) {
+        use ast::JudgeSettingKind as K;
+        match &s.kind {
+            K::Model(m) => d.model = Some(m.value.clone()),
+            K::Temperature(t) => {
+                if !(0.0..=2.0).contains(t) {
+                    self.report(diagnostics::judge_invalid_setting(s.span, InvalidSetting::Temperature(*t)));
+                }
+                d.temperature = Some(*t)
+            }
+            K::TopP(t) => {
+                if !(0.0..=1.0).contains(t) {
+                    self.report(diagnostics::judge_invalid_setting(s.span, InvalidSetting::TopP(*t)));
+                }
+                d.top_p = Some(*t)
+            }
+            K::MaxTokens(n) => d.max_tokens = Some(self.positive_int(*n, s.span, "max_tokens")),
+            K::Seed(n) => d.seed = Some(self.positive_int(*n, s.span, "seed") as u64),
+            K::Samples(n) => {
+                d.samples = self.positive_int(*n, s.span, "samples").max(1);
+                // Each sample is a request per criterion; a bundle reader refuses more.
+                if d.samples > ir::validate::MAX_SAMPLES {
+                    self.report(diagnostics::judge_invalid_setting(s.span, InvalidSetting::Samples(d.samples)));
+                }
+                if d.samples > 1 {
+                    spans.not_local.push((s.span, "`samples` above 1 (a local judge's answer is deterministic)"));
+                }
+            }
+            K::PerCall(n) => {
+                d.per_call = self.positive_int(*n, s.span, "per_call").max(1);
+                if d.per_call > 1 {
+                    spans
+                        .not_local
+                        .push((s.span, "`per_call` above 1 (a local judge asks about one criterion at a time)"));
+                }
+            }
+            K::Local(dir) => {
+                spans.local = Some(s.span);
+                if dir.value.trim().is_empty() {
+                    self.report(diagnostics::judge_invalid_setting(s.span, InvalidSetting::EmptyLocal));
+                }
+                d.local = Some(dir.value.clone());
+            }
+            K::Vote(v) => d.vote = self.vote(v),
+            K::Scoring(v) => {
+                if v.text == "label" {
+                    spans.not_local.push((s.span, "`scoring label` (a local judge scores by P(yes))"));
+                }
+                d.scoring = self.scoring(v);
+            }
+            K::Sees(names) => {
+                for n in names {
+                    if let Some(i) = self.input_named(n) {
+                        if !d.sees.contains(&i) {
+                            d.sees.push(i)
+                        }
+                    }
+                }
+            }
+            K::Returns { kind, fields } => self.returns(d, kind, fields),
+            K::EvidenceQuote(n) => {
+                spans.not_local.push((s.span, "an evidence rule (a local judge quotes nothing)"));
+                spans.evidence = Some(n.span);
+                if let Some(i) = self.input_named(n) {
+                    d.evidence_from = Some(i);
+                }
+            }
+            K::Template(t) => {
+                spans.template = Some(t.span);
+                d.template = Some(t.value.clone())
+            }
+            K::System(t) => d.system = Some(t.value.clone()),
+        }
+    }
+
+    fn vote(&mut self, v: &ast::Name) -> ir::Vote {
+        match v.text.as_str() {
+            "majority" => ir::Vote::Majority,
+            "mean" => ir::Vote::Mean,
+            "unanimous" => ir::Vote::Unanimous,
+            other => {
+                self.report(diagnostics::judge_invalid_setting(v.span, InvalidSetting::Vote(other)));
+                ir::Vote::Majority
+            }
+        }
+    }
+
+    fn scoring(&mut self, v: &ast::Name) -> ir::Scoring {
+        match v.text.as_str() {
+            "label" => ir::Scoring::Label,
+            "logprob" => ir::Scoring::Logprob,
+            other => {
+                self.report(diagnostics::judge_invalid_setting(v.span, InvalidSetting::Scoring(other)));
+                ir::Scoring::Label
+            }
+        }
+    }
+
+    /// `returns KIND(field: Type, ...)`; a `Quote` field is text.
+    fn returns(&mut self, d: &mut ir::JudgeDecl, kind: &ast::Name, fields: &[ast::FieldType]) {
+        if !REPLY_KINDS.contains(&kind.text.as_str()) {
+            self.report(diagnostics::judge_invalid_setting(kind.span, InvalidSetting::ReplyKind(&kind.text)));
+        }
+        d.returns = kind.text.clone();
+        for f in fields {
+            let ty = match &f.ty.kind {
+                ast::TypeExprKind::Named(n) if n.text == "Quote" => Type::Text,
+                _ => self.ty(&f.ty),
+            };
+            d.reply_fields.push((f.name.text.clone(), ty));
+        }
+    }
+
+    /// Every slot of judge `judge`'s template is an input it sees, or one of the built-in slots.
+    fn check_template(&mut self, judge: &str, template: &str, sees: &[u32], span: Span) {
+        for slot in template_slots(template) {
+            if ["criterion", "levels", "labels", "criteria"].contains(&slot.as_str()) {
+                continue;
+            }
+            match self.p.input_index(&slot) {
+                Some(i) if sees.contains(&(i as u32)) => {}
+                Some(_) => {
+                    self.report(diagnostics::judge_hidden_input(judge, span, HiddenInput::Template { input: &slot }))
+                }
+                None => self.report(diagnostics::judge_unknown_slot(judge, &slot, span)),
+            }
+        }
+    }
+
+    /// A count setting (`samples`, `seed`...): a whole number, or 1 after an error.
+    fn positive_int(&mut self, n: f64, span: Span, what: &str) -> u32 {
+        if n.fract() != 0.0 || n < 0.0 || n > u32::MAX as f64 {
+            self.report(diagnostics::judge_invalid_setting(span, InvalidSetting::NotWhole { setting: what, n }));
+            return 1;
+        }
+        n as u32
+    }
+}
