@@ -175,11 +175,9 @@ fn exponential_schema(depth: usize) -> String {
 #[test]
 fn an_exponential_schema_stops_at_the_row_limits_or_the_step_bound() {
     let schema = exponential_schema(40);
-    let src = format!(
-        "rubric sandbox.exp @ 1.0.0\ninput response: Text\ninput schema: Text\n\
-         criterion valid \"Valid\" check json_valid(json(response), json(schema))\n"
-    );
-    let p = compile(&src);
+    let src = "rubric sandbox.exp @ 1.0.0\ninput response: Text\ninput schema: Text\n\
+         criterion valid \"Valid\" check json_valid(json(response), json(schema))\n";
+    let p = compile(src);
     let row = json!({"response": "1", "schema": schema});
     let wasm = WasmEngine::with_limits(Limits { fuel: 5_000_000, ..Limits::DEFAULT });
     let r = eval(&wasm, &p, row.clone());
