@@ -9,7 +9,7 @@
 //! Nodes that can fail at run time carry a `SiteId`, numbered by the checker in the order it
 //! meets them; where each site lies in the sources is a separate `SiteTable` that travels
 //! beside the program and is never part of `canonical_bytes`, so comments, whitespace and
-//! `rubric fmt` leave the `ir_hash` unchanged (decision record 0007).
+//! `rubric fmt` leave the `ir_hash` unchanged (decision record 0009).
 
 mod print;
 mod typing;
