@@ -44,11 +44,31 @@ impl Cache {
                 .map_err(|e| JudgeError::Io { path: dir.display().to_string(), message: e.to_string() })?;
         }
         let conn = Connection::open(path).map_err(|e| JudgeError::Cache(format!("{}: {e}", path.display())))?;
-        conn.busy_timeout(std::time::Duration::from_secs(10)).map_err(err)?;
-        // WAL lets several runs share one cache file.
-        let _: String = conn.query_row("PRAGMA journal_mode=WAL", [], |r| r.get(0)).map_err(err)?;
-        conn.execute_batch("PRAGMA synchronous=NORMAL;").map_err(err)?;
-        conn.execute_batch(SCHEMA).map_err(err)?;
+        let wait = std::time::Duration::from_secs(10);
+        conn.busy_timeout(wait).map_err(err)?;
+        // WAL lets several runs share one cache file. Switching a new file to WAL while other
+        // connections open it can be refused at once with SQLITE_BUSY (SQLite does not wait for
+        // that lock, to avoid a deadlock): the setup is retried until the busy timeout.
+        let setup = |conn: &Connection| -> rusqlite::Result<()> {
+            let _: String = conn.query_row("PRAGMA journal_mode=WAL", [], |r| r.get(0))?;
+            conn.execute_batch("PRAGMA synchronous=NORMAL;")?;
+            conn.execute_batch(SCHEMA)
+        };
+        let deadline = std::time::Instant::now() + wait;
+        let mut pause = std::time::Duration::from_millis(5);
+        loop {
+            match setup(&conn) {
+                Ok(()) => break,
+                Err(rusqlite::Error::SqliteFailure(e, _))
+                    if matches!(e.code, rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked)
+                        && std::time::Instant::now() < deadline =>
+                {
+                    std::thread::sleep(pause);
+                    pause = (pause * 2).min(std::time::Duration::from_millis(200));
+                }
+                Err(e) => return Err(err(e)),
+            }
+        }
         Ok(Cache { conn: Mutex::new(conn), path: Some(path.to_path_buf()), pending: Mutex::default() })
     }
 
