@@ -14,7 +14,7 @@ use crate::diag::{Diagnostic, Severity};
 use crate::engine::Engine;
 use crate::interp::Interpreter;
 use crate::ir::{Program, SiteTable};
-use crate::runtime::{self, ChunkJudge, Identity, VerdictFile};
+use crate::runtime::{self, ChunkJudge, Identity, RowIn, VerdictFile};
 use crate::source::SourceMap;
 use crate::stdlib::Limits;
 use crate::types::Compiled;
@@ -153,19 +153,20 @@ impl Rubric {
         }
     }
 
-    /// Every line's record, in input order, exactly as `rubric run` writes them: each line
-    /// scored by `engine` with the recorded `verdicts`, judged criteria without one dispatched
-    /// through `judges`, and with `group_field` the records annotated as `--groups` annotates
-    /// them (token credit included, for rows that carry `token_offsets`).
+    /// Every row's record, in input order, exactly as `rubric run` writes them: each row (a
+    /// line of JSONL text or a JSON value, parsed once) scored by `engine` with the recorded
+    /// `verdicts`, judged criteria without one dispatched through `judges`, and with
+    /// `group_field` the records annotated as `--groups` annotates them (token credit included,
+    /// for rows that carry `token_offsets`).
     pub fn score(
         &self,
         engine: &dyn Engine,
-        lines: &[(usize, String)],
+        rows: &[(usize, RowIn<'_>)],
         verdicts: Option<&VerdictFile>,
         judges: Option<&dyn ChunkJudge>,
         group_field: Option<&str>,
     ) -> Vec<Json> {
-        runtime::score_batch(engine, self.program(), &self.identity(), lines, verdicts, judges, group_field)
+        runtime::score_batch(engine, self.program(), &self.identity(), rows, verdicts, judges, group_field)
     }
 }
 

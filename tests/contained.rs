@@ -75,8 +75,9 @@ fn a_panicking_row_is_its_error_record_in_score_line_and_score_batch() {
     let records: Vec<Json> =
         lines.iter().map(|(i, l)| runtime::score_line(&PanicsOnBoom, &p, &ident, *i, l, None)).collect();
     check_records(&records, "score_line");
-    check_records(&runtime::score_batch(&PanicsOnBoom, &p, &ident, &lines, None, None, None), "score_batch");
-    let grouped = runtime::score_batch(&PanicsOnBoom, &p, &ident, &lines, None, None, Some("group"));
+    let rows: Vec<(usize, runtime::RowIn<'_>)> = lines.iter().map(|(i, l)| (*i, runtime::RowIn::Line(l))).collect();
+    check_records(&runtime::score_batch(&PanicsOnBoom, &p, &ident, &rows, None, None, None), "score_batch");
+    let grouped = runtime::score_batch(&PanicsOnBoom, &p, &ident, &rows, None, None, Some("group"));
     check_records(&grouped, "score_batch with groups");
 }
 

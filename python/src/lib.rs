@@ -13,7 +13,7 @@ use pyo3::prelude::*;
 use rayon::prelude::*;
 use rubric::api::{self, CacheSetting, EngineChoice, EngineKind, JudgeSettings, Rubric as Loaded};
 use rubric::ir::RewardUnscored;
-use rubric::runtime::{ChunkJudge, Identity, VerdictFile};
+use rubric::runtime::{ChunkJudge, Identity, RowIn, VerdictFile};
 use rubric::stdlib::Limits;
 use serde_json::Value as Json;
 use std::path::{Path, PathBuf};
@@ -41,8 +41,8 @@ impl NativeRubric {
     /// Every line's record, in order (grouped and annotated when `group_field` is set).
     fn records(&self, lines: Vec<String>, group_field: Option<&str>, verdicts: Option<&VerdictFile>) -> Vec<Json> {
         let engine = self.choice.engine_for(&self.loaded);
-        let lines: Vec<(usize, String)> = lines.into_iter().enumerate().collect();
-        self.loaded.score(engine.as_ref(), &lines, verdicts, self.judges.as_deref(), group_field)
+        let rows: Vec<(usize, RowIn<'_>)> = lines.iter().enumerate().map(|(i, l)| (i, RowIn::Line(l))).collect();
+        self.loaded.score(engine.as_ref(), &rows, verdicts, self.judges.as_deref(), group_field)
     }
 }
 

@@ -132,8 +132,19 @@ fn internal_result(message: &str) -> RowResult {
     }
 }
 
-/// Evaluate one parsed line into its output record. A panic while the row is bound or
-/// evaluated becomes its `rubric::trap::internal` error record.
+/// One row as it arrives: a line of JSONL text (`rubric run`, the Python package), parsed when
+/// it is prepared, or a JSON value parsed already (the rows of a `rubric serve` request, the
+/// rows a grouped batch parsed once for scoring and grouping both). A row is parsed once.
+#[derive(Debug, Clone, Copy)]
+pub enum RowIn<'a> {
+    Line(&'a str),
+    Value(&'a Json),
+    /// A line that was parsed and is not JSON: why (its error record's message).
+    Malformed(&'a str),
+}
+
+/// Evaluate one line into its output record. A panic while the row is bound or evaluated
+/// becomes its `rubric::trap::internal` error record.
 pub fn score_line(
     engine: &dyn Engine,
     program: &Program,
@@ -142,7 +153,19 @@ pub fn score_line(
     line: &str,
     verdicts: Option<&VerdictFile>,
 ) -> Json {
-    match prepare_contained(program, ident, index, line, verdicts) {
+    score_row(engine, program, ident, index, RowIn::Line(line), verdicts)
+}
+
+/// [`score_line`] for a row as it arrived (text or value).
+pub fn score_row(
+    engine: &dyn Engine,
+    program: &Program,
+    ident: &Identity,
+    index: usize,
+    row: RowIn<'_>,
+    verdicts: Option<&VerdictFile>,
+) -> Json {
+    match prepare_contained(program, ident, index, row, verdicts) {
         Ok(row) => {
             let result = Contained(engine).evaluate(program, &row.inputs, &row.verdicts);
             finish_record(row.out, ident, engine.name(), &result)
@@ -151,16 +174,16 @@ pub fn score_line(
     }
 }
 
-/// [`prepare_line`], with a panic (while an input's default is evaluated, say) turned into the
+/// [`prepare_row`], with a panic (while an input's default is evaluated, say) turned into the
 /// row's `rubric::trap::internal` error record.
 fn prepare_contained(
     program: &Program,
     ident: &Identity,
     index: usize,
-    line: &str,
+    row: RowIn<'_>,
     verdicts: Option<&VerdictFile>,
 ) -> Result<PreparedRow, Json> {
-    catch_unwind(AssertUnwindSafe(|| prepare_line(program, ident, index, line, verdicts))).unwrap_or_else(|payload| {
+    catch_unwind(AssertUnwindSafe(|| prepare_row(program, ident, index, row, verdicts))).unwrap_or_else(|payload| {
         let mut out = Map::new();
         out.insert("row".into(), json!(index));
         let message = format!("binding the row panicked (a bug; please report it): {}", panic_message(&*payload));
@@ -184,33 +207,54 @@ pub fn prepare_line(
     line: &str,
     verdicts: Option<&VerdictFile>,
 ) -> Result<PreparedRow, Json> {
+    prepare_row(program, ident, index, RowIn::Line(line), verdicts)
+}
+
+/// Parse (a line) and bind one row; a malformed line or a value that is not an object becomes
+/// its error record.
+pub fn prepare_row(
+    program: &Program,
+    ident: &Identity,
+    index: usize,
+    row: RowIn<'_>,
+    verdicts: Option<&VerdictFile>,
+) -> Result<PreparedRow, Json> {
     let mut out = Map::new();
     out.insert("row".into(), json!(index));
-    let parsed: Result<Json, _> = serde_json::from_str(line);
-    let row = match parsed {
-        Ok(r @ Json::Object(_)) => r,
-        Ok(other) => {
-            return Err(error_record(
-                out,
-                ident,
-                "rubric::row::not_an_object",
-                format!("a row must be a JSON object, found {}", kind_of(&other)),
-            ))
-        }
-        Err(e) => {
-            return Err(error_record(out, ident, "rubric::row::malformed_json", format!("line is not valid JSON: {e}")))
-        }
+    let parsed;
+    let row = match row {
+        RowIn::Value(v) => v,
+        RowIn::Line(line) => match parse_row(line) {
+            Ok(v) => {
+                parsed = v;
+                &parsed
+            }
+            Err(e) => return Err(malformed(out, ident, &e.to_string())),
+        },
+        RowIn::Malformed(why) => return Err(malformed(out, ident, why)),
     };
-    let id = row_id(&row);
+    if !row.is_object() {
+        return Err(error_record(
+            out,
+            ident,
+            "rubric::row::not_an_object",
+            format!("a row must be a JSON object, found {}", kind_of(row)),
+        ));
+    }
+    let id = row_id(row);
     if let Some(id) = &id {
         out.insert("id".into(), id.clone());
     }
-    let inputs = match bind_row(program, &row) {
+    let inputs = match bind_row(program, row) {
         Ok(v) => v,
         Err(e) => return Err(error_record(out, ident, e.code, e.message)),
     };
     let verdicts = verdicts.map(|v| v.for_row(index, id.as_ref())).unwrap_or_default();
     Ok(PreparedRow { out, inputs, verdicts })
+}
+
+fn malformed(out: Map<String, Json>, ident: &Identity, why: &str) -> Json {
+    error_record(out, ident, "rubric::row::malformed_json", format!("line is not valid JSON: {why}"))
 }
 
 /// A row handed to a [`ChunkJudge`]: its bound inputs and the verdicts recorded for it.
@@ -455,29 +499,32 @@ pub fn run_batch_as(
                 (line, outcome)
             };
             let mut grouper = grouper.borrow_mut();
+            let rows: Vec<(usize, RowIn<'_>)> = chunk.iter().map(|(i, line)| (*i, RowIn::Line(line))).collect();
             let lines: Vec<(String, Result<Option<f64>, ()>)> = match (opts.judges, opts.numeric, grouper.as_mut()) {
                 (None, None, None) => chunk
                     .par_iter()
                     .map(|(i, line)| line_of(score_line(engine, program, ident, *i, line, opts.verdicts)))
                     .collect(),
                 (judges, numeric, None) => {
-                    score_chunk_results(engine, program, ident, chunk, opts.verdicts, judges, numeric)
+                    score_chunk_results(engine, program, ident, &rows, opts.verdicts, judges, numeric)
                         .into_par_iter()
                         .map(line_of)
                         .collect()
                 }
                 (judges, numeric, Some(g)) => {
+                    // Each line parsed once, for scoring and for its group both.
+                    let parsed = parse_lines(&rows);
+                    let rows = parsed_rows(&rows, &parsed);
                     // Records wait for the rest of their group; a group may span chunks.
                     let records: Vec<Json> = match (judges, numeric) {
-                        (None, None) => chunk
+                        (None, None) => rows
                             .par_iter()
-                            .map(|(i, line)| score_line(engine, program, ident, *i, line, opts.verdicts))
+                            .map(|(i, row)| score_row(engine, program, ident, *i, *row, opts.verdicts))
                             .collect(),
-                        _ => score_chunk_results(engine, program, ident, chunk, opts.verdicts, judges, numeric),
+                        _ => score_chunk_results(engine, program, ident, &rows, opts.verdicts, judges, numeric),
                     };
-                    for ((_, line), record) in chunk.iter().zip(records) {
-                        let row: Option<Json> = serde_json::from_str(line).ok();
-                        g.enqueue(record, row.as_ref());
+                    for ((_, row), record) in rows.iter().zip(records) {
+                        g.enqueue(record, row_value(row));
                     }
                     if chunk.is_empty() {
                         g.end_group();
@@ -526,24 +573,31 @@ pub fn run_batch_as(
 }
 
 /// Score a batch of rows held in memory (the reward server `rubric serve`, the Python
-/// bindings): each `(index, line)` gets exactly the record `run_batch_as` writes for it, with
+/// bindings): each `(index, row)` gets exactly the record `run_batch_as` writes for it, with
 /// the recorded `verdicts`, judges dispatched a chunk of `CHUNK` rows at a time, and with
 /// `group_field` the records annotated as `--groups` annotates them (token credit included,
-/// for rows that carry `token_offsets`). Records come back in input order, one per line.
+/// for rows that carry `token_offsets`). Records come back in input order, one per row. Each
+/// row is parsed at most once: lines that must also be grouped are parsed up front, and the
+/// same value is scored and grouped.
 pub fn score_batch(
     engine: &dyn Engine,
     program: &Program,
     ident: &Identity,
-    lines: &[(usize, String)],
+    rows: &[(usize, RowIn<'_>)],
     verdicts: Option<&VerdictFile>,
     judges: Option<&dyn ChunkJudge>,
     group_field: Option<&str>,
 ) -> Vec<Json> {
-    let mut records = Vec::with_capacity(lines.len());
-    for chunk in lines.chunks(CHUNK) {
+    let parsed = group_field.map(|_| parse_lines(rows));
+    let rows: Vec<(usize, RowIn<'_>)> = match &parsed {
+        Some(parsed) => parsed_rows(rows, parsed),
+        None => rows.to_vec(),
+    };
+    let mut records = Vec::with_capacity(rows.len());
+    for chunk in rows.chunks(CHUNK) {
         match judges {
             None => records
-                .par_extend(chunk.par_iter().map(|(i, line)| score_line(engine, program, ident, *i, line, verdicts))),
+                .par_extend(chunk.par_iter().map(|(i, row)| score_row(engine, program, ident, *i, *row, verdicts))),
             Some(judges) => {
                 records.extend(score_chunk_results(engine, program, ident, chunk, verdicts, Some(judges), None))
             }
@@ -552,12 +606,55 @@ pub fn score_batch(
     let Some(field) = group_field else { return records };
     let mut grouper = groups::Grouper::new(program, field);
     let mut out = Vec::with_capacity(records.len());
-    for ((_, line), record) in lines.iter().zip(records) {
-        let row: Option<Json> = serde_json::from_str(line).ok();
-        out.extend(grouper.push(record, row.as_ref()));
+    for ((_, row), record) in rows.iter().zip(records) {
+        out.extend(grouper.push(record, row_value(row)));
     }
     out.extend(grouper.flush());
     out
+}
+
+/// Every line of `rows` parsed, in parallel: its value, or why it is not JSON (a row that is not
+/// a line needs nothing: `None`).
+fn parse_lines(rows: &[(usize, RowIn<'_>)]) -> Vec<Option<Result<Json, String>>> {
+    rows.par_iter()
+        .map(|(_, r)| match r {
+            RowIn::Line(line) => Some(parse_row(line).map_err(|e| e.to_string())),
+            RowIn::Value(_) | RowIn::Malformed(_) => None,
+        })
+        .collect()
+}
+
+/// `rows` with each line replaced by what [`parse_lines`] made of it.
+fn parsed_rows<'a>(rows: &[(usize, RowIn<'a>)], parsed: &'a [Option<Result<Json, String>>]) -> Vec<(usize, RowIn<'a>)> {
+    rows.iter()
+        .zip(parsed)
+        .map(|((i, r), p)| {
+            let row = match p {
+                Some(Ok(v)) => RowIn::Value(v),
+                Some(Err(why)) => RowIn::Malformed(why),
+                None => *r,
+            };
+            (*i, row)
+        })
+        .collect()
+}
+
+#[cfg(test)]
+static PARSED_ROWS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// A row's line parsed: the only place a row's text becomes JSON (counted in tests).
+fn parse_row(line: &str) -> serde_json::Result<Json> {
+    #[cfg(test)]
+    PARSED_ROWS.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    serde_json::from_str(line)
+}
+
+/// A row's value, when it is one.
+fn row_value<'a>(row: &RowIn<'a>) -> Option<&'a Json> {
+    match row {
+        RowIn::Value(v) => Some(v),
+        RowIn::Line(_) | RowIn::Malformed(_) => None,
+    }
 }
 
 fn count_rows(path: &Path) -> std::io::Result<u64> {
@@ -608,13 +705,13 @@ fn score_chunk_results(
     engine: &dyn Engine,
     program: &Program,
     ident: &Identity,
-    chunk: &[(usize, String)],
+    chunk: &[(usize, RowIn<'_>)],
     verdicts: Option<&VerdictFile>,
     judges: Option<&dyn ChunkJudge>,
     numeric: Option<&dyn ChunkNumeric>,
 ) -> Vec<Json> {
     let prepared: Vec<Result<PreparedRow, Json>> =
-        chunk.par_iter().map(|(i, line)| prepare_contained(program, ident, *i, line, verdicts)).collect();
+        chunk.par_iter().map(|(i, row)| prepare_contained(program, ident, *i, *row, verdicts)).collect();
     let mut outs = Vec::new();
     let engine = &Contained(engine);
     let (mut results, models): (Vec<RowResult>, Vec<ModelsByCriterion>) = match judges {
@@ -666,4 +763,43 @@ fn score_chunk_results(
         }
     }
     outs
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::Ordering;
+
+    /// Every row is parsed once, grouped or not; a row given as a value is not parsed at all;
+    /// and values and lines give the same records.
+    #[test]
+    fn rows_are_parsed_once() {
+        let c = crate::types::compile_source(
+            "<parse-once>",
+            "rubric t.parse @ 1.0.0\ninput response: Text\ncriterion long \"Long\" check len(response) > 3\n",
+        );
+        let (program, sites) = (c.program.expect("compiles"), c.sites);
+        let ident = Identity::of(&program, &sites);
+        let texts: Vec<String> = (0..40)
+            .map(|i| serde_json::json!({"group": i / 4, "response": "x".repeat(i % 7)}).to_string())
+            .chain(["not json".to_string()])
+            .collect();
+        let values: Vec<Json> = texts.iter().filter_map(|t| serde_json::from_str(t).ok()).collect();
+        let lines: Vec<(usize, RowIn<'_>)> = texts.iter().enumerate().map(|(i, t)| (i, RowIn::Line(t))).collect();
+        let rows: Vec<(usize, RowIn<'_>)> = values.iter().enumerate().map(|(i, v)| (i, RowIn::Value(v))).collect();
+        // One test at a time reads the counter: the parses of this thread's calls only.
+        static ONE: std::sync::Mutex<()> = std::sync::Mutex::new(());
+        let _one = ONE.lock().unwrap_or_else(|e| e.into_inner());
+        for group in [None, Some("group")] {
+            let before = PARSED_ROWS.load(Ordering::SeqCst);
+            let from_lines = score_batch(&crate::interp::Interpreter, &program, &ident, &lines, None, None, group);
+            assert_eq!(PARSED_ROWS.load(Ordering::SeqCst) - before, texts.len(), "{group:?}: lines parsed once each");
+            let before = PARSED_ROWS.load(Ordering::SeqCst);
+            let from_values = score_batch(&crate::interp::Interpreter, &program, &ident, &rows, None, None, group);
+            assert_eq!(PARSED_ROWS.load(Ordering::SeqCst), before, "{group:?}: values are not parsed");
+            assert_eq!(from_lines.len(), texts.len());
+            assert_eq!(from_lines[..values.len()], from_values[..], "{group:?}");
+            assert_eq!(from_lines[values.len()]["error"]["code"], "rubric::row::malformed_json");
+        }
+    }
 }

@@ -212,10 +212,10 @@ async fn score(State(state): State<Shared>, req: Request) -> Response {
             return error(status, code, message);
         }
     }
-    // Each row is scored as the line `rubric run` would read: its compact JSON.
-    let lines: Vec<(usize, String)> = req.rows.iter().map(Json::to_string).enumerate().collect();
-    drop(req.rows);
-    let n = lines.len();
+    // The rows as the request's JSON parsed them: scored (and grouped) as values, never turned
+    // back into text and parsed again.
+    let rows = req.rows;
+    let n = rows.len();
     let (tx, rx) = tokio::sync::oneshot::channel();
     let group_field = req.groups;
     let job = move || {
@@ -224,11 +224,13 @@ async fn score(State(state): State<Shared>, req: Request) -> Response {
         // panics fails this request with a 500, and never unwinds into rayon, which would
         // abort the server.
         let scored = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let rows: Vec<(usize, runtime::RowIn<'_>)> =
+                rows.iter().enumerate().map(|(i, r)| (i, runtime::RowIn::Value(r))).collect();
             let records = runtime::score_batch(
                 s.engine.as_ref(),
                 s.program,
                 &s.ident,
-                &lines,
+                &rows,
                 None,
                 state.judges.as_deref(),
                 group_field.as_deref(),
