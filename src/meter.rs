@@ -17,6 +17,8 @@
 //! counted: the count is what the row allocated and has not freed itself, a bound on what it
 //! holds.
 
+#![expect(unsafe_code, reason = "a global allocator is an `unsafe impl GlobalAlloc` that forwards to the one it wraps")]
+
 use std::alloc::{GlobalAlloc, Layout};
 use std::cell::Cell;
 use std::sync::atomic::{AtomicBool, Ordering};

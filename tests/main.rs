@@ -1,6 +1,9 @@
 //! The one integration test binary (few binaries keep link times low): every test module of
 //! `tests/` is a `mod` here.
 
+// Tests and their helpers may unwrap, expect and panic: a failing test says why.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
 // The allocator the `rubric` binary uses, so that the in-process Wasm engine meters each
 // row's memory as it does there.
 #[global_allocator]

@@ -293,10 +293,18 @@ fn source_map(
     Ok((SourceMapFile { files, sites: entries }, texts))
 }
 
+#[expect(
+    clippy::expect_used,
+    reason = "serde_json cannot fail on these types: string keys, no maps with non-string keys, no fallible Serialize impls"
+)]
 fn json_compact<T: serde::Serialize>(v: &T) -> Vec<u8> {
     serde_json::to_vec(v).expect("bundle metadata serialises")
 }
 
+#[expect(
+    clippy::expect_used,
+    reason = "serde_json cannot fail on these types: string keys, no maps with non-string keys, no fallible Serialize impls"
+)]
 fn manifest_bytes(m: &Manifest) -> Vec<u8> {
     let mut b = serde_json::to_vec_pretty(m).expect("manifest serialises");
     b.push(b'\n');
@@ -593,7 +601,9 @@ pub fn load_bytes(bytes: &[u8], limits: &Limits) -> Result<Bundle, BundleError> 
         ));
     }
     for f in &manifest.files {
-        let e = find(&entries, &f.path).expect("checked above");
+        let Some(e) = find(&entries, &f.path) else {
+            return Err(missing(&f.path, "checked above, so this is a reader bug"));
+        };
         let got = sha256(&e.data);
         if e.data.len() as u64 != f.size || got != f.sha256 {
             return Err(BundleError::new(
@@ -611,7 +621,7 @@ pub fn load_bytes(bytes: &[u8], limits: &Limits) -> Result<Bundle, BundleError> 
     }
 
     // 5. the IR: strict, valid, canonical, and what the manifest says it is.
-    let ir = &find(&entries, IR_FILE).expect("checked above").data;
+    let ir = &find(&entries, IR_FILE).ok_or_else(|| missing(IR_FILE, "checked above, so this is a reader bug"))?.data;
     let program = read_ir(ir, limits.intrinsics)?;
     if let Some(field) = manifest.disagreement(&manifest::derive(&program)) {
         return Err(BundleError::new(CODE_MANIFEST, format!("the manifest's `{field}` does not match `{IR_FILE}`"))
@@ -619,7 +629,10 @@ pub fn load_bytes(bytes: &[u8], limits: &Limits) -> Result<Bundle, BundleError> 
     }
 
     // 6. the module: the one this runtime compiles from the IR, so it is never trusted.
-    let wasm = find(&entries, WASM_FILE).expect("checked above").data.clone();
+    let wasm = find(&entries, WASM_FILE)
+        .ok_or_else(|| missing(WASM_FILE, "checked above, so this is a reader bug"))?
+        .data
+        .clone();
     match module_abi(&wasm) {
         Ok(v) if v == manifest.wasm_abi_version => {}
         Ok(v) => {
@@ -651,7 +664,9 @@ pub fn load_bytes(bytes: &[u8], limits: &Limits) -> Result<Bundle, BundleError> 
     }
 
     // 7. the source map.
-    let sm_bytes = &find(&entries, SOURCE_MAP_FILE).expect("checked above").data;
+    let sm_bytes = &find(&entries, SOURCE_MAP_FILE)
+        .ok_or_else(|| missing(SOURCE_MAP_FILE, "checked above, so this is a reader bug"))?
+        .data;
     let source_map: SourceMapFile = serde_json::from_slice(sm_bytes)
         .map_err(|e| BundleError::new(CODE_SOURCE_MAP, format!("`{SOURCE_MAP_FILE}` is invalid: {e}")))?;
     let (sites, sources) = check_source_map(&program, &source_map, &entries)?;

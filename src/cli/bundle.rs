@@ -55,7 +55,9 @@ fn human_size(n: u64) -> String {
 
 /// Build the bundle of a compiled rubric (its program must be present).
 pub fn build_compiled(c: &Compiled, with_sources: bool) -> Result<bundle::Built, BundleError> {
-    let program = c.program.as_ref().expect("build_compiled needs a program");
+    let Some(program) = c.program.as_ref() else {
+        return Err(BundleError::new(bundle::CODE_WRITE, "there is no program to build: the source has errors"));
+    };
     // What a reader will check: a program that does not validate is a compiler bug, caught
     // here rather than by whoever loads the bundle.
     crate::ir::validate::validate(program, &crate::types::CATALOGUE).map_err(|e| {

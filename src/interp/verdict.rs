@@ -119,8 +119,8 @@ pub fn apply(
         let p: Vec<f64> = decided.iter().filter_map(|s| s.p_yes).collect();
         (p.len() == n).then(|| p.iter().sum::<f64>() / n as f64)
     };
-    let chosen: Sample = if n == 1 {
-        decided.pop().unwrap()
+    let chosen: Option<Sample> = if n == 1 {
+        decided.pop()
     } else {
         match judge.vote {
             Vote::Mean => {
@@ -128,14 +128,13 @@ pub fn apply(
                 // For ordinal criteria the mean level is what `pass` is compared with.
                 let levels: Vec<f64> = decided.iter().filter_map(|s| s.level).collect();
                 let level = (levels.len() == n).then(|| levels.iter().sum::<f64>() / n as f64);
-                Sample { value: mean, level, label: None, evidence: None, p_yes: None }
+                Some(Sample { value: mean, level, label: None, evidence: None, p_yes: None })
             }
             Vote::Unanimous => {
                 if decided.iter().all(&threshold) {
-                    decided.iter().min_by(|a, b| a.value.total_cmp(&b.value)).cloned().unwrap()
+                    decided.iter().min_by(|a, b| a.value.total_cmp(&b.value)).cloned()
                 } else {
-                    let first_fail = decided.iter().find(|s| !threshold(s)).cloned().unwrap();
-                    first_fail
+                    decided.iter().find(|s| !threshold(s)).cloned()
                 }
             }
             Vote::Majority => {
@@ -160,9 +159,14 @@ pub fn apply(
                     let mean = p.iter().sum::<f64>() / n as f64;
                     top = if mean >= 0.5 { 1.0 } else { 0.0 };
                 }
-                decided.into_iter().find(|s| s.value == top).unwrap()
+                decided.into_iter().find(|s| s.value == top)
             }
         }
+    };
+    // Never empty: `decided` has a sample for every vote above.
+    let Some(chosen) = chosen else {
+        r.reason = Some("invalid_verdict: no samples".into());
+        return;
     };
     r.status = if threshold(&chosen) { Status::Met } else { Status::Unmet };
     if r.status == Status::Met {
@@ -200,7 +204,7 @@ fn sample(kind: &CriterionKind, v: &Json) -> Result<Sample, String> {
                 Sample { value: if *b { 1.0 } else { 0.0 }, level: None, label: None, evidence: None, p_yes: None }
             }
             Json::Number(n) if n.as_f64() == Some(1.0) || n.as_f64() == Some(0.0) => {
-                Sample { value: n.as_f64().unwrap(), level: None, label: None, evidence: None, p_yes: None }
+                Sample { value: n.as_f64().unwrap_or_default(), level: None, label: None, evidence: None, p_yes: None }
             }
             other => return Err(format!("invalid_verdict: a binary verdict is met or unmet, found {other}")),
         },

@@ -774,6 +774,7 @@ impl Program {
         // Serialising recurses several frames per level of expression nesting (up to
         // `validate::MAX_EXPR_DEPTH`), more than a 2 MiB thread has: it runs on a segment of
         // its own.
+        #[expect(clippy::expect_used, reason = "the IR has string keys and plain fields: serde_json cannot fail on it")]
         stacker::grow(64 << 20, || serde_json::to_vec(self).expect("IR serialises"))
     }
 

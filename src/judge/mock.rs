@@ -247,6 +247,7 @@ struct Delays {
 }
 
 impl Delays {
+    #[expect(clippy::expect_used, reason = "the mock judge is a test server: without its delay thread it cannot serve")]
     fn start() -> Delays {
         let (tx, rx) = std::sync::mpsc::channel::<(Instant, tokio::sync::oneshot::Sender<()>)>();
         std::thread::Builder::new()

@@ -757,6 +757,10 @@ impl Dispatcher {
 
 /// The runtime `resolve_blocking` runs on: created once, never dropped (so its pooled
 /// connections stay valid).
+#[expect(
+    clippy::expect_used,
+    reason = "without its runtime (no threads left) the process cannot dispatch any judge; nothing to fall back to"
+)]
 fn runtime() -> &'static tokio::runtime::Runtime {
     static RT: OnceLock<tokio::runtime::Runtime> = OnceLock::new();
     RT.get_or_init(|| {

@@ -494,6 +494,7 @@ pub fn run_batch_as(
                 }
                 let outcome =
                     if r.get("error").is_some() { Err(()) } else { Ok(r.get("score").and_then(Json::as_f64)) };
+                #[expect(clippy::expect_used, reason = "serde_json cannot fail on a JSON value")]
                 let mut line = serde_json::to_string(&r).expect("result serialises");
                 line.push('\n');
                 (line, outcome)

@@ -69,6 +69,10 @@ fn error(status: StatusCode, code: &str, message: impl Into<String>) -> Response
     (status, [(header::CONTENT_TYPE, HeaderValue::from_static("application/json"))], body.to_string()).into_response()
 }
 
+#[expect(
+    clippy::expect_used,
+    reason = "serde_json cannot fail on a JSON value or on types with string keys and plain fields"
+)]
 fn json_response(body: &Json) -> Response {
     let bytes = serde_json::to_vec(body).expect("a JSON value serialises");
     ([(header::CONTENT_TYPE, HeaderValue::from_static("application/json"))], bytes).into_response()

@@ -16,6 +16,7 @@ pub struct ParseOutput {
 
 /// Parse a whole file, reporting every syntax error (one per broken item) and returning the
 /// items that parsed.
+#[expect(clippy::expect_used, reason = "an entry rule that matched holds its header or item: the grammar says so")]
 pub fn parse_file(file: FileId, full_src: &str) -> ParseOutput {
     let mut diagnostics = Vec::new();
     // A block comment that is never closed swallows the rest of the file: report it once and
@@ -430,6 +431,11 @@ fn is_hard_keyword(r: Rule) -> bool {
     )
 }
 
+#[expect(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "lowering reads pest pairs of rules that matched: the grammar fixes which children each has"
+)]
 impl Lower {
     fn new(file: FileId, base: usize) -> Lower {
         Lower {

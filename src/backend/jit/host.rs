@@ -9,6 +9,11 @@
 //! The only `unsafe` here is turning the context pointer compiled code hands back into a
 //! reference (`enter`).
 
+#![expect(
+    unsafe_code,
+    reason = "the JIT call boundary: host functions turn the context pointer compiled code passes back into a reference (`enter`)"
+)]
+
 use super::abi::HostFn;
 use crate::backend::host::{type_trap, HostCore};
 use crate::ir::Program;

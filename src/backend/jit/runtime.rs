@@ -11,6 +11,11 @@
 //! grow their own segment as the interpreter's walk does; deep nesting is a
 //! `rubric::trap::limit`, never a crash.
 
+#![expect(
+    unsafe_code,
+    reason = "the JIT call boundary: finalized addresses become function pointers, roots are called, modules freed"
+)]
+
 use super::codegen::{compile, Entry};
 use super::host::{Ctx, Tables};
 use crate::backend::cache::{lookup, ProcessCache, Recent, PER_THREAD};

@@ -695,7 +695,8 @@ impl<'m, 'p> FnGen<'m, 'p> {
                 let t = self.temps(ra);
                 self.set(&t);
                 // `null` is always the handle NULL (for a Number, in its handle half).
-                self.emit(W::LocalGet(*t.last().expect("a value has a local")));
+                let handle = *t.last().ok_or("a value of no Wasm type")?;
+                self.emit(W::LocalGet(handle));
                 self.emit(W::I32Const(NULL));
                 self.emit(W::I32Eq);
                 let bt = self.block_type(natural);

@@ -56,6 +56,7 @@ fn memoized<V: Clone>(
 }
 
 /// `\w+` of Python's `re` on `str`: runs of letters, numbers and `_` (no combining marks).
+#[expect(clippy::unwrap_used, reason = "a constant pattern of this file; the unit tests and doc examples compile it")]
 static PY_WORD_RUN: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"[\p{L}\p{N}_]+").unwrap());
 
 /// Python's `\w+` run count: what IFEval's `count_words` (`nltk.tokenize.RegexpTokenizer(r"\w+")`)
@@ -373,6 +374,7 @@ pub(super) const PYTHON_JSON_VALID: Intrinsic = Intrinsic {
 };
 
 /// `langdetect` with its 55 built-in profiles, as CPython 3.11 runs it, seeded with 0.
+#[expect(clippy::expect_used, reason = "the profiles are built into langdetect; the IFEval tests load them")]
 static DETECTOR: LazyLock<DetectorFactory> = LazyLock::new(|| {
     let mut f = DetectorFactory::new(Compat::python(11));
     f.load_builtin(&DetectorFactory::builtin_files()).expect("langdetect's built-in profiles load");

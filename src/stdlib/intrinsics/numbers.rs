@@ -10,11 +10,13 @@ use std::sync::LazyLock;
 
 /// Numbers in prose: `1,234.5` (well-formed thousands groups), `3.14`, `42`. Signs are
 /// decided by hand (the regex crate has no look-behind).
+#[expect(clippy::expect_used, reason = "a constant pattern of this file; the unit tests and doc examples compile it")]
 static NUMBER_IN_TEXT: LazyLock<regex::Regex> =
     LazyLock::new(|| regex::Regex::new(r"\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?").expect("valid regex"));
 
 /// A whole text that is one number: optional sign, digits with optional well-formed
 /// thousands groups, optional fraction, optional exponent; or a bare fraction `.5`.
+#[expect(clippy::expect_used, reason = "a constant pattern of this file; the unit tests and doc examples compile it")]
 static NUMBER_TEXT: LazyLock<regex::Regex> = LazyLock::new(|| {
     regex::Regex::new(r"\A[+\-−]?(?:(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d*)?|\.\d+)(?:[eE][+\-]?\d+)?\z")
         .expect("valid regex")

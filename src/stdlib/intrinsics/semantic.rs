@@ -65,7 +65,9 @@ fn best_sentence(text: &Arc<str>, nugget: &str, ctx: &mut EvalCtx) -> Result<f64
     let mut all = units(text, ctx)?;
     all.push(nugget);
     let e = embed(&all, ctx)?;
-    let (n, sentences) = e.split_last().expect("the nugget is in the list");
+    let Some((n, sentences)) = e.split_last() else {
+        return Err(Trap::new(crate::stdlib::TrapKind::Model, "the embedder returned no embeddings"));
+    };
     Ok(sentences.iter().map(|s| cosine(s, n)).fold(f64::NEG_INFINITY, f64::max))
 }
 

@@ -48,6 +48,11 @@ fn entry(s: &'static str) -> Cow<'static, str> {
 }
 
 impl Params {
+    #[expect(
+        clippy::expect_used,
+        clippy::panic,
+        reason = "the Punkt model is a file of this crate (`include_str!`), read whole by the IFEval tests"
+    )]
     fn parse(text: &'static str) -> Params {
         let mut p = Params {
             abbrev_types: HashSet::new(),

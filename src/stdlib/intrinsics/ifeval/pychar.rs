@@ -9,8 +9,10 @@ use regex::Regex;
 use std::sync::LazyLock;
 
 /// Non-ASCII letters (`\p{L}`) and numbers (`\p{N}`): CPython's `str.isalnum` for one character.
+#[expect(clippy::unwrap_used, reason = "a constant pattern of this file; the unit tests and doc examples compile it")]
 static ALNUM: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"\A[\p{L}\p{N}]\z").unwrap());
 /// Unicode decimal digits (`\p{Nd}`): `\d` of `re`.
+#[expect(clippy::unwrap_used, reason = "a constant pattern of this file; the unit tests and doc examples compile it")]
 static DECIMAL: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"\A\p{Nd}\z").unwrap());
 
 fn one(re: &Regex, c: char) -> bool {

@@ -13,6 +13,7 @@ use std::sync::LazyLock;
 /// One substitution: a pattern and its replacement (`$1` for Python's `\1`).
 struct Rule(Regex, &'static str);
 
+#[expect(clippy::expect_used, reason = "a constant pattern of this file; the unit tests and doc examples compile it")]
 fn rules(list: &[(&str, &'static str)]) -> Vec<Rule> {
     list.iter().map(|(p, r)| Rule(Regex::new(p).expect("word tokenizer pattern"), r)).collect()
 }
@@ -54,6 +55,7 @@ static ENDING_QUOTES: LazyLock<Vec<Rule>> = LazyLock::new(|| {
 /// `CONTRACTIONS2` in one pattern (the words cannot overlap, so one pass splits as NLTK's eight
 /// passes do): each alternative is a pair of groups, split apart by a space; `(?=\s)` after
 /// `wanna` becomes a captured white-space character put back in place.
+#[expect(clippy::expect_used, reason = "a constant pattern of this file; the unit tests and doc examples compile it")]
 static CONTRACTIONS2: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(
         r"(?i)\b(?:(can)(not)\b|(d)('ye)\b|(gim)(me)\b|(gon)(na)\b|(got)(ta)\b|(lem)(me)\b|(more)('n)\b|(wan)(na)(\s))",
@@ -64,6 +66,7 @@ static CONTRACTIONS2: LazyLock<Regex> = LazyLock::new(|| {
 /// `CONTRACTIONS3`: `'tis` and `'twas` after a space.
 static CONTRACTIONS3: LazyLock<Vec<Rule>> = LazyLock::new(|| rules(&[(r"(?i) ('t)(is|was)\b", " ${1} ${2} ")]));
 
+#[expect(clippy::expect_used, reason = "every alternative of `CONTRACTIONS2` is a pair of groups, so a match has one")]
 fn split_contractions(text: String) -> String {
     match CONTRACTIONS2.replace_all(&text, |c: &regex::Captures| {
         let pair = (1..=16).step_by(2).find(|&g| c.get(g).is_some()).expect("one alternative matched");
