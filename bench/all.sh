@@ -16,6 +16,8 @@
 #   8. bench/local_judge.sh: a local judge on a Qwen3-0.6B-shaped random model, shared prefixes
 #      vs each prompt alone vs transformers (not in the default parts: it installs torch into
 #      target/bench-venv and takes 10-20 minutes on 2 cores; PARTS=8 runs it).
+#   9. bench/sandbox.sh: hostile rows against the sandbox's row limits (wall time and peak memory
+#      of each next to the limit it hit).
 # bench/python.sh (the Python binding vs the IFEval reference) needs the package built first
 # (`bash python/build.sh --release`) and runs on its own.
 #
@@ -23,7 +25,7 @@
 #   PARTS="1 3" bash bench/all.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
-PARTS=${PARTS:-"1 2 3 4 5 6 7"}
+PARTS=${PARTS:-"1 2 3 4 5 6 7 9"}
 REPORT=target/bench-report.txt
 mkdir -p target
 cargo build --release -q
@@ -46,6 +48,7 @@ RUBRIC=target/release/rubric
       6) echo; echo "## 6. the reward server (bench/serve.sh)"; RUBRIC=$RUBRIC bash bench/serve.sh ;;
       7) echo; echo "## 7. the batch numeric stage (bench/numeric.sh)"; RUBRIC=$RUBRIC bash bench/numeric.sh ;;
       8) echo; echo "## 8. local judges (bench/local_judge.sh)"; RUBRIC_BIN=$RUBRIC bash bench/local_judge.sh --rows 2 ;;
+      9) echo; echo "## 9. the sandbox's limits (bench/sandbox.sh)"; RUBRIC=$RUBRIC bash bench/sandbox.sh ;;
     esac
   done
 } 2>&1 | tee "$REPORT"
