@@ -3,7 +3,8 @@
 //! a list of millions of pieces, a huge row's text index, embedding thousands of sentences, a
 //! bundle that runs on the interpreter by default — stops at its limit as a
 //! `rubric::trap::limit` (or `json`) result for that row only, in-process and through the
-//! built binary under a memory ulimit.
+//! built binary under a memory ulimit, for `rubric run` and for `rubric serve` (which goes on
+//! answering).
 
 use crate::common::{crate_root, TempDir};
 use rubric::backend::wasm::{Limits, WasmEngine};
@@ -320,13 +321,8 @@ fn a_bundle_runs_on_the_sandbox_by_default() {
     );
 }
 
-/// `rubric run` of a bundle under an address-space ulimit (`ulimit -v`): every row that would
-/// take more than its memory limit is a limit trap, the process never runs out of memory and
-/// the rows around it are scored.
-#[test]
-fn memory_bombs_stay_within_the_memory_limit_under_a_ulimit() {
-    let dir = TempDir::new("sandbox-ulimit");
-    let src = r##"rubric sandbox.bombs @ 1.0.0
+/// One criterion per memory bomb, each armed by the row's `kind`.
+const BOMBS: &str = r##"rubric sandbox.bombs @ 1.0.0
 input response: Text
 input kind: Text
 criterion some "Some text" check len(response) > 0
@@ -334,9 +330,17 @@ criterion replace "Replace" check kind != "replace" or len(replace(response, "a"
 criterion split "Split" check kind != "split" or len(split(response, "a")) > 0
 criterion words "Words" check kind != "words" or word_count(response) > 0
 criterion schema "Schema" check kind != "schema" or json_valid(json("1"), json("{\"allOf\": [{\"$ref\": \"#\"}]}"))
+criterion quadratic "Quadratic" check kind != "quadratic" or count(words(response), a => count(words(response), b => a == b) > 1) > 0
 score = fraction(all)
 "##;
-    let bundle = bundle_of(&dir, src);
+
+/// `rubric run` of a bundle under an address-space ulimit (`ulimit -v`): every row that would
+/// take more than its memory limit is a limit trap, the process never runs out of memory and
+/// the rows around it are scored.
+#[test]
+fn memory_bombs_stay_within_the_memory_limit_under_a_ulimit() {
+    let dir = TempDir::new("sandbox-ulimit");
+    let bundle = bundle_of(&dir, BOMBS);
     let rows = [
         json!({"response": "fine", "kind": "none"}),
         json!({"response": "a".repeat(40_000), "kind": "replace"}),
@@ -371,4 +375,73 @@ score = fraction(all)
     }
     let c = &lines[4]["criteria"].as_array().unwrap()[4];
     assert!(c["reason"].as_str().unwrap_or_default().starts_with("rubric::trap::json"), "{}", lines[4]);
+}
+
+/// `rubric serve` of the bombs bundle under the same address-space ulimit: every bomb in a
+/// request is that row's limit (or json) trap, the rows beside it are scored, and the server
+/// goes on answering (the security test of the old main saw each of these kill the server).
+#[test]
+fn memory_and_time_bombs_do_not_take_the_server_down() {
+    use std::io::{BufRead, BufReader};
+    let dir = TempDir::new("sandbox-serve");
+    let bundle = bundle_of(&dir, BOMBS);
+    let script = format!(
+        "ulimit -v {} && exec {} serve --addr 127.0.0.1:0 --row-memory-mb 256 --row-timeout-ms 5000 --max-body-bytes 67108864 {}",
+        2 << 20,
+        env!("CARGO_BIN_EXE_rubric"),
+        bundle.display()
+    );
+    let mut child = Command::new("bash")
+        .arg("-c")
+        .arg(&script)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+    let addr = line.trim().strip_prefix("http://").unwrap_or_else(|| panic!("first line: {line:?}")).to_string();
+    struct Kill(std::process::Child);
+    impl Drop for Kill {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let mut child = Kill(child);
+    let rows = json!([
+        {"response": "fine", "kind": "none"},
+        {"response": "a".repeat(40_000), "kind": "replace"},
+        {"response": "a ".repeat(8 << 20), "kind": "words"},
+        {"response": "x", "kind": "schema"},
+        {"response": "alpha beta gamma delta ".repeat(20_000), "kind": "quadratic"},
+        {"response": "fine", "kind": "none"},
+    ]);
+    let body = json!({ "rows": rows }).to_string();
+    let (status, text) = crate::serve::http(&addr, "POST", "/v1/score", &[], body.as_bytes());
+    assert_eq!(status, 200, "{text}");
+    let answer: Json = serde_json::from_str(&text).unwrap();
+    let results = answer["results"].as_array().unwrap();
+    assert_eq!(results.len(), 6, "{answer}");
+    assert_eq!(results[0]["score"].as_f64(), Some(1.0), "{}", results[0]);
+    assert_eq!(results[5]["score"].as_f64(), Some(1.0), "{}", results[5]);
+    let reason = |i: usize, id: &str| -> String {
+        let r = &results[i];
+        if let Some(trap) = r.get("trap") {
+            return format!("{}: {}", trap["code"].as_str().unwrap_or(""), trap["message"].as_str().unwrap_or(""));
+        }
+        let c = r["criteria"].as_array().unwrap().iter().find(|c| c["id"] == json!(id)).unwrap();
+        c["reason"].as_str().unwrap_or_default().to_string()
+    };
+    for (i, id) in [(1, "replace"), (2, "words")] {
+        assert!(reason(i, id).starts_with("rubric::trap::limit: memory limit"), "row {i}: {}", results[i]);
+    }
+    assert!(reason(3, "schema").starts_with("rubric::trap::json"), "{}", results[3]);
+    assert!(reason(4, "quadratic").starts_with("rubric::trap::limit: time limit"), "{}", results[4]);
+    // Still alive and still scoring.
+    assert_eq!(crate::serve::http(&addr, "GET", "/healthz", &[], b""), (200, "ok".to_string()));
+    let one = json!({ "rows": [{"response": "fine", "kind": "none"}] }).to_string();
+    let (status, text) = crate::serve::http(&addr, "POST", "/v1/score", &[], one.as_bytes());
+    assert_eq!(status, 200, "{text}");
+    assert!(child.0.try_wait().unwrap().is_none(), "the server exited");
 }
