@@ -165,7 +165,8 @@ pub fn did_you_mean<'a>(name: &str, candidates: impl IntoIterator<Item = &'a str
     if name.chars().count() < 3 {
         return None;
     }
-    for c in candidates {
+    let candidates: Vec<&'a str> = candidates.into_iter().collect();
+    for &c in &candidates {
         if c.chars().count() < 3 {
             continue;
         }
@@ -175,5 +176,24 @@ pub fn did_you_mean<'a>(name: &str, candidates: impl IntoIterator<Item = &'a str
             best = Some((d, c));
         }
     }
-    best.map(|(_, c)| format!("did you mean `{c}`?"))
+    best.or_else(|| same_words(name, &candidates).map(|c| (0, c))).map(|(_, c)| format!("did you mean `{c}`?"))
+}
+
+/// The candidate made of the same words as `name` in another order (`count_words` →
+/// `word_count`), a plural `s` aside.
+fn same_words<'a>(name: &str, candidates: &[&'a str]) -> Option<&'a str> {
+    fn key(s: &str) -> Vec<&str> {
+        let mut w: Vec<&str> = s
+            .split('_')
+            .filter(|w| !w.is_empty())
+            .map(|w| w.strip_suffix('s').filter(|stem| stem.len() >= 3).unwrap_or(w))
+            .collect();
+        w.sort_unstable();
+        w
+    }
+    let k = key(name);
+    if k.len() < 2 {
+        return None;
+    }
+    candidates.iter().copied().find(|c| key(c) == k)
 }

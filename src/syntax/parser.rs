@@ -49,7 +49,7 @@ pub fn parse_file(file: FileId, full_src: &str) -> ParseOutput {
                 pos = end;
             }
             Err(e) => {
-                diagnostics.push(pest_error(file, src, pos, e));
+                diagnostics.push(header_error(file, src, pos, e));
                 broken.push(BROKEN_HEADER.to_string());
                 pos = recover(src, pos);
             }
@@ -283,6 +283,17 @@ fn pest_error(file: FileId, src: &str, base: usize, e: pest::error::Error<Rule>)
         }
     }
     let found = found_at(src, at);
+    // Operators of other languages: named, with the word this one writes.
+    for (op, word) in [("&&", "and"), ("||", "or")] {
+        if src[at.min(src.len())..].starts_with(op) {
+            return Diagnostic::error(
+                "rubric::parse::syntax",
+                format!("`{op}` is not an operator in rubric: write `{word}`"),
+            )
+            .with_label(Span::new(file, at, at + op.len()), format!("use `{word}`"))
+            .with_help("the logical operators are words: `and`, `or`, `not`");
+        }
+    }
     let message = if expected.is_empty() {
         format!("unexpected {found}")
     } else {
@@ -292,6 +303,19 @@ fn pest_error(file: FileId, src: &str, base: usize, e: pest::error::Error<Rule>)
     Diagnostic::error("rubric::parse::syntax", message)
         .with_label(Span::new(file, at, end), "here")
         .with_help(help_for(src, base))
+}
+
+/// A header that does not parse; one without `@` says that the version is missing.
+fn header_error(file: FileId, src: &str, pos: usize, e: pest::error::Error<Rule>) -> Diagnostic {
+    let line_end = src[pos..].find('\n').map_or(src.len(), |i| pos + i);
+    let line = &src[pos..line_end];
+    // A module's header has no version; a rubric's must.
+    if line.contains('@') || !line.starts_with("rubric") {
+        return pest_error(file, src, pos, e);
+    }
+    Diagnostic::error("rubric::parse::syntax", "the header has no version")
+        .with_label(Span::new(file, pos, pos + line.trim_end().len()), "no `@ VERSION`")
+        .with_help("a rubric's header names it and its version: `rubric NAME @ MAJOR.MINOR.PATCH`, e.g. `rubric my.rubric @ 1.0.0`")
 }
 
 fn join_or(items: &[&str]) -> String {
