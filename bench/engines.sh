@@ -63,7 +63,7 @@ def replicate(d):
 def run(name, main, engine, has_verdicts):
     out = f"{work}/{name}.{engine}.out.jsonl"
     cmd = [rubric, "run", main, "--input", f"{work}/{name}.rows.jsonl", "--output", out,
-           "--engine", engine, "--no-progress"]
+           "--engine", engine, "--no-progress", "--allow-errors"]
     if has_verdicts:
         cmd += ["--verdicts", f"{work}/{name}.verdicts.jsonl"]
     t = time.perf_counter()

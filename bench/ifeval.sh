@@ -58,7 +58,7 @@ best() {
 }
 
 echo "== rubric run (strict + loose in one pass)"
-OUT=$(best "$RUBRIC" run examples/ifeval/main.rubric --input "$WORK/rows.jsonl" --output "$WORK/rubric_out.jsonl")
+OUT=$(best "$RUBRIC" run examples/ifeval/main.rubric --input "$WORK/rows.jsonl" --output "$WORK/rubric_out.jsonl" --allow-errors)
 T_RUBRIC=$(head -n 1 <<< "$OUT")
 echo "   $(tail -n 1 <<< "$OUT")"
 echo "== python reference (strict + loose)"

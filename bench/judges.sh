@@ -68,7 +68,7 @@ with open(f"{work}/judges.toml", "w") as f:
 def run_rubric(cache):
     t = time.perf_counter()
     p = subprocess.run([rubric, "run", f"{work}/main.rubric", "--input", f"{work}/rows.jsonl", "--judges",
-                        f"{work}/judges.toml", "--cache", cache, "--output", f"{work}/out.jsonl", "--no-progress"],
+                        f"{work}/judges.toml", "--cache", cache, "--output", f"{work}/out.jsonl", "--no-progress", "--allow-errors"],
                        capture_output=True, text=True)
     wall = time.perf_counter() - t
     if p.returncode != 0:

@@ -273,6 +273,23 @@ pub struct JudgeSettings {
 }
 
 impl JudgeSettings {
+    /// The judge cache these settings read and write: none when it is off, and none for a
+    /// replay, which answers from its transcript alone (a reply the transcript lacks is
+    /// `judge_not_recorded`, never a cached one).
+    pub fn cache_path(&self) -> Option<PathBuf> {
+        if self.replay.is_some() {
+            return None;
+        }
+        match &self.cache {
+            CacheSetting::Off => None,
+            CacheSetting::At(p) => Some(p.clone()),
+            #[cfg(feature = "judges")]
+            CacheSetting::Default => crate::judge::Cache::default_path(),
+            #[cfg(not(feature = "judges"))]
+            CacheSetting::Default => None,
+        }
+    }
+
     /// The dispatcher for rubrics whose programs are `programs`: `None` when nothing is
     /// configured and none of them has a local judge (recorded verdicts only).
     pub fn dispatcher(&self, programs: &[&Program]) -> Result<Option<Box<dyn ChunkJudge>>, Error> {
@@ -296,12 +313,7 @@ impl JudgeSettings {
         if let Some(r) = replay {
             b = b.replay(r);
         }
-        let cache = match &self.cache {
-            CacheSetting::Off => None,
-            CacheSetting::At(p) => Some(p.clone()),
-            CacheSetting::Default => Cache::default_path(),
-        };
-        if let Some(p) = cache {
+        if let Some(p) = self.cache_path() {
             if let Some(dir) = p.parent() {
                 let _ = std::fs::create_dir_all(dir);
             }

@@ -130,7 +130,8 @@ fn run_writes_error_records_for_bad_rows_and_scores_the_rest() {
     );
     let out = dir.path("out.jsonl");
     let o = rubric(&[&"run", &file, &"--input", &input, &"--output", &out, &"--no-progress"]);
-    assert_eq!(o.status.code(), Some(0), "{}", describe(&o));
+    // Rows failed: exit status 3 (the records are all written all the same).
+    assert_eq!(o.status.code(), Some(3), "{}", describe(&o));
     assert!(stderr(&o).contains("6 rows scored"), "{}", describe(&o));
     assert!(stderr(&o).contains("4 errors"), "{}", describe(&o));
     let rows = json_lines(&std::fs::read_to_string(&out).unwrap());
@@ -195,6 +196,8 @@ fn run_resume_finishes_an_interrupted_output_byte_for_byte() {
     let run = |resume: bool| {
         let mut args: Vec<&dyn AsRef<std::ffi::OsStr>> =
             vec![&"run", &file, &"--input", &input, &"--output", &out, &"--verdicts", &verdicts, &"--no-progress"];
+        // Two rows in three have no verdict for `helpful`: accepted here.
+        args.push(&"--allow-errors");
         if resume {
             args.push(&"--resume");
         }
@@ -245,7 +248,7 @@ fn run_resume_refuses_an_output_written_by_another_rubric() {
     let other = dir.file("other.rubric", &GOOD.replace("At most eight words", "At most eight words!"));
     let input = dir.file("rows.jsonl", &many_rows(20));
     let out = dir.path("out.jsonl");
-    let o = rubric(&[&"run", &other, &"--input", &input, &"--output", &out, &"--no-progress"]);
+    let o = rubric(&[&"run", &other, &"--input", &input, &"--output", &out, &"--no-progress", &"--allow-errors"]);
     assert_eq!(o.status.code(), Some(0), "{}", describe(&o));
     let before = std::fs::read(&out).unwrap();
     let half = before.len() / 2;
@@ -439,7 +442,7 @@ fn ir_hash_is_stable_across_runs_and_changes_with_the_rubric() {
     // The hash in `run` results is the same.
     let input = dir.file("rows.jsonl", "{\"response\": \"please\"}\n");
     let out = dir.path("out.jsonl");
-    let o = rubric(&[&"run", &file, &"--input", &input, &"--output", &out, &"--no-progress"]);
+    let o = rubric(&[&"run", &file, &"--input", &input, &"--output", &out, &"--no-progress", &"--allow-errors"]);
     assert_eq!(o.status.code(), Some(0), "{}", describe(&o));
     assert_eq!(json_lines(&std::fs::read_to_string(&out).unwrap())[0]["ir_hash"], hash.as_str());
 }
@@ -587,7 +590,9 @@ fn run_compact_writes_the_values_of_the_full_record() {
             args.push(x);
         }
         let o = rubric(&args);
-        assert_eq!(o.status.code(), Some(0), "{}", describe(&o));
+        // Rows without their verdict fail; compact records are counted before compacting.
+        assert_eq!(o.status.code(), Some(3), "{}", describe(&o));
+        assert!(stderr(&o).contains("16 failed rows by code: no_verdict 16"), "{}", describe(&o));
     }
     let full = json_lines(&std::fs::read_to_string(&full).unwrap());
     let short = json_lines(&std::fs::read_to_string(&short).unwrap());
@@ -777,4 +782,221 @@ fn run_groups_gives_token_credit_to_matched_and_quoted_spans() {
     assert_eq!(lines[0]["token_credit"], serde_json::json!([0.5, 0.5, 0.25, 0.25, 0.25, 0.25]), "{}", lines[0]);
     assert_eq!(lines[0]["criterion_spans"], serde_json::json!({"cite": [[17, 20]], "er": [[6, 16]]}));
     assert_eq!(lines[1]["token_credit"], serde_json::json!([-0.5, -0.5, -0.5]), "{}", lines[1]);
+}
+
+/// `GOOD`'s rows, each with a recorded verdict for its judge criterion: a run that fails nowhere.
+fn clean_rows(dir: &TempDir, n: usize) -> (std::path::PathBuf, std::path::PathBuf) {
+    let mut rows = String::new();
+    let mut verdicts = String::new();
+    for i in 0..n {
+        rows.push_str(
+            &serde_json::json!({ "id": format!("r{i}"), "response": format!("please answer {i}") }).to_string(),
+        );
+        rows.push('\n');
+        verdicts.push_str(&serde_json::json!({ "row": i, "criterion": "helpful", "verdict": "met" }).to_string());
+        verdicts.push('\n');
+    }
+    (dir.file("rows.jsonl", &rows), dir.file("verdicts.jsonl", &verdicts))
+}
+
+#[test]
+fn run_exit_status_says_whether_rows_failed_and_names_the_codes() {
+    let dir = TempDir::new("run-exit");
+    let file = dir.file("good.rubric", GOOD);
+    let (input, verdicts) = clean_rows(&dir, 5);
+    let out = dir.path("out.jsonl");
+    let run = |input: &std::path::Path, extra: &[&str]| {
+        let mut args: Vec<&dyn AsRef<std::ffi::OsStr>> =
+            vec![&"run", &file, &"--input", &input, &"--output", &out, &"--verdicts", &verdicts, &"--no-progress"];
+        for a in extra {
+            args.push(a);
+        }
+        rubric(&args)
+    };
+    let o = run(&input, &[]);
+    assert_eq!(o.status.code(), Some(0), "every row scored: {}", describe(&o));
+    assert!(!stderr(&o).contains("failed"), "{}", describe(&o));
+
+    // One malformed row of five and one row without its verdict.
+    let mut text = std::fs::read_to_string(&input).unwrap();
+    text.push_str("{\"response\": \n");
+    text.push_str("{\"id\": \"r6\", \"response\": \"please\"}\n");
+    let input = dir.file("failing.jsonl", &text);
+    let o = run(&input, &[]);
+    assert_eq!(o.status.code(), Some(3), "{}", describe(&o));
+    let err = stderr(&o);
+    assert!(err.contains("2 failed rows by code: no_verdict 1, rubric::row::malformed_json 1"), "{err}");
+    assert!(err.contains("2 of 7 rows failed, more than none allowed"), "{err}");
+    assert_eq!(json_lines(&std::fs::read_to_string(&out).unwrap()).len(), 7, "every record is written");
+    for (extra, want) in [
+        (&["--allow-errors"][..], 0),
+        (&["--max-failures", "2"][..], 0),
+        (&["--max-failures", "1"][..], 3),
+        (&["--max-failures", "30%"][..], 0),
+        (&["--max-failures", "20%"][..], 3),
+    ] {
+        let o = run(&input, extra);
+        assert_eq!(o.status.code(), Some(want), "{extra:?}: {}", describe(&o));
+        assert!(stderr(&o).contains("2 failed rows by code"), "{extra:?}: {}", describe(&o));
+    }
+    for bad in ["many", "150%", "-1"] {
+        let o = run(&input, &["--max-failures", bad]);
+        assert_eq!(o.status.code(), Some(2), "{bad}: {}", describe(&o));
+    }
+}
+
+#[test]
+fn run_exits_3_when_every_judge_call_fails_and_names_the_judge_error() {
+    let dir = TempDir::new("run-judge-fails");
+    let file = dir.file("good.rubric", GOOD);
+    let (input, _) = clean_rows(&dir, 9);
+    // Nothing listens on port 9 of loopback (discard, never served here): every call is refused.
+    let judges = dir.file(
+        "judges.toml",
+        "default = \"dead\"\n[endpoints.dead]\nbase_url = \"http://127.0.0.1:9/v1\"\nattempts = 1\ntimeout_s = 2\n",
+    );
+    let out = dir.path("out.jsonl");
+    let o = rubric(&[
+        &"run",
+        &file,
+        &"--input",
+        &input,
+        &"--output",
+        &out,
+        &"--judges",
+        &judges,
+        &"--no-cache",
+        &"--no-progress",
+    ]);
+    assert_eq!(o.status.code(), Some(3), "{}", describe(&o));
+    assert!(stderr(&o).contains("9 failed rows by code: judge_unreachable 9"), "{}", describe(&o));
+}
+
+#[test]
+fn run_reads_standard_input_and_writes_standard_output() {
+    let dir = TempDir::new("run-pipes");
+    let file = dir.file("good.rubric", GOOD);
+    let (input, verdicts) = clean_rows(&dir, 700);
+    let want_path = dir.path("want.jsonl");
+    let o = rubric(&[
+        &"run",
+        &file,
+        &"--input",
+        &input,
+        &"--output",
+        &want_path,
+        &"--verdicts",
+        &verdicts,
+        &"--no-progress",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", describe(&o));
+    let want = std::fs::read_to_string(&want_path).unwrap();
+    assert_eq!(json_lines(&want).len(), 700);
+    // `-` both ways, `/dev/stdin`, and a process substitution (a pipe that must be read once:
+    // the progress bar may not count its rows ahead). The progress bar is asked for (no
+    // `--no-progress`), as a user at a terminal would run it.
+    let bin = env!("CARGO_BIN_EXE_rubric");
+    let (f, i, v) = (file.display(), input.display(), verdicts.display());
+    for (how, script) in [
+        ("- and -", format!("cat {i} | {bin} run {f} --input - --output - --verdicts {v}")),
+        ("/dev/stdin", format!("{bin} run {f} --input /dev/stdin --output - --verdicts {v} < {i}")),
+        ("process substitution", format!("{bin} run {f} --input <(cat {i}) --output - --verdicts {v}")),
+    ] {
+        let o = Command::new("bash").arg("-c").arg(&script).current_dir(&dir.0).env("NO_COLOR", "1").output().unwrap();
+        assert_eq!(o.status.code(), Some(0), "{how}: {}", describe(&o));
+        assert_eq!(stdout(&o), want, "{how}: the records on stdout are the file's");
+        assert!(stderr(&o).contains("700 rows scored"), "{how}: {}", describe(&o));
+        assert!(!stderr(&o).contains("results:"), "{how}: {}", describe(&o));
+    }
+    assert!(!dir.path("-").exists(), "no file named `-`");
+    let o = rubric(&[&"run", &file, &"--input", &input, &"--output", &"-", &"--resume"]);
+    assert_eq!(o.status.code(), Some(1), "{}", describe(&o));
+    assert!(stderr(&o).contains("resume needs a file"), "{}", describe(&o));
+}
+
+/// The README's judge commands: `--record` a transcript against the mock judge (which warms
+/// the cache), then `--judge replay:` reads the transcript, not the warm cache, and says so; a
+/// transcript without the replies makes the criteria `judge_not_recorded`, cache or not.
+#[test]
+fn replay_answers_from_the_transcript_even_with_a_warm_cache() {
+    use std::io::{BufRead, BufReader};
+    let dir = TempDir::new("replay-warm");
+    let ex = crate_root().join("examples/healthbench");
+    let mut mock = Command::new(env!("CARGO_BIN_EXE_rubric"))
+        .args(["mock-judge", "--addr", "127.0.0.1:0", "--rules"])
+        .arg(ex.join("mock-rules.toml"))
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut base = String::new();
+    BufReader::new(mock.stdout.take().unwrap()).read_line(&mut base).unwrap();
+    let judges =
+        dir.file("judges.toml", &format!("default = \"mock\"\n[endpoints.mock]\nbase_url = \"{}\"\n", base.trim()));
+    let (cache, transcript) = (dir.path("cache.sqlite"), dir.path("transcript.jsonl"));
+    let (main, input) = (ex.join("main.rubric"), ex.join("inputs.jsonl"));
+    let run = |out: &str, extra: &[&dyn AsRef<std::ffi::OsStr>]| {
+        let out = dir.path(out);
+        let mut args: Vec<&dyn AsRef<std::ffi::OsStr>> =
+            vec![&"run", &main, &"--input", &input, &"--output", &out, &"--cache", &cache, &"--no-progress"];
+        args.extend_from_slice(extra);
+        let o = rubric(&args);
+        (o, std::fs::read_to_string(&out).unwrap_or_default())
+    };
+    let (first, recorded) = run("scores.jsonl", &[&"--judges", &judges, &"--record", &transcript]);
+    let _ = mock.kill();
+    let _ = mock.wait();
+    assert!(stderr(&first).contains(&format!("judge cache: {}", cache.display())), "{}", describe(&first));
+    let calls = recorded.matches("\"source\":\"judge:grader\"").count();
+    assert!(calls > 0, "{recorded}");
+    let spec = format!("replay:{}", transcript.display());
+    let (again, replayed) = run("again.jsonl", &[&"--judge", &spec]);
+    assert_eq!(again.status.code(), first.status.code(), "{}", describe(&again));
+    assert_eq!(replayed, recorded, "the replay gives the recorded results");
+    let err = stderr(&again);
+    assert!(err.contains("0 answered from the cache") && !err.contains(" 0 replayed"), "{err}");
+    assert!(err.contains(&format!("judge replies from `{spec}` only (no cache)")), "{err}");
+    // An empty transcript: nothing is recorded, and the warm cache does not stand in for it.
+    std::fs::write(&transcript, "").unwrap();
+    let (empty, records) = run("empty.jsonl", &[&"--judge", &spec]);
+    assert_eq!(empty.status.code(), Some(3), "{}", describe(&empty));
+    assert!(records.contains("judge_not_recorded"), "{records}");
+    assert!(stderr(&empty).contains("judge_not_recorded"), "{}", describe(&empty));
+}
+
+/// `rubric test --bless` writes an example directory's `expected.jsonl` from its current
+/// results; the directory then passes on every engine, and a change to the score fails it.
+#[test]
+fn test_bless_writes_expected_rows_that_then_pass_and_catch_a_change() {
+    let dir = TempDir::new("bless");
+    let ex = crate_root().join("examples/tiers");
+    for f in ["main.rubric", "inputs.jsonl", "verdicts.jsonl"] {
+        std::fs::copy(ex.join(f), dir.path(f)).unwrap();
+    }
+    let o = rubric(&[&"test", &dir.0]);
+    assert_eq!(o.status.code(), Some(1), "no expected.jsonl yet: {}", describe(&o));
+    let o = rubric(&[&"test", &"--bless", &dir.0]);
+    assert_eq!(o.status.code(), Some(0), "{}", describe(&o));
+    let rows =
+        std::fs::read_to_string(ex.join("inputs.jsonl")).unwrap().lines().filter(|l| !l.trim().is_empty()).count();
+    assert!(stdout(&o).contains(&format!("wrote {rows} rows")), "{}", describe(&o));
+    let blessed = json_lines(&std::fs::read_to_string(dir.path("expected.jsonl")).unwrap());
+    let shipped = json_lines(&std::fs::read_to_string(ex.join("expected.jsonl")).unwrap());
+    assert_eq!(blessed.len(), rows);
+    for (b, s) in blessed.iter().zip(&shipped) {
+        assert_eq!((&b["row"], &b["status"]), (&s["row"], &s["status"]), "{b}");
+        assert_eq!(b["score"].as_f64(), s["score"].as_f64(), "{b}");
+        assert!(b.get("engine").is_none() && b.get("ir_hash").is_none(), "{b}");
+    }
+    for engine in ["interp", "wasm", "jit"] {
+        let o = rubric(&[&"test", &"--engine", &engine, &dir.0]);
+        assert_eq!(o.status.code(), Some(0), "{engine}: {}", describe(&o));
+    }
+    let main = std::fs::read_to_string(dir.path("main.rubric")).unwrap();
+    let changed = main.replace("then 0.5 + 0.5 * fraction", "then 0.25 + 0.75 * fraction");
+    assert_ne!(main, changed);
+    std::fs::write(dir.path("main.rubric"), changed).unwrap();
+    let o = rubric(&[&"test", &dir.0]);
+    assert_eq!(o.status.code(), Some(1), "{}", describe(&o));
+    assert!(stdout(&o).contains(".score` is"), "{}", describe(&o));
 }

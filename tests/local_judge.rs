@@ -395,7 +395,13 @@ fn a_missing_or_broken_model_gives_unscored_rows() {
             &dir.0,
             &["run", "main.rubric", "--input", "rows.jsonl", "--output", "out.jsonl", "--no-cache", "--no-progress"],
         );
-        assert!(o.status.success(), "{}", describe(&o));
+        // Every row is unscored by the model's failure: exit status 3, the code named.
+        assert_eq!(o.status.code(), Some(3), "{}", describe(&o));
+        assert!(
+            String::from_utf8_lossy(&o.stderr).contains("3 failed rows by code: judge_local_model 3"),
+            "{}",
+            describe(&o)
+        );
         let records = json_lines(&std::fs::read_to_string(dir.path("out.jsonl")).unwrap());
         assert_eq!(records.len(), 3);
         for rec in &records {

@@ -286,7 +286,13 @@ fn a_bundle_runs_on_the_sandbox_by_default() {
         .arg(&output)
         .output()
         .unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    // The second row is over its limit: exit status 3, the trap named.
+    assert_eq!(o.status.code(), Some(3), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("rubric::trap::limit 1"),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
     assert!(start.elapsed() < Duration::from_secs(60), "{:?}", start.elapsed());
     let lines = crate::common::json_lines(&std::fs::read_to_string(&output).unwrap());
     assert_eq!(lines[0]["engine"], json!("wasm"), "{}", lines[0]);
@@ -363,7 +369,14 @@ fn memory_bombs_stay_within_the_memory_limit_under_a_ulimit() {
         output.display()
     );
     let o = Command::new("bash").arg("-c").arg(&script).output().unwrap();
-    assert!(o.status.success(), "the run failed under the ulimit: {}", String::from_utf8_lossy(&o.stderr));
+    // Exit status 3: the run went through, and the bombs' rows failed (by their limits).
+    assert_eq!(o.status.code(), Some(3), "the run failed under the ulimit: {}", String::from_utf8_lossy(&o.stderr));
+    assert!(
+        String::from_utf8_lossy(&o.stderr)
+            .contains("4 failed rows by code: rubric::trap::limit 3, rubric::trap::json 1"),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
     let lines = crate::common::json_lines(&std::fs::read_to_string(&output).unwrap());
     assert_eq!(lines.len(), rows.len());
     assert_eq!(lines[0]["score"].as_f64(), Some(1.0), "{}", lines[0]);

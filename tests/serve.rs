@@ -99,7 +99,7 @@ fn run_records(dir: &TempDir, rubric_file: &Path, input: &Path, extra: &[&str]) 
     static RUNS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
     let out = dir.path(&format!("run-{}.jsonl", RUNS.fetch_add(1, std::sync::atomic::Ordering::SeqCst)));
     let mut args: Vec<&dyn AsRef<std::ffi::OsStr>> =
-        vec![&"run", &rubric_file, &"--input", &input, &"--output", &out, &"--no-progress"];
+        vec![&"run", &rubric_file, &"--input", &input, &"--output", &out, &"--no-progress", &"--allow-errors"];
     for e in extra {
         args.push(e);
     }

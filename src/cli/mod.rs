@@ -53,7 +53,9 @@ pub struct Cli {
     #[arg(long, global = true, value_name = "DEVICE")]
     pub device: Option<String>,
     /// The sentence-embedding model directory of `similarity`, `covers` and `best_match`
-    /// (safetensors, config.json, tokenizer.json). Default: $RUBRIC_EMBEDDING_MODEL.
+    /// (safetensors, config.json, tokenizer.json). Default: $RUBRIC_EMBEDDING_MODEL, else
+    /// all-MiniLM-L6-v2 in `models/` beside the binary's directory (`target/models/`) or in
+    /// `~/.local/share/rubric/models/` (`bash scripts/fetch-models.sh [--user]` puts it there).
     #[arg(long, global = true, value_name = "DIR")]
     pub embedding_model: Option<PathBuf>,
 }
@@ -154,11 +156,15 @@ pub enum Command {
         #[arg(long)]
         quiet: bool,
     },
-    /// Score every row of a JSONL file.
+    /// Score every row of a JSONL file. Exits 0 when every row is scored, 3 when rows failed (an
+    /// error record, or a criterion, gate or score unscored) beyond `--max-failures`, 1 when the
+    /// run could not go on (an unreadable input, an unwritable output), 2 on bad options.
     Run {
         file: PathBuf,
+        /// The rows, JSONL; `-` for standard input.
         #[arg(long)]
         input: PathBuf,
+        /// Where the records go, JSONL; `-` for standard output.
         #[arg(long)]
         output: PathBuf,
         /// Recorded judge verdicts, JSONL keyed by row and criterion.
@@ -203,6 +209,13 @@ pub enum Command {
         /// stay on the scalar path, with a notice); the records are the same.
         #[arg(long, value_enum, default_value = "scalar")]
         numeric: NumericMode,
+        /// Exit 0 however many rows failed.
+        #[arg(long, conflicts_with = "max_failures")]
+        allow_errors: bool,
+        /// How many failed rows still exit 0: a count (`3`) or a share of the rows scored in
+        /// this run (`5%`); default 0.
+        #[arg(long, value_name = "N|P%", value_parser = Allowance::parse)]
+        max_failures: Option<Allowance>,
     },
     /// Run the `example` blocks of rubric files; for a directory, also score its
     /// `inputs.jsonl` and compare with `expected.jsonl`.
@@ -212,6 +225,10 @@ pub enum Command {
         engine: EngineArgs,
         #[arg(long, value_enum, default_value = "human")]
         error_format: ErrorFormat,
+        /// Write each example directory's `expected.jsonl` from its current results (row,
+        /// id, score, status, and each criterion's id, status and value) instead of comparing.
+        #[arg(long)]
+        bless: bool,
     },
     /// Measure the engines on one rubric and one set of rows, in the same run: cold start,
     /// rows per second on one thread and on all cores, ratios, and agreement.
@@ -415,7 +432,9 @@ fn configure_models(device: Option<&str>, embedding: Option<PathBuf>) -> Result<
                 Ok(d) => d.parse().map_err(|e| format!("RUBRIC_DEVICE: {e}"))?,
                 Err(_) => Default::default(),
             },
-            embedding: std::env::var_os("RUBRIC_EMBEDDING_MODEL").map(PathBuf::from),
+            embedding: std::env::var_os("RUBRIC_EMBEDDING_MODEL")
+                .map(PathBuf::from)
+                .or_else(crate::models::default_embedding),
         };
         // an explicit directory is checked now; one from the environment when first used
         if let Some(dir) = &embedding {
@@ -485,7 +504,10 @@ pub fn main_with(cli: Cli) -> ExitCode {
             cache,
             no_cache,
             numeric,
+            allow_errors,
+            max_failures,
         } => {
+            let allowance = if allow_errors { Allowance::Any } else { max_failures.unwrap_or(Allowance::Rows(0)) };
             let Some(rubric) = bundle::load_or_report(&file, error_format) else { return ExitCode::from(1) };
             let program = rubric.program();
             let numeric = match numeric_stage(numeric, program) {
@@ -506,7 +528,9 @@ pub fn main_with(cli: Cli) -> ExitCode {
             let start = std::time::Instant::now();
             let settings =
                 judge_settings(judges.as_deref(), judge.as_deref(), record.as_deref(), cache.as_deref(), no_cache);
-            let dispatching = match settings.and_then(|s| s.dispatcher(&[program]).map_err(|e| e.to_string())) {
+            let (dispatching, cache_path) = match settings
+                .and_then(|s| Ok((s.dispatcher(&[program]).map_err(|e| e.to_string())?, s.cache_path())))
+            {
                 Ok(d) => d,
                 Err(e) => {
                     eprintln!("error: {e}");
@@ -543,9 +567,29 @@ pub fn main_with(cli: Cli) -> ExitCode {
                     );
                     if let Some(d) = &dispatching {
                         eprintln!("{}", d.report());
+                        match (&judge, &cache_path) {
+                            (Some(spec), _) => eprintln!("judge replies from `{spec}` only (no cache)"),
+                            (None, Some(p)) => eprintln!("judge cache: {} (`--no-cache` to bypass it)", p.display()),
+                            (None, None) => {}
+                        }
                     }
-                    eprintln!("results: {}", output.display());
-                    ExitCode::SUCCESS
+                    if !s.failures.is_empty() {
+                        eprintln!("{}", failures_line(&s));
+                    }
+                    if !runtime::is_stdio(&output) {
+                        eprintln!("results: {}", output.display());
+                    }
+                    if allowance.allows(s.failed_rows, s.rows) {
+                        ExitCode::SUCCESS
+                    } else {
+                        eprintln!(
+                            "error: {} of {} rows failed, more than {}; exit status 3 (`--max-failures N|P%` or `--allow-errors` to accept)",
+                            s.failed_rows,
+                            s.rows,
+                            allowance
+                        );
+                        ExitCode::from(3)
+                    }
                 }
                 Err(e) => {
                     eprintln!("error: {e}");
@@ -553,7 +597,9 @@ pub fn main_with(cli: Cli) -> ExitCode {
                 }
             }
         }
-        Command::Test { paths, engine, error_format } => suite::test_command(&paths, &engine, error_format),
+        Command::Test { paths, engine, error_format, bless } => {
+            suite::test_command(&paths, &engine, error_format, bless)
+        }
         Command::Bench { file, input, rows, runs, engines } => {
             let engines = if engines.is_empty() { EngineKind::value_variants().to_vec() } else { engines };
             bench::bench_command(&file, &bench::BenchOptions { input: &input, rows, runs, engines: &engines })
@@ -814,6 +860,59 @@ pub fn emit(diags: &[Diagnostic], sources: &SourceMap, format: ErrorFormat, hide
             eprintln!("{errors} error{}, {warnings} warning{}", plural(errors), plural(warnings));
         }
     }
+}
+
+/// How many failed rows a run may have and still exit 0.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Allowance {
+    Any,
+    Rows(usize),
+    /// A percentage of the rows of the run.
+    Share(f64),
+}
+
+impl Allowance {
+    fn parse(s: &str) -> Result<Allowance, String> {
+        let bad = || format!("`{s}` is neither a count of rows (`3`) nor a percentage (`5%`)");
+        match s.trim().strip_suffix('%') {
+            Some(p) => {
+                let p: f64 = p.trim().parse().map_err(|_| bad())?;
+                if !(0.0..=100.0).contains(&p) {
+                    return Err(format!("`{s}`: a percentage is between 0% and 100%"));
+                }
+                Ok(Allowance::Share(p))
+            }
+            None => s.trim().parse().map(Allowance::Rows).map_err(|_| bad()),
+        }
+    }
+
+    fn allows(self, failed: usize, rows: usize) -> bool {
+        match self {
+            Allowance::Any => true,
+            Allowance::Rows(n) => failed <= n,
+            Allowance::Share(p) => failed as f64 <= p / 100.0 * rows as f64,
+        }
+    }
+}
+
+impl std::fmt::Display for Allowance {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Allowance::Any => write!(f, "any number"),
+            Allowance::Rows(0) => write!(f, "none allowed"),
+            Allowance::Rows(n) => write!(f, "the {n} allowed"),
+            Allowance::Share(p) => write!(f, "the {p}% allowed"),
+        }
+    }
+}
+
+/// The summary's line of failure codes, most frequent first: `failed rows by code:
+/// no_verdict 4, rubric::row::malformed_json 1`.
+fn failures_line(s: &runtime::Summary) -> String {
+    let top = s.top_failures();
+    let shown: Vec<String> = top.iter().take(6).map(|(code, n)| format!("{code} {n}")).collect();
+    let more = if top.len() > 6 { format!(", and {} more codes", top.len() - 6) } else { String::new() };
+    format!("{} failed row{} by code: {}{more}", s.failed_rows, plural(s.failed_rows), shown.join(", "))
 }
 
 fn plural(n: usize) -> &'static str {

@@ -22,14 +22,16 @@ struct Tally {
     compile_failed: usize,
 }
 
-pub fn test_command(paths: &[PathBuf], engine: &EngineArgs, format: ErrorFormat) -> ExitCode {
+/// `bless`: write each directory's `expected.jsonl` from its current results instead of
+/// comparing with it.
+pub fn test_command(paths: &[PathBuf], engine: &EngineArgs, format: ErrorFormat, bless: bool) -> ExitCode {
     let mut t = Tally::default();
     if paths.is_empty() {
         eprintln!("error: give .rubric files or example directories");
         return ExitCode::from(2);
     }
     for p in paths {
-        test_path(p, engine, format, &mut t);
+        test_path(p, engine, format, bless, &mut t);
     }
     outln!(
         "{} passed, {} failed (examples: {} ok, {} failed; rows: {} ok, {} failed; {} did not compile)",
@@ -48,11 +50,11 @@ pub fn test_command(paths: &[PathBuf], engine: &EngineArgs, format: ErrorFormat)
     }
 }
 
-fn test_path(path: &Path, engine: &EngineArgs, format: ErrorFormat, t: &mut Tally) {
+fn test_path(path: &Path, engine: &EngineArgs, format: ErrorFormat, bless: bool, t: &mut Tally) {
     if path.is_dir() {
         let main = path.join("main.rubric");
         if main.is_file() {
-            test_dir(path, &main, engine, format, t);
+            test_dir(path, &main, engine, format, bless, t);
         } else {
             let mut subs: Vec<PathBuf> = std::fs::read_dir(path)
                 .map(|rd| {
@@ -63,7 +65,7 @@ fn test_path(path: &Path, engine: &EngineArgs, format: ErrorFormat, t: &mut Tall
                 .unwrap_or_default();
             subs.sort();
             for s in subs {
-                test_path(&s, engine, format, t);
+                test_path(&s, engine, format, bless, t);
             }
         }
     } else {
@@ -106,7 +108,7 @@ fn test_file(path: &Path, engine: &EngineArgs, format: ErrorFormat, t: &mut Tall
     Some(r)
 }
 
-fn test_dir(dir: &Path, main: &Path, engine: &EngineArgs, format: ErrorFormat, t: &mut Tally) {
+fn test_dir(dir: &Path, main: &Path, engine: &EngineArgs, format: ErrorFormat, bless: bool, t: &mut Tally) {
     let Some(r) = test_file(main, engine, format, t) else { return };
     let p = r.program();
     let engine = engine.kind(&r).engine_for(p, engine.limits());
@@ -138,6 +140,16 @@ fn test_dir(dir: &Path, main: &Path, engine: &EngineArgs, format: ErrorFormat, t
             return;
         }
     };
+    if bless {
+        bless_dir(
+            dir,
+            &expected_path,
+            &text,
+            |i, line| runtime::score_line(engine, p, &ident, i, line, vf.as_ref()),
+            t,
+        );
+        return;
+    }
     let expected: Vec<Json> = match std::fs::read_to_string(&expected_path) {
         Ok(x) => {
             match x.lines().filter(|l| !l.trim().is_empty()).map(serde_json::from_str).collect::<Result<Vec<Json>, _>>()
@@ -185,6 +197,51 @@ fn test_dir(dir: &Path, main: &Path, engine: &EngineArgs, format: ErrorFormat, t
     };
     let status = if ok == lines.len() { "ok  " } else { "FAIL" };
     outln!("{status} {}: {ok}/{} rows match expected.jsonl{mean}", dir.display(), lines.len());
+}
+
+/// Write `expected.jsonl` from the current results of `inputs`: for each row its index, id,
+/// score, status (and error or unscored reason), and each criterion's id, status and value —
+/// what a result means, not the engine, hashes or wording, so that the file survives a
+/// rewording and holds on every engine.
+fn bless_dir(dir: &Path, expected_path: &Path, inputs: &str, score: impl Fn(usize, &str) -> Json, t: &mut Tally) {
+    let mut out = String::new();
+    let lines: Vec<&str> = inputs.lines().filter(|l| !l.trim().is_empty()).collect();
+    for (i, line) in lines.iter().enumerate() {
+        let got = score(i, line);
+        let mut want = serde_json::Map::new();
+        for key in ["row", "id", "score", "status", "unscored_reason", "error"] {
+            if let Some(v) = got.get(key) {
+                want.insert(key.into(), v.clone());
+            }
+        }
+        if let Some(cs) = got.get("criteria").and_then(Json::as_array) {
+            let cs: Vec<Json> = cs
+                .iter()
+                .map(|c| {
+                    let mut m = serde_json::Map::new();
+                    for key in ["id", "status", "value"] {
+                        if let Some(v) = c.get(key) {
+                            m.insert(key.into(), v.clone());
+                        }
+                    }
+                    Json::Object(m)
+                })
+                .collect();
+            want.insert("criteria".into(), Json::Array(cs));
+        }
+        out.push_str(&Json::Object(want).to_string());
+        out.push('\n');
+    }
+    match std::fs::write(expected_path, out) {
+        Ok(()) => {
+            t.rows_ok += lines.len();
+            outln!("bless {}: wrote {} rows to {}", dir.display(), lines.len(), expected_path.display());
+        }
+        Err(e) => {
+            t.rows_failed += lines.len().max(1);
+            outln!("FAIL {}: cannot write {}: {e}", dir.display(), expected_path.display());
+        }
+    }
 }
 
 /// Every key of `want` must be in `got` with an equal value (objects compared recursively,

@@ -19,6 +19,7 @@ use crate::stdlib::TrapKind;
 use crate::value::Value;
 use rayon::prelude::*;
 use serde_json::{json, Map, Value as Json};
+use std::collections::BTreeMap;
 use std::fs::{File, OpenOptions};
 use std::io::{BufRead, BufReader, BufWriter, Seek, SeekFrom, Write};
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -67,12 +68,105 @@ pub struct Summary {
     pub errors: usize,
     pub skipped_resume: usize,
     pub score_sum: f64,
+    /// Rows of this run that failed somewhere: an error record, or a criterion, gate or the
+    /// score unscored.
+    pub failed_rows: usize,
+    /// For each failure code, the rows of this run it occurred in: an error record's code, an
+    /// unscored criterion's reason code (`no_verdict`, `judge_timeout`, `rubric::trap::limit`).
+    pub failures: BTreeMap<String, usize>,
 }
 
 impl Summary {
     pub fn mean_score(&self) -> Option<f64> {
         (self.scored > 0).then(|| self.score_sum / self.scored as f64)
     }
+
+    /// The failure codes, most frequent first (ties by code).
+    pub fn top_failures(&self) -> Vec<(&str, usize)> {
+        let mut v: Vec<(&str, usize)> = self.failures.iter().map(|(c, n)| (c.as_str(), *n)).collect();
+        v.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
+        v
+    }
+
+    fn count(&mut self, outcome: &RowOutcome) {
+        self.rows += 1;
+        match outcome.score {
+            Err(()) => self.errors += 1,
+            Ok(Some(s)) => {
+                self.scored += 1;
+                self.score_sum += s;
+            }
+            Ok(None) => self.unscored += 1,
+        }
+        if !outcome.codes.is_empty() {
+            self.failed_rows += 1;
+        }
+        for code in &outcome.codes {
+            *self.failures.entry(code.clone()).or_default() += 1;
+        }
+    }
+}
+
+/// What a record says for the run's summary: its score (`Err` for an error record) and the
+/// distinct failure codes in it.
+struct RowOutcome {
+    score: Result<Option<f64>, ()>,
+    codes: Vec<String>,
+}
+
+impl RowOutcome {
+    fn of(record: &Json) -> RowOutcome {
+        let mut codes = std::collections::BTreeSet::new();
+        let score = if let Some(e) = record.get("error") {
+            codes.insert(e.get("code").and_then(Json::as_str).unwrap_or("error").to_string());
+            Err(())
+        } else {
+            Ok(record.get("score").and_then(Json::as_f64))
+        };
+        for key in ["criteria", "gates"] {
+            for c in record.get(key).and_then(Json::as_array).into_iter().flatten() {
+                if c.get("status").and_then(Json::as_str) == Some("unscored") {
+                    let code = reason_code(c.get("reason").and_then(Json::as_str).unwrap_or(""));
+                    if !UNSCORED_BY_DESIGN.contains(&code.as_str()) {
+                        codes.insert(code);
+                    }
+                }
+            }
+        }
+        if let Some(t) = record.get("trap") {
+            codes.insert(t.get("code").and_then(Json::as_str).unwrap_or("trap").to_string());
+        }
+        if score == Ok(None) && codes.is_empty() {
+            codes.insert(reason_code(record.get("unscored_reason").and_then(Json::as_str).unwrap_or("")));
+        }
+        RowOutcome { score, codes: codes.into_iter().collect() }
+    }
+}
+
+/// Unscored criteria that are the rubric working as written, not failures: a gate stopped
+/// evaluation before the criterion (`gated`), a judge's samples split evenly (`vote_tie`).
+const UNSCORED_BY_DESIGN: &[&str] = &["gated", "vote_tie"];
+
+/// The code an unscored reason starts with (`no_verdict: judge ...` → `no_verdict`), or
+/// `unscored` for a reason without one.
+fn reason_code(reason: &str) -> String {
+    match reason.split_once(": ") {
+        Some((code, _)) if !code.is_empty() && !code.contains(char::is_whitespace) => code.to_string(),
+        _ => "unscored".to_string(),
+    }
+}
+
+/// `-` as a path: standard input or output.
+pub fn is_stdio(path: &Path) -> bool {
+    path.as_os_str() == "-"
+}
+
+/// The rows of `path`, or of standard input for `-`.
+fn open_rows(path: &Path) -> std::io::Result<Box<dyn BufRead>> {
+    if is_stdio(path) {
+        return Ok(Box::new(BufReader::new(std::io::stdin().lock())));
+    }
+    Ok(Box::new(BufReader::new(File::open(path)?)))
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -468,89 +562,91 @@ pub fn run_batch_as(
 ) -> Result<Summary, RunError> {
     let read_err = |e| RunError::Read { path: opts.input.display().to_string(), source: e };
     let write_err = |e| RunError::Write { path: opts.output.display().to_string(), source: e };
+    if opts.resume && is_stdio(opts.output) {
+        return Err(RunError::Resume("the output is standard output (`-`); resume needs a file".into()));
+    }
     let skip = if opts.resume { resume_point(opts.output, ident, opts.groups.is_some())? } else { 0 };
     let grouper =
         std::cell::RefCell::new(opts.groups.map(|f| groups::Grouper::new(program, f).with_numeric(opts.numeric)));
-    let out_file = if opts.resume {
-        OpenOptions::new().create(true).append(true).open(opts.output).map_err(write_err)?
+    let out_file: Box<dyn Write> = if is_stdio(opts.output) {
+        Box::new(std::io::stdout().lock())
+    } else if opts.resume {
+        Box::new(OpenOptions::new().create(true).append(true).open(opts.output).map_err(write_err)?)
     } else {
-        File::create(opts.output).map_err(write_err)?
+        Box::new(File::create(opts.output).map_err(write_err)?)
     };
     let mut out = BufWriter::new(out_file);
-    let total = if opts.progress { count_rows(opts.input).ok() } else { None };
+    // Rows are counted ahead only in a regular file: a pipe, a terminal or a process
+    // substitution is read once, by scoring, and the bar counts as it goes.
+    let counted = opts.progress && !is_stdio(opts.input) && std::fs::metadata(opts.input).is_ok_and(|m| m.is_file());
+    let total = if counted { count_rows(opts.input).ok() } else { None };
     let bar = progress_bar(opts.progress, total);
-    let reader = BufReader::new(File::open(opts.input).map_err(read_err)?);
+    let reader = open_rows(opts.input).map_err(read_err)?;
     let mut summary = Summary { skipped_resume: skip, ..Summary::default() };
     let mut chunk: Vec<(usize, String)> = Vec::with_capacity(CHUNK);
     let mut index = 0usize;
     bar.inc(skip as u64);
-    let flush =
-        |chunk: &mut Vec<(usize, String)>, summary: &mut Summary, out: &mut BufWriter<File>| -> Result<(), RunError> {
-            // Each record becomes its line on the worker that scored it: a chunk holds 512
-            // lines of text, not 512 JSON trees (ten times the memory for wide rubrics).
-            let line_of = |mut r: Json| {
-                if opts.compact {
-                    compact(&mut r);
-                }
-                let outcome =
-                    if r.get("error").is_some() { Err(()) } else { Ok(r.get("score").and_then(Json::as_f64)) };
-                #[expect(clippy::expect_used, reason = "serde_json cannot fail on a JSON value")]
-                let mut line = serde_json::to_string(&r).expect("result serialises");
-                line.push('\n');
-                (line, outcome)
-            };
-            let mut grouper = grouper.borrow_mut();
-            let rows: Vec<(usize, RowIn<'_>)> = chunk.iter().map(|(i, line)| (*i, RowIn::Line(line))).collect();
-            let lines: Vec<(String, Result<Option<f64>, ()>)> = match (opts.judges, opts.numeric, grouper.as_mut()) {
-                (None, None, None) => chunk
-                    .par_iter()
-                    .map(|(i, line)| line_of(score_line(engine, program, ident, *i, line, opts.verdicts)))
-                    .collect(),
-                (judges, numeric, None) => {
-                    score_chunk_results(engine, program, ident, &rows, opts.verdicts, judges, numeric)
-                        .into_par_iter()
-                        .map(line_of)
-                        .collect()
-                }
-                (judges, numeric, Some(g)) => {
-                    // Each line parsed once, for scoring and for its group both.
-                    let parsed = parse_lines(&rows);
-                    let rows = parsed_rows(&rows, &parsed);
-                    // Records wait for the rest of their group; a group may span chunks.
-                    let records: Vec<Json> = match (judges, numeric) {
-                        (None, None) => rows
-                            .par_iter()
-                            .map(|(i, row)| score_row(engine, program, ident, *i, *row, opts.verdicts))
-                            .collect(),
-                        _ => score_chunk_results(engine, program, ident, &rows, opts.verdicts, judges, numeric),
-                    };
-                    for ((_, row), record) in rows.iter().zip(records) {
-                        g.enqueue(record, row_value(row));
-                    }
-                    if chunk.is_empty() {
-                        g.end_group();
-                    }
-                    // Every group the chunk completed, annotated together.
-                    g.take_ready().into_par_iter().map(line_of).collect()
-                }
-            };
-            for (line, outcome) in &lines {
-                summary.rows += 1;
-                match outcome {
-                    Err(()) => summary.errors += 1,
-                    Ok(Some(s)) => {
-                        summary.scored += 1;
-                        summary.score_sum += s;
-                    }
-                    Ok(None) => summary.unscored += 1,
-                }
-                out.write_all(line.as_bytes()).map_err(write_err)?;
+    let flush = |chunk: &mut Vec<(usize, String)>,
+                 summary: &mut Summary,
+                 out: &mut BufWriter<Box<dyn Write>>|
+     -> Result<(), RunError> {
+        // Each record becomes its line on the worker that scored it: a chunk holds 512
+        // lines of text, not 512 JSON trees (ten times the memory for wide rubrics).
+        let line_of = |mut r: Json| {
+            // Read before compacting, which drops the criteria.
+            let outcome = RowOutcome::of(&r);
+            if opts.compact {
+                compact(&mut r);
             }
-            out.flush().map_err(write_err)?;
-            bar.inc(chunk.len() as u64);
-            chunk.clear();
-            Ok(())
+            #[expect(clippy::expect_used, reason = "serde_json cannot fail on a JSON value")]
+            let mut line = serde_json::to_string(&r).expect("result serialises");
+            line.push('\n');
+            (line, outcome)
         };
+        let mut grouper = grouper.borrow_mut();
+        let rows: Vec<(usize, RowIn<'_>)> = chunk.iter().map(|(i, line)| (*i, RowIn::Line(line))).collect();
+        let lines: Vec<(String, RowOutcome)> = match (opts.judges, opts.numeric, grouper.as_mut()) {
+            (None, None, None) => chunk
+                .par_iter()
+                .map(|(i, line)| line_of(score_line(engine, program, ident, *i, line, opts.verdicts)))
+                .collect(),
+            (judges, numeric, None) => {
+                score_chunk_results(engine, program, ident, &rows, opts.verdicts, judges, numeric)
+                    .into_par_iter()
+                    .map(line_of)
+                    .collect()
+            }
+            (judges, numeric, Some(g)) => {
+                // Each line parsed once, for scoring and for its group both.
+                let parsed = parse_lines(&rows);
+                let rows = parsed_rows(&rows, &parsed);
+                // Records wait for the rest of their group; a group may span chunks.
+                let records: Vec<Json> = match (judges, numeric) {
+                    (None, None) => rows
+                        .par_iter()
+                        .map(|(i, row)| score_row(engine, program, ident, *i, *row, opts.verdicts))
+                        .collect(),
+                    _ => score_chunk_results(engine, program, ident, &rows, opts.verdicts, judges, numeric),
+                };
+                for ((_, row), record) in rows.iter().zip(records) {
+                    g.enqueue(record, row_value(row));
+                }
+                if chunk.is_empty() {
+                    g.end_group();
+                }
+                // Every group the chunk completed, annotated together.
+                g.take_ready().into_par_iter().map(line_of).collect()
+            }
+        };
+        for (line, outcome) in &lines {
+            summary.count(outcome);
+            out.write_all(line.as_bytes()).map_err(write_err)?;
+        }
+        out.flush().map_err(write_err)?;
+        bar.inc(chunk.len() as u64);
+        chunk.clear();
+        Ok(())
+    };
     for line in reader.lines() {
         let line = line.map_err(read_err)?;
         if line.trim().is_empty() {
@@ -678,11 +774,12 @@ fn progress_bar(enabled: bool, total: Option<u64>) -> indicatif::ProgressBar {
         Some(t) => indicatif::ProgressBar::new(t),
         None => indicatif::ProgressBar::new_spinner(),
     };
+    let template = match total {
+        Some(_) => "{spinner} [{elapsed_precise}] {wide_bar} {pos}/{len} rows ({per_sec}, eta {eta})",
+        None => "{spinner} [{elapsed_precise}] {pos} rows ({per_sec})",
+    };
     bar.set_style(
-        indicatif::ProgressStyle::with_template(
-            "{spinner} [{elapsed_precise}] {wide_bar} {pos}/{len} rows ({per_sec}, eta {eta})",
-        )
-        .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+        indicatif::ProgressStyle::with_template(template).unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
     );
     bar
 }
@@ -770,6 +867,40 @@ fn score_chunk_results(
 mod tests {
     use super::*;
     use std::sync::atomic::Ordering;
+
+    #[test]
+    fn failure_codes_come_from_error_records_and_unscored_reasons() {
+        assert_eq!(reason_code("no_verdict: judge `g` has no recorded verdict"), "no_verdict");
+        assert_eq!(reason_code("rubric::trap::limit: memory limit"), "rubric::trap::limit");
+        assert_eq!(reason_code("criterion `a` is unscored (x: y)"), "unscored");
+        assert_eq!(reason_code(""), "unscored");
+        let o = RowOutcome::of(&json!({"error": {"code": "rubric::row::malformed_json", "message": "m"}}));
+        assert_eq!((o.score, o.codes), (Err(()), vec!["rubric::row::malformed_json".to_string()]));
+        let o = RowOutcome::of(&json!({"score": 0.5, "criteria": [
+            {"status": "met"},
+            {"status": "unscored", "reason": "judge_timeout: t"},
+            {"status": "unscored", "reason": "judge_timeout: u"},
+            {"status": "unscored", "reason": "no_verdict: v"},
+        ]}));
+        assert_eq!((o.score, o.codes), (Ok(Some(0.5)), vec!["judge_timeout".to_string(), "no_verdict".to_string()]));
+        let o = RowOutcome::of(&json!({"score": 1.0, "criteria": [{"status": "met"}, {"status": "skipped"}]}));
+        assert!(o.codes.is_empty());
+        let o = RowOutcome::of(&json!({"score": 0.0, "criteria": [
+            {"status": "unscored", "reason": "gated: gate `g` stopped evaluation before this criterion"},
+            {"status": "unscored", "reason": "vote_tie: 2 samples split evenly"},
+        ]}));
+        assert!(o.codes.is_empty(), "{:?}", o.codes);
+        let o = RowOutcome::of(&json!({"score": null, "trap": {"code": "rubric::trap::limit"}, "criteria": []}));
+        assert_eq!((o.score, o.codes), (Ok(None), vec!["rubric::trap::limit".to_string()]));
+        let mut s = Summary::default();
+        for r in
+            [json!({"score": 1.0}), json!({"error": {"code": "e"}}), json!({"score": null, "unscored_reason": "x"})]
+        {
+            s.count(&RowOutcome::of(&r));
+        }
+        assert_eq!((s.rows, s.scored, s.errors, s.unscored, s.failed_rows), (3, 1, 1, 1, 2));
+        assert_eq!(s.top_failures(), vec![("e", 1), ("unscored", 1)]);
+    }
 
     /// Every row is parsed once, grouped or not; a row given as a value is not parsed at all;
     /// and values and lines give the same records.
