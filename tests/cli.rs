@@ -1000,3 +1000,75 @@ fn test_bless_writes_expected_rows_that_then_pass_and_catch_a_change() {
     assert_eq!(o.status.code(), Some(1), "{}", describe(&o));
     assert!(stdout(&o).contains(".score` is"), "{}", describe(&o));
 }
+
+/// `OUTPUT.run.json` records what made the output (the rubric, the inputs' hashes, verdicts,
+/// judges, options); a resume that differs is refused with what differs, and a resume prints
+/// the mean of the whole output, not only of the rows it scored.
+#[test]
+fn resume_refuses_other_settings_and_reports_the_mean_of_the_whole_file() {
+    let dir = TempDir::new("resume-provenance");
+    let file = dir.file("good.rubric", GOOD);
+    let (input, verdicts) = clean_rows(&dir, 40);
+    let out = dir.path("out.jsonl");
+    let run = |extra: &[&dyn AsRef<std::ffi::OsStr>]| {
+        let mut args: Vec<&dyn AsRef<std::ffi::OsStr>> =
+            vec![&"run", &file, &"--input", &input, &"--output", &out, &"--no-progress"];
+        args.extend_from_slice(extra);
+        rubric(&args)
+    };
+    let o = run(&[&"--verdicts", &verdicts]);
+    assert_eq!(o.status.code(), Some(0), "{}", describe(&o));
+    let record: Json = serde_json::from_str(&std::fs::read_to_string(dir.path("out.jsonl.run.json")).unwrap()).unwrap();
+    for key in ["ir_hash", "input", "verdicts", "judges", "engine", "groups", "compact", "numeric"] {
+        assert!(record.get(key).is_some(), "{key}: {record}");
+    }
+    assert!(record["input"].as_str().unwrap().starts_with("sha256:") && record["verdicts"].is_string(), "{record}");
+    let full = std::fs::read_to_string(&out).unwrap();
+    let scores: Vec<f64> = json_lines(&full).iter().filter_map(|r| r["score"].as_f64()).collect();
+    let mean = scores.iter().sum::<f64>() / scores.len() as f64;
+    let torn = &full[..full.match_indices('\n').nth(24).unwrap().0 + 1];
+
+    // Without the verdict file it was written with: refused, the output left alone.
+    std::fs::write(&out, torn).unwrap();
+    let o = run(&[&"--resume"]);
+    assert_eq!(o.status.code(), Some(1), "{}", describe(&o));
+    assert!(stderr(&o).contains("other settings") && stderr(&o).contains("verdicts: \"sha256:"), "{}", describe(&o));
+    assert!(stderr(&o).contains("null now"), "{}", describe(&o));
+    assert_eq!(std::fs::read_to_string(&out).unwrap(), torn);
+    // With other options, or on another engine: refused.
+    for (extra, what) in [(&"--compact", "compact: false then, true now"), (&"--engine=jit", "engine: \"interp\" then")]
+    {
+        let o = run(&[&"--resume", &"--verdicts", &verdicts, extra]);
+        assert_eq!(o.status.code(), Some(1), "{}", describe(&o));
+        assert!(stderr(&o).contains(what), "{what}: {}", describe(&o));
+    }
+    // Another input: refused.
+    let other = dir.file("other.jsonl", &std::fs::read_to_string(&input).unwrap().replace("answer 3", "answer three"));
+    let o = rubric(&[
+        &"run",
+        &file,
+        &"--input",
+        &other,
+        &"--output",
+        &out,
+        &"--verdicts",
+        &verdicts,
+        &"--resume",
+        &"--no-progress",
+    ]);
+    assert_eq!(o.status.code(), Some(1), "{}", describe(&o));
+    assert!(stderr(&o).contains("input: \"sha256:"), "{}", describe(&o));
+    // The same settings: finished byte for byte, with the whole file's mean.
+    let o = run(&[&"--resume", &"--verdicts", &verdicts]);
+    assert_eq!(o.status.code(), Some(0), "{}", describe(&o));
+    assert_eq!(std::fs::read_to_string(&out).unwrap(), full);
+    let want = format!("mean score {mean:.6} over all 40 scored rows of the output");
+    assert!(stderr(&o).contains(&want), "{want}: {}", describe(&o));
+    assert!(stderr(&o).contains("25 already done"), "{}", describe(&o));
+    // An output with no record beside it is not resumed.
+    std::fs::remove_file(dir.path("out.jsonl.run.json")).unwrap();
+    std::fs::write(&out, torn).unwrap();
+    let o = run(&[&"--resume", &"--verdicts", &verdicts]);
+    assert_eq!(o.status.code(), Some(1), "{}", describe(&o));
+    assert!(stderr(&o).contains("has no record of the run"), "{}", describe(&o));
+}

@@ -98,6 +98,7 @@ fn a_panicking_row_is_its_error_record_in_run_batch() {
             compact: false,
             groups,
             numeric: None,
+            provenance: None,
         };
         let summary = runtime::run_batch(&PanicsOnBoom, &p, &sites, &opts).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!((summary.rows, summary.scored, summary.errors), (4, 3, 1), "{summary:?}");

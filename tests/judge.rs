@@ -886,6 +886,7 @@ fn run_dispatches_only_reachable_criteria_and_reruns_from_cache() {
             compact: false,
             groups: None,
             numeric: None,
+            provenance: None,
         };
         run_batch(&Interpreter, &program, &compiled.sites, &opts).unwrap()
     };

@@ -510,6 +510,29 @@ pub fn main_with(cli: Cli) -> ExitCode {
             let allowance = if allow_errors { Allowance::Any } else { max_failures.unwrap_or(Allowance::Rows(0)) };
             let Some(rubric) = bundle::load_or_report(&file, error_format) else { return ExitCode::from(1) };
             let program = rubric.program();
+            let ident = rubric.identity();
+            // What determines the records, beside a file output (a resume must match it).
+            let provenance = if runtime::is_stdio(&output) {
+                None
+            } else {
+                let settings = RunSettings {
+                    input: &input,
+                    verdicts: verdicts.as_deref(),
+                    judges: judges.as_deref(),
+                    judge: judge.as_deref(),
+                    engine: engine.kind(&rubric).name(),
+                    compact,
+                    groups: groups.as_deref(),
+                    tensor: numeric == NumericMode::Tensor,
+                };
+                match provenance(&ident, &settings) {
+                    Ok(p) => Some(p),
+                    Err(e) => {
+                        eprintln!("error: {e}");
+                        return ExitCode::from(2);
+                    }
+                }
+            };
             let numeric = match numeric_stage(numeric, program) {
                 Ok(n) => n,
                 Err(e) => {
@@ -547,8 +570,9 @@ pub fn main_with(cli: Cli) -> ExitCode {
                 compact,
                 groups: groups.as_deref(),
                 numeric: numeric.as_deref(),
+                provenance: provenance.as_ref(),
             };
-            match runtime::run_batch_as(engine.as_ref(), program, &rubric.identity(), &opts) {
+            match runtime::run_batch_as(engine.as_ref(), program, &ident, &opts) {
                 Ok(s) => {
                     let secs = start.elapsed().as_secs_f64();
                     eprintln!(
@@ -563,7 +587,15 @@ pub fn main_with(cli: Cli) -> ExitCode {
                         } else {
                             String::new()
                         },
-                        s.mean_score().map(|m| format!("; mean score {m:.6}")).unwrap_or_default()
+                        match (s.skipped_resume, s.mean_score_of_file()) {
+                            (0, _) => s.mean_score().map(|m| format!("; mean score {m:.6}")).unwrap_or_default(),
+                            (_, Some(m)) => format!(
+                                "; mean score {m:.6} over all {} scored rows of the output{}",
+                                s.scored + s.kept.scored,
+                                s.mean_score().map(|m| format!(" ({m:.6} over this run's)")).unwrap_or_default()
+                            ),
+                            (_, None) => String::new(),
+                        }
                     );
                     if let Some(d) = &dispatching {
                         eprintln!("{}", d.report());
@@ -860,6 +892,61 @@ pub fn emit(diags: &[Diagnostic], sources: &SourceMap, format: ErrorFormat, hide
             eprintln!("{errors} error{}, {warnings} warning{}", plural(errors), plural(warnings));
         }
     }
+}
+
+/// The settings of a `rubric run` that decide its records, beside the rubric.
+struct RunSettings<'a> {
+    input: &'a Path,
+    verdicts: Option<&'a Path>,
+    judges: Option<&'a Path>,
+    judge: Option<&'a str>,
+    engine: &'static str,
+    compact: bool,
+    groups: Option<&'a str>,
+    tensor: bool,
+}
+
+/// The provenance record of a run (`OUTPUT.run.json`): the rubric's identity, the SHA-256 of
+/// the input, the verdict file, `judges.toml` and a replayed transcript, and the options that
+/// shape the records. An input that is not a regular file (a pipe) is recorded as `-`.
+fn provenance(ident: &runtime::Identity, s: &RunSettings<'_>) -> Result<serde_json::Value, String> {
+    fn file_hash(path: &Path) -> Result<String, String> {
+        use sha2::{Digest, Sha256};
+        use std::io::Read;
+        let mut f = std::fs::File::open(path).map_err(|e| format!("cannot read `{}`: {e}", path.display()))?;
+        let mut h = Sha256::new();
+        let mut buf = vec![0u8; 1 << 20];
+        loop {
+            match f.read(&mut buf) {
+                Ok(0) => break,
+                Ok(n) => h.update(&buf[..n]),
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(format!("cannot read `{}`: {e}", path.display())),
+            }
+        }
+        Ok(h.finalize().iter().fold(String::from("sha256:"), |mut out, b| {
+            out.push_str(&format!("{b:02x}"));
+            out
+        }))
+    }
+    let hash = |p: Option<&Path>| p.map(file_hash).transpose();
+    let regular = !runtime::is_stdio(s.input) && std::fs::metadata(s.input).is_ok_and(|m| m.is_file());
+    let input = if regular { file_hash(s.input)? } else { "-".to_string() };
+    let replay = s.judge.and_then(|j| j.strip_prefix("replay:")).map(Path::new);
+    Ok(serde_json::json!({
+        "rubric": ident.rubric,
+        "version": ident.version,
+        "ir_hash": ident.ir_hash,
+        "bundle": ident.bundle,
+        "input": input,
+        "verdicts": hash(s.verdicts)?,
+        "judges": hash(s.judges)?,
+        "replay": hash(replay)?,
+        "engine": s.engine,
+        "compact": s.compact,
+        "groups": s.groups,
+        "numeric": if s.tensor { "tensor" } else { "scalar" },
+    }))
 }
 
 /// How many failed rows a run may have and still exit 0.

@@ -74,11 +74,20 @@ pub struct Summary {
     /// For each failure code, the rows of this run it occurred in: an error record's code, an
     /// unscored criterion's reason code (`no_verdict`, `judge_timeout`, `rubric::trap::limit`).
     pub failures: BTreeMap<String, usize>,
+    /// The scored lines a resume kept from the output (empty without `--resume`).
+    pub kept: Kept,
 }
 
 impl Summary {
+    /// The mean score of the rows this run scored.
     pub fn mean_score(&self) -> Option<f64> {
         (self.scored > 0).then(|| self.score_sum / self.scored as f64)
+    }
+
+    /// The mean score of every scored line of the output: those a resume kept and this run's.
+    pub fn mean_score_of_file(&self) -> Option<f64> {
+        let n = self.scored + self.kept.scored;
+        (n > 0).then(|| (self.score_sum + self.kept.score_sum) / n as f64)
     }
 
     /// The failure codes, most frequent first (ties by code).
@@ -468,6 +477,66 @@ pub struct RunOptions<'a> {
     /// Compute scores, group trees, advantages and token credit with the tensor numeric
     /// stage; `None`: the scalar path.
     pub numeric: Option<&'a dyn ChunkNumeric>,
+    /// What determines the records beside the rubric (the inputs' hashes, verdict files, judge
+    /// configuration, options): written beside a file output as [`provenance_path`], and a
+    /// resume whose provenance differs is refused.
+    pub provenance: Option<&'a Json>,
+}
+
+/// The file beside an output that records what made it: `OUTPUT.run.json`.
+pub fn provenance_path(output: &Path) -> std::path::PathBuf {
+    let mut name = output.as_os_str().to_owned();
+    name.push(".run.json");
+    std::path::PathBuf::from(name)
+}
+
+/// Refuse to resume `output` unless the provenance recorded beside it is `want`.
+fn check_provenance(output: &Path, want: &Json) -> Result<(), RunError> {
+    let path = provenance_path(output);
+    let text = match std::fs::read_to_string(&path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Err(RunError::Resume(format!(
+                "`{}` has no record of the run that wrote `{}`, so nothing says this run would write the same; \
+                 run again without --resume",
+                path.display(),
+                output.display()
+            )))
+        }
+        Err(e) => return Err(RunError::Read { path: path.display().to_string(), source: e }),
+    };
+    let had: Json = serde_json::from_str(&text)
+        .map_err(|e| RunError::Resume(format!("`{}` is not the record of a run: {e}", path.display())))?;
+    if had == *want {
+        return Ok(());
+    }
+    if had.get("ir_hash") != want.get("ir_hash") {
+        let show = |v: &Json| v.get("ir_hash").and_then(Json::as_str).unwrap_or("missing").to_string();
+        return Err(RunError::Resume(format!(
+            "`{}` was written by another rubric (ir_hash {}); this rubric is {}",
+            output.display(),
+            show(&had),
+            show(want)
+        )));
+    }
+    let (had_map, want_map) = (had.as_object(), want.as_object());
+    let mut keys: Vec<&str> = want_map.into_iter().flatten().map(|(k, _)| k.as_str()).collect();
+    keys.extend(had_map.into_iter().flatten().map(|(k, _)| k.as_str()));
+    keys.sort_unstable();
+    keys.dedup();
+    let differ: Vec<String> = keys
+        .into_iter()
+        .filter(|k| had.get(*k) != want.get(*k))
+        .map(|k| {
+            let show = |v: Option<&Json>| v.map_or("nothing".to_string(), Json::to_string);
+            format!("{k}: {} then, {} now", show(had.get(k)), show(want.get(k)))
+        })
+        .collect();
+    Err(RunError::Resume(format!(
+        "`{}` was written by a run with other settings ({}); resume with the same ones, or run again without --resume",
+        output.display(),
+        differ.join("; ")
+    )))
 }
 
 /// A compact record: `values` holds each criterion's value in the order of the full record's
@@ -491,10 +560,10 @@ fn compact(record: &mut Json) {
 /// Count complete result lines already in `output` (resume), truncating a torn last line.
 /// Fails if a line was written by a different program.
 /// With groups, the last group written is dropped and redone: its lines may be incomplete.
-fn resume_point(output: &Path, ident: &Identity, groups: bool) -> Result<usize, RunError> {
+fn resume_point(output: &Path, ident: &Identity, groups: bool) -> Result<(usize, Kept), RunError> {
     let mut f = match OpenOptions::new().read(true).write(true).open(output) {
         Ok(f) => f,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(0),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok((0, Kept::default())),
         Err(e) => return Err(RunError::Read { path: output.display().to_string(), source: e }),
     };
     // Streamed line by line: an output of millions of rows is never held in memory.
@@ -502,8 +571,9 @@ fn resume_point(output: &Path, ident: &Identity, groups: bool) -> Result<usize, 
     let mut line = String::new();
     let mut good_bytes = 0usize;
     let mut done = 0usize;
-    // Where the run of lines of the last group seen starts: (bytes, lines, group).
-    let mut group_start = (0usize, 0usize, Json::Null);
+    // Where the run of lines of the last group seen starts: (bytes, lines, group, scores).
+    let mut group_start = (0usize, 0usize, Json::Null, Kept::default());
+    let mut kept = Kept::default();
     loop {
         line.clear();
         let n = reader
@@ -529,18 +599,29 @@ fn resume_point(output: &Path, ident: &Identity, groups: bool) -> Result<usize, 
             return Err(RunError::Resume(format!("`{}` line {} is not row {done}", output.display(), done + 1)));
         }
         if let Some(g) = v.get("group").filter(|g| **g != group_start.2) {
-            group_start = (good_bytes, done, g.clone());
+            group_start = (good_bytes, done, g.clone(), kept);
         }
         good_bytes += line.len();
         done += 1;
+        if let Some(s) = v.get("score").and_then(Json::as_f64).filter(|_| v.get("error").is_none()) {
+            kept.scored += 1;
+            kept.score_sum += s;
+        }
     }
     if groups {
-        (good_bytes, done) = (group_start.0, group_start.1);
+        (good_bytes, done, kept) = (group_start.0, group_start.1, group_start.3);
     }
     drop(reader);
     f.set_len(good_bytes as u64).map_err(|e| RunError::Write { path: output.display().to_string(), source: e })?;
     f.seek(SeekFrom::End(0)).map_err(|e| RunError::Write { path: output.display().to_string(), source: e })?;
-    Ok(done)
+    Ok((done, kept))
+}
+
+/// The scored lines a resume kept: their number and the sum of their scores.
+#[derive(Debug, Default, Clone, Copy, PartialEq)]
+pub struct Kept {
+    pub scored: usize,
+    pub score_sum: f64,
 }
 
 /// Score every row of `opts.input` into `opts.output`; `sites` locates traps in the sources.
@@ -565,7 +646,12 @@ pub fn run_batch_as(
     if opts.resume && is_stdio(opts.output) {
         return Err(RunError::Resume("the output is standard output (`-`); resume needs a file".into()));
     }
-    let skip = if opts.resume { resume_point(opts.output, ident, opts.groups.is_some())? } else { 0 };
+    let resuming = opts.resume && std::fs::metadata(opts.output).is_ok_and(|m| m.len() > 0);
+    if let (true, Some(want)) = (resuming, opts.provenance) {
+        check_provenance(opts.output, want)?;
+    }
+    let (skip, kept) =
+        if opts.resume { resume_point(opts.output, ident, opts.groups.is_some())? } else { (0, Kept::default()) };
     let grouper =
         std::cell::RefCell::new(opts.groups.map(|f| groups::Grouper::new(program, f).with_numeric(opts.numeric)));
     let out_file: Box<dyn Write> = if is_stdio(opts.output) {
@@ -576,13 +662,18 @@ pub fn run_batch_as(
         Box::new(File::create(opts.output).map_err(write_err)?)
     };
     let mut out = BufWriter::new(out_file);
+    if let (false, Some(p), false) = (resuming, opts.provenance, is_stdio(opts.output)) {
+        let path = provenance_path(opts.output);
+        let text = format!("{p:#}\n");
+        std::fs::write(&path, text).map_err(|e| RunError::Write { path: path.display().to_string(), source: e })?;
+    }
     // Rows are counted ahead only in a regular file: a pipe, a terminal or a process
     // substitution is read once, by scoring, and the bar counts as it goes.
     let counted = opts.progress && !is_stdio(opts.input) && std::fs::metadata(opts.input).is_ok_and(|m| m.is_file());
     let total = if counted { count_rows(opts.input).ok() } else { None };
     let bar = progress_bar(opts.progress, total);
     let reader = open_rows(opts.input).map_err(read_err)?;
-    let mut summary = Summary { skipped_resume: skip, ..Summary::default() };
+    let mut summary = Summary { skipped_resume: skip, kept, ..Summary::default() };
     let mut chunk: Vec<(usize, String)> = Vec::with_capacity(CHUNK);
     let mut index = 0usize;
     bar.inc(skip as u64);
