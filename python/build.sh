@@ -18,9 +18,12 @@ VENV="$PWD/target/pyenv"
 if [ ! -x "$VENV/bin/python" ]; then
     "${PYTHON:-python3}" -m venv "$VENV"
 fi
+echo "python/build.sh: installing maturin, pytest, NumPy and Ray Data into $VENV" >&2
 "$VENV/bin/pip" install -q "maturin>=1.7,<2" pytest pytest-timeout numpy "ray[data]"
 start=$(date +%s)
-VIRTUAL_ENV="$VENV" PATH="$VENV/bin:$PATH" maturin develop -q "$@"
+# cargo's own progress (crate by crate) goes to stderr: a first build takes minutes.
+echo "python/build.sh: building the extension module with maturin (cargo's progress below)" >&2
+VIRTUAL_ENV="$VENV" PATH="$VENV/bin:$PATH" maturin develop "$@"
 echo "python/build.sh: built and installed in $(( $(date +%s) - start ))s ($VENV)"
 if [ -z "${NO_TEST:-}" ]; then
     if [ -z "${RUBRIC_BIN:-}" ] && [ ! -x ../target/debug/rubric ]; then

@@ -1072,3 +1072,27 @@ fn resume_refuses_other_settings_and_reports_the_mean_of_the_whole_file() {
     assert_eq!(o.status.code(), Some(1), "{}", describe(&o));
     assert!(stderr(&o).contains("has no record of the run"), "{}", describe(&o));
 }
+
+/// The README's "Using it" commands, as written (`cargo run --` as the built binary), in a
+/// fresh directory that has the repository's `examples/`: each exits 0. The last, `fmt
+/// my.rubric`, names the reader's own file and is left out.
+#[test]
+fn the_readme_commands_run_as_written() {
+    let readme = std::fs::read_to_string(crate_root().join("README.md")).unwrap();
+    let start = readme.find("## Using it\n\n```\n").expect("README has a \"Using it\" block") + "## Using it\n\n```\n".len();
+    let block = &readme[start..start + readme[start..].find("```").unwrap()];
+    let commands: Vec<Vec<&str>> = block
+        .lines()
+        .filter_map(|l| l.strip_prefix("cargo run -- "))
+        .map(|l| l.split("  #").next().unwrap().split_whitespace().collect())
+        .collect();
+    assert!(commands.len() >= 14, "{block}");
+    assert_eq!(commands.last().unwrap(), &["fmt", "my.rubric"]);
+    let dir = TempDir::new("readme");
+    std::os::unix::fs::symlink(crate_root().join("examples"), dir.path("examples")).unwrap();
+    for args in &commands[..commands.len() - 1] {
+        let o = Command::new(env!("CARGO_BIN_EXE_rubric")).args(args).current_dir(&dir.0).output().unwrap();
+        assert_eq!(o.status.code(), Some(0), "`rubric {}`: {}", args.join(" "), describe(&o));
+    }
+    assert!(dir.path("tree.rubric").is_file() && dir.path("ifeval.rbk").is_file() && dir.path("scores.jsonl.run.json").is_file());
+}

@@ -11,6 +11,7 @@ static GLOBAL: rubric::meter::Counting<std::alloc::System> = rubric::meter::Coun
 
 mod bundle;
 mod cli;
+mod docs;
 mod common;
 mod conformance;
 mod conformance_data;

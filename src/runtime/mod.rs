@@ -696,7 +696,11 @@ pub fn run_batch_as(
         };
         let mut grouper = grouper.borrow_mut();
         let rows: Vec<(usize, RowIn<'_>)> = chunk.iter().map(|(i, line)| (*i, RowIn::Line(line))).collect();
-        let lines: Vec<(String, RowOutcome)> = match (opts.judges, opts.numeric, grouper.as_mut()) {
+        let lines: Vec<(String, RowOutcome)> = with_judge_progress(&bar, opts.judges, || match (
+            opts.judges,
+            opts.numeric,
+            grouper.as_mut(),
+        ) {
             (None, None, None) => chunk
                 .par_iter()
                 .map(|(i, line)| line_of(score_line(engine, program, ident, *i, line, opts.verdicts)))
@@ -728,7 +732,7 @@ pub fn run_batch_as(
                 // Every group the chunk completed, annotated together.
                 g.take_ready().into_par_iter().map(line_of).collect()
             }
-        };
+        });
         for (line, outcome) in &lines {
             summary.count(outcome);
             out.write_all(line.as_bytes()).map_err(write_err)?;
@@ -856,6 +860,36 @@ fn count_rows(path: &Path) -> std::io::Result<u64> {
     Ok(n)
 }
 
+/// Run `work` (scoring one chunk) while, on a visible bar, a ticker shows how many of the judge
+/// requests planned so far are answered: the bar counts rows a chunk (512) at a time, which
+/// judging can take minutes to finish.
+fn with_judge_progress<T>(bar: &indicatif::ProgressBar, judges: Option<&dyn ChunkJudge>, work: impl FnOnce() -> T) -> T {
+    let Some(judges) = judges.filter(|_| !bar.is_hidden()) else { return work() };
+    let done = std::sync::atomic::AtomicBool::new(false);
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            while !done.load(std::sync::atomic::Ordering::Relaxed) {
+                bar.set_message(judge_progress(&judges.stats()));
+                std::thread::park_timeout(std::time::Duration::from_millis(200));
+            }
+        });
+        let out = work();
+        done.store(true, std::sync::atomic::Ordering::Relaxed);
+        bar.set_message(judge_progress(&judges.stats()));
+        out
+    })
+}
+
+/// The bar's judge message from [`ChunkJudge::stats`]: requests answered (by HTTP, a local
+/// model, the cache, a replay or an identical earlier request) of the distinct ones planned,
+/// and those still in flight or queued.
+fn judge_progress(stats: &Json) -> String {
+    let n = |k: &str| stats.get(k).and_then(Json::as_u64).unwrap_or(0);
+    let planned = n("unique");
+    let answered = n("http_requests") + n("local_requests") + n("cache_hits") + n("replayed") + n("memo_hits");
+    format!("· judge requests: {answered} of {planned} answered, {} in flight", planned.saturating_sub(answered))
+}
+
 fn progress_bar(enabled: bool, total: Option<u64>) -> indicatif::ProgressBar {
     use std::io::IsTerminal;
     if !enabled || !std::io::stderr().is_terminal() {
@@ -866,8 +900,8 @@ fn progress_bar(enabled: bool, total: Option<u64>) -> indicatif::ProgressBar {
         None => indicatif::ProgressBar::new_spinner(),
     };
     let template = match total {
-        Some(_) => "{spinner} [{elapsed_precise}] {wide_bar} {pos}/{len} rows ({per_sec}, eta {eta})",
-        None => "{spinner} [{elapsed_precise}] {pos} rows ({per_sec})",
+        Some(_) => "{spinner} [{elapsed_precise}] {wide_bar} {pos}/{len} rows ({per_sec}, eta {eta}) {msg}",
+        None => "{spinner} [{elapsed_precise}] {pos} rows ({per_sec}) {msg}",
     };
     bar.set_style(
         indicatif::ProgressStyle::with_template(template).unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
@@ -991,6 +1025,13 @@ mod tests {
         }
         assert_eq!((s.rows, s.scored, s.errors, s.unscored, s.failed_rows), (3, 1, 1, 1, 2));
         assert_eq!(s.top_failures(), vec![("e", 1), ("unscored", 1)]);
+    }
+
+    #[test]
+    fn the_judge_message_counts_answered_and_in_flight_requests() {
+        let stats = json!({"unique": 10, "http_requests": 3, "cache_hits": 2, "memo_hits": 1, "replayed": 0});
+        assert_eq!(judge_progress(&stats), "· judge requests: 6 of 10 answered, 4 in flight");
+        assert_eq!(judge_progress(&json!({})), "· judge requests: 0 of 0 answered, 0 in flight");
     }
 
     /// Every row is parsed once, grouped or not; a row given as a value is not parsed at all;
