@@ -111,8 +111,9 @@ impl NativeRubric {
                 (false, None) => CacheSetting::Default,
             },
         };
-        // local judges (`judge { local "DIR" }`) need no configuration; this package is built
-        // without local models, so their criteria end unscored with the reason
+        // local judges (`judge { local "DIR" }`) need no configuration: the package has local
+        // models, found as `rubric run` finds them (the embedding model: RUBRIC_EMBEDDING_MODEL,
+        // else ~/.local/share/rubric/models/)
         let judges = py.detach(|| settings.dispatcher(&[loaded.program()])).map_err(value_error)?;
         let ident = loaded.identity();
         Ok(NativeRubric { loaded, choice, ident, judges })

@@ -212,3 +212,19 @@ def test_scoring_releases_the_gil():
     # with the GIL held for the whole call the counter could not move (beyond one switch interval)
     assert elapsed > 0.05, f"batch too small to measure ({elapsed:.3f}s)"
     assert during > 10_000, f"the counter thread advanced {during} times in {elapsed:.3f}s"
+
+
+def test_embedding_verifiers_score_as_rubric_run(rubric_bin, tmp_path):
+    # The package has local models: the nuggets example's coverage checks (sentence embeddings,
+    # all-MiniLM-L6-v2 from RUBRIC_EMBEDDING_MODEL, as .ci/run sets it) are scored, not unscored.
+    import os
+
+    model = os.environ.get("RUBRIC_EMBEDDING_MODEL")
+    assert model and os.path.isdir(model), (
+        "RUBRIC_EMBEDDING_MODEL must name all-MiniLM-L6-v2 (bash scripts/fetch-models.sh puts it in target/models/)"
+    )
+    file = EXAMPLES / "nuggets" / "main.rubric"
+    rows = read_rows(EXAMPLES / "nuggets" / "inputs.jsonl")
+    got = rubric.load(str(file)).score(rows)
+    assert got == rubric_run(rubric_bin, tmp_path, file, rows, "--embedding-model", model)
+    assert all(rec.get("status") == "scored" for rec in got), got
