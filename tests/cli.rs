@@ -370,7 +370,7 @@ fn output_to_a_closed_stdout_is_not_a_panic() {
     let commands: Vec<Vec<&dyn AsRef<std::ffi::OsStr>>> = vec![
         vec![&"ir", &file],
         vec![&"ir", &"--json", &file],
-        vec![&"fmt", &file],
+        vec![&"fmt", &"--stdout", &file],
         vec![&"test", &file],
         vec![&"explain", &file, &"--input", &input, &"--row", &"0"],
     ];
@@ -508,7 +508,7 @@ fn fmt_output_checks_clean_and_is_a_fixed_point() {
     let messy = dir.file("messy.rubric", MESSY);
     let before = rubric(&[&"check", &messy]);
     assert_eq!(before.status.code(), Some(0), "the messy file compiles: {}", describe(&before));
-    let o = rubric(&[&"fmt", &messy]);
+    let o = rubric(&[&"fmt", &"--stdout", &messy]);
     assert_eq!(o.status.code(), Some(0), "{}", describe(&o));
     let formatted = stdout(&o);
     assert_ne!(formatted, MESSY, "fmt changes a badly laid out file");
@@ -519,10 +519,24 @@ fn fmt_output_checks_clean_and_is_a_fixed_point() {
     let (fa, fb) = (rubric(&[&"ir", &"--json", &out]), rubric(&[&"ir", &"--json", &messy]));
     assert_eq!(fa.stdout, fb.stdout, "formatting does not change the canonical IR:\n{formatted}");
     assert_eq!(ir_hash(&fa), ir_hash(&fb), "nor its hash");
-    let again = rubric(&[&"fmt", &out]);
+    let again = rubric(&[&"fmt", &"--stdout", &out]);
     assert_eq!(stdout(&again), formatted, "fmt is idempotent");
     assert_eq!(rubric(&[&"fmt", &"--check", &out]).status.code(), Some(0));
-    assert_eq!(rubric(&[&"fmt", &"--check", &messy]).status.code(), Some(1));
+    // --check prints what would change, as a unified diff, and changes nothing.
+    let c = rubric(&[&"fmt", &"--check", &messy]);
+    assert_eq!(c.status.code(), Some(1), "{}", describe(&c));
+    let diff = stdout(&c);
+    assert!(diff.starts_with(&format!("--- {}\n+++ {} (formatted)\n@@ ", messy.display(), messy.display())), "{diff}");
+    assert!(diff.lines().any(|l| l.starts_with('-')) && diff.lines().any(|l| l.starts_with('+')), "{diff}");
+    assert_eq!(std::fs::read_to_string(&messy).unwrap(), MESSY, "--check writes nothing");
+    // Without flags, in place: the file becomes the formatted text, and again changes nothing.
+    let copy = dir.file("copy.rubric", MESSY);
+    let o = rubric(&[&"fmt", &copy, &out]);
+    assert_eq!(o.status.code(), Some(0), "{}", describe(&o));
+    assert_eq!(std::fs::read_to_string(&copy).unwrap(), formatted);
+    assert!(stderr(&o).contains("formatted") && !stderr(&o).contains(&out.display().to_string()), "{}", describe(&o));
+    let o = rubric(&[&"fmt", &copy]);
+    assert_eq!((o.status.code(), stderr(&o)), (Some(0), String::new()), "{}", describe(&o));
     let t = rubric(&[&"test", &out]);
     assert_eq!(t.status.code(), Some(0), "the formatted example still passes: {}", describe(&t));
 
@@ -532,6 +546,10 @@ fn fmt_output_checks_clean_and_is_a_fixed_point() {
         &MESSY.replace("input reference : Text?", "input reference : Text? // may be missing"),
     );
     let o = rubric(&[&"fmt", &commented]);
+    assert!(
+        std::fs::read_to_string(&commented).unwrap().contains("// may be missing"),
+        "fmt leaves a file with comments alone"
+    );
     if o.status.success() {
         assert!(stdout(&o).contains("// may be missing"), "fmt dropped a comment: {}", describe(&o));
     } else {
@@ -1079,7 +1097,8 @@ fn resume_refuses_other_settings_and_reports_the_mean_of_the_whole_file() {
 #[test]
 fn the_readme_commands_run_as_written() {
     let readme = std::fs::read_to_string(crate_root().join("README.md")).unwrap();
-    let start = readme.find("## Using it\n\n```\n").expect("README has a \"Using it\" block") + "## Using it\n\n```\n".len();
+    let start =
+        readme.find("## Using it\n\n```\n").expect("README has a \"Using it\" block") + "## Using it\n\n```\n".len();
     let block = &readme[start..start + readme[start..].find("```").unwrap()];
     let commands: Vec<Vec<&str>> = block
         .lines()
@@ -1094,5 +1113,9 @@ fn the_readme_commands_run_as_written() {
         let o = Command::new(env!("CARGO_BIN_EXE_rubric")).args(args).current_dir(&dir.0).output().unwrap();
         assert_eq!(o.status.code(), Some(0), "`rubric {}`: {}", args.join(" "), describe(&o));
     }
-    assert!(dir.path("tree.rubric").is_file() && dir.path("ifeval.rbk").is_file() && dir.path("scores.jsonl.run.json").is_file());
+    assert!(
+        dir.path("tree.rubric").is_file()
+            && dir.path("ifeval.rbk").is_file()
+            && dir.path("scores.jsonl.run.json").is_file()
+    );
 }

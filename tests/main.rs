@@ -11,11 +11,11 @@ static GLOBAL: rubric::meter::Counting<std::alloc::System> = rubric::meter::Coun
 
 mod bundle;
 mod cli;
-mod docs;
 mod common;
 mod conformance;
 mod conformance_data;
 mod contained;
+mod docs;
 mod engine_props;
 mod forged;
 #[cfg(feature = "models")]

@@ -310,12 +310,18 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Pretty-print a rubric file in canonical layout.
+    /// Lay rubric files out in canonical layout, in place (files with comments are left
+    /// alone until the formatter keeps them).
     Fmt {
-        file: PathBuf,
-        /// Exit non-zero if the file is not formatted (prints nothing).
-        #[arg(long)]
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
+        /// Change nothing: print what would change (a unified diff) and exit 1 if any file is
+        /// not formatted.
+        #[arg(long, conflicts_with = "stdout")]
         check: bool,
+        /// Print the formatted text to standard output instead of writing the file.
+        #[arg(long)]
+        stdout: bool,
     },
     /// Convert another system's rubric into a `.rubric` file.
     Import {
@@ -678,34 +684,12 @@ pub fn main_with(cli: Cli) -> ExitCode {
             eprintln!("ir_hash: {}", p.hash());
             ExitCode::SUCCESS
         }
-        Command::Fmt { file, check } => {
-            let text = match std::fs::read_to_string(&file) {
-                Ok(t) => t,
-                Err(e) => {
-                    eprintln!("error: cannot read `{}`: {e}", file.display());
-                    return ExitCode::from(2);
-                }
-            };
-            let mut sources = SourceMap::new();
-            let id = sources.add(file.display().to_string(), text.as_str());
-            let parsed = crate::syntax::parse_file(id, &text);
-            if !parsed.diagnostics.is_empty() {
-                emit(&parsed.diagnostics, &sources, ErrorFormat::Human, false);
-                return ExitCode::from(1);
+        Command::Fmt { files, check, stdout } => {
+            let mut status = 0u8;
+            for file in &files {
+                status = status.max(fmt_file(file, check, stdout));
             }
-            if crate::syntax::scan_comments(&text).0 {
-                eprintln!(
-                    "error: `{}` has comments, which `rubric fmt` does not keep yet; nothing was changed",
-                    file.display()
-                );
-                return ExitCode::from(2);
-            }
-            let out = crate::syntax::printer::print_file(&parsed.file);
-            if check {
-                return if out == text { ExitCode::SUCCESS } else { ExitCode::from(1) };
-            }
-            out!("{out}");
-            ExitCode::SUCCESS
+            ExitCode::from(status)
         }
         Command::Import { format, file, output } => import::run(format, &file, output.as_deref()),
         Command::Build { file, output, with_sources, error_format } => {
@@ -892,6 +876,55 @@ pub fn emit(diags: &[Diagnostic], sources: &SourceMap, format: ErrorFormat, hide
             eprintln!("{errors} error{}, {warnings} warning{}", plural(errors), plural(warnings));
         }
     }
+}
+
+/// `rubric fmt` of one file: 0 formatted (or already so), 1 a parse error or (with `check`)
+/// not formatted, 2 unreadable, unwritable or holding comments.
+fn fmt_file(file: &Path, check: bool, to_stdout: bool) -> u8 {
+    let text = match std::fs::read_to_string(file) {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("error: cannot read `{}`: {e}", file.display());
+            return 2;
+        }
+    };
+    let mut sources = SourceMap::new();
+    let id = sources.add(file.display().to_string(), text.as_str());
+    let parsed = crate::syntax::parse_file(id, &text);
+    if !parsed.diagnostics.is_empty() {
+        emit(&parsed.diagnostics, &sources, ErrorFormat::Human, false);
+        return 1;
+    }
+    if crate::syntax::scan_comments(&text).0 {
+        eprintln!(
+            "error: `{}` has comments, which `rubric fmt` does not keep yet; nothing was changed",
+            file.display()
+        );
+        return 2;
+    }
+    let out = crate::syntax::printer::print_file(&parsed.file);
+    if to_stdout {
+        out!("{out}");
+        return 0;
+    }
+    if out == text {
+        return 0;
+    }
+    if check {
+        let name = file.display().to_string();
+        let diff = similar::TextDiff::from_lines(text.as_str(), out.as_str());
+        out!("{}", diff.unified_diff().context_radius(3).header(&name, &format!("{name} (formatted)")));
+        return 1;
+    }
+    // Written beside and renamed over, so that a failed write never leaves half a file.
+    let tmp = file.with_extension("rubric.fmt-tmp");
+    if let Err(e) = std::fs::write(&tmp, &out).and_then(|()| std::fs::rename(&tmp, file)) {
+        let _ = std::fs::remove_file(&tmp);
+        eprintln!("error: cannot write `{}`: {e}", file.display());
+        return 2;
+    }
+    eprintln!("formatted {}", file.display());
+    0
 }
 
 /// The settings of a `rubric run` that decide its records, beside the rubric.

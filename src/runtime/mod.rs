@@ -696,43 +696,40 @@ pub fn run_batch_as(
         };
         let mut grouper = grouper.borrow_mut();
         let rows: Vec<(usize, RowIn<'_>)> = chunk.iter().map(|(i, line)| (*i, RowIn::Line(line))).collect();
-        let lines: Vec<(String, RowOutcome)> = with_judge_progress(&bar, opts.judges, || match (
-            opts.judges,
-            opts.numeric,
-            grouper.as_mut(),
-        ) {
-            (None, None, None) => chunk
-                .par_iter()
-                .map(|(i, line)| line_of(score_line(engine, program, ident, *i, line, opts.verdicts)))
-                .collect(),
-            (judges, numeric, None) => {
-                score_chunk_results(engine, program, ident, &rows, opts.verdicts, judges, numeric)
-                    .into_par_iter()
-                    .map(line_of)
-                    .collect()
-            }
-            (judges, numeric, Some(g)) => {
-                // Each line parsed once, for scoring and for its group both.
-                let parsed = parse_lines(&rows);
-                let rows = parsed_rows(&rows, &parsed);
-                // Records wait for the rest of their group; a group may span chunks.
-                let records: Vec<Json> = match (judges, numeric) {
-                    (None, None) => rows
-                        .par_iter()
-                        .map(|(i, row)| score_row(engine, program, ident, *i, *row, opts.verdicts))
-                        .collect(),
-                    _ => score_chunk_results(engine, program, ident, &rows, opts.verdicts, judges, numeric),
-                };
-                for ((_, row), record) in rows.iter().zip(records) {
-                    g.enqueue(record, row_value(row));
+        let lines: Vec<(String, RowOutcome)> =
+            with_judge_progress(&bar, opts.judges, || match (opts.judges, opts.numeric, grouper.as_mut()) {
+                (None, None, None) => chunk
+                    .par_iter()
+                    .map(|(i, line)| line_of(score_line(engine, program, ident, *i, line, opts.verdicts)))
+                    .collect(),
+                (judges, numeric, None) => {
+                    score_chunk_results(engine, program, ident, &rows, opts.verdicts, judges, numeric)
+                        .into_par_iter()
+                        .map(line_of)
+                        .collect()
                 }
-                if chunk.is_empty() {
-                    g.end_group();
+                (judges, numeric, Some(g)) => {
+                    // Each line parsed once, for scoring and for its group both.
+                    let parsed = parse_lines(&rows);
+                    let rows = parsed_rows(&rows, &parsed);
+                    // Records wait for the rest of their group; a group may span chunks.
+                    let records: Vec<Json> = match (judges, numeric) {
+                        (None, None) => rows
+                            .par_iter()
+                            .map(|(i, row)| score_row(engine, program, ident, *i, *row, opts.verdicts))
+                            .collect(),
+                        _ => score_chunk_results(engine, program, ident, &rows, opts.verdicts, judges, numeric),
+                    };
+                    for ((_, row), record) in rows.iter().zip(records) {
+                        g.enqueue(record, row_value(row));
+                    }
+                    if chunk.is_empty() {
+                        g.end_group();
+                    }
+                    // Every group the chunk completed, annotated together.
+                    g.take_ready().into_par_iter().map(line_of).collect()
                 }
-                // Every group the chunk completed, annotated together.
-                g.take_ready().into_par_iter().map(line_of).collect()
-            }
-        });
+            });
         for (line, outcome) in &lines {
             summary.count(outcome);
             out.write_all(line.as_bytes()).map_err(write_err)?;
@@ -863,7 +860,11 @@ fn count_rows(path: &Path) -> std::io::Result<u64> {
 /// Run `work` (scoring one chunk) while, on a visible bar, a ticker shows how many of the judge
 /// requests planned so far are answered: the bar counts rows a chunk (512) at a time, which
 /// judging can take minutes to finish.
-fn with_judge_progress<T>(bar: &indicatif::ProgressBar, judges: Option<&dyn ChunkJudge>, work: impl FnOnce() -> T) -> T {
+fn with_judge_progress<T>(
+    bar: &indicatif::ProgressBar,
+    judges: Option<&dyn ChunkJudge>,
+    work: impl FnOnce() -> T,
+) -> T {
     let Some(judges) = judges.filter(|_| !bar.is_hidden()) else { return work() };
     let done = std::sync::atomic::AtomicBool::new(false);
     std::thread::scope(|s| {
