@@ -937,18 +937,13 @@ fn run_reads_standard_input_and_writes_standard_output() {
 /// transcript without the replies makes the criteria `judge_not_recorded`, cache or not.
 #[test]
 fn replay_answers_from_the_transcript_even_with_a_warm_cache() {
-    use std::io::{BufRead, BufReader};
     let dir = TempDir::new("replay-warm");
     let ex = crate_root().join("examples/healthbench");
-    let mut mock = Command::new(env!("CARGO_BIN_EXE_rubric"))
-        .args(["mock-judge", "--addr", "127.0.0.1:0", "--rules"])
-        .arg(ex.join("mock-rules.toml"))
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut base = String::new();
-    BufReader::new(mock.stdout.take().unwrap()).read_line(&mut base).unwrap();
+    let (mock, base) = crate::common::Spawned::start(
+        Command::new(env!("CARGO_BIN_EXE_rubric"))
+            .args(["mock-judge", "--addr", "127.0.0.1:0", "--rules"])
+            .arg(ex.join("mock-rules.toml")),
+    );
     let judges =
         dir.file("judges.toml", &format!("default = \"mock\"\n[endpoints.mock]\nbase_url = \"{}\"\n", base.trim()));
     let (cache, transcript) = (dir.path("cache.sqlite"), dir.path("transcript.jsonl"));
@@ -962,8 +957,7 @@ fn replay_answers_from_the_transcript_even_with_a_warm_cache() {
         (o, std::fs::read_to_string(&out).unwrap_or_default())
     };
     let (first, recorded) = run("scores.jsonl", &[&"--judges", &judges, &"--record", &transcript]);
-    let _ = mock.kill();
-    let _ = mock.wait();
+    drop(mock);
     assert!(stderr(&first).contains(&format!("judge cache: {}", cache.display())), "{}", describe(&first));
     let calls = recorded.matches("\"source\":\"judge:grader\"").count();
     assert!(calls > 0, "{recorded}");

@@ -112,3 +112,25 @@ pub fn use_minilm() -> PathBuf {
     );
     dir
 }
+
+/// A process started by [`Spawned::start`], killed when dropped.
+pub struct Spawned(pub std::process::Child);
+
+impl Spawned {
+    /// Start `cmd` (stdout piped, stderr dropped) and read the first line it prints, the address
+    /// of the server it runs (`rubric serve`, `rubric mock-judge`).
+    pub fn start(cmd: &mut std::process::Command) -> (Spawned, String) {
+        use std::io::{BufRead, BufReader};
+        let mut child = cmd.stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::null()).spawn().unwrap();
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+        (Spawned(child), line.trim().to_string())
+    }
+}
+
+impl Drop for Spawned {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}

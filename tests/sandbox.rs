@@ -395,7 +395,6 @@ fn memory_bombs_stay_within_the_memory_limit_under_a_ulimit() {
 /// goes on answering (the security test of the old main saw each of these kill the server).
 #[test]
 fn memory_and_time_bombs_do_not_take_the_server_down() {
-    use std::io::{BufRead, BufReader};
     let dir = TempDir::new("sandbox-serve");
     let bundle = bundle_of(&dir, BOMBS);
     let script = format!(
@@ -404,24 +403,8 @@ fn memory_and_time_bombs_do_not_take_the_server_down() {
         env!("CARGO_BIN_EXE_rubric"),
         bundle.display()
     );
-    let mut child = Command::new("bash")
-        .arg("-c")
-        .arg(&script)
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
-    let addr = line.trim().strip_prefix("http://").unwrap_or_else(|| panic!("first line: {line:?}")).to_string();
-    struct Kill(std::process::Child);
-    impl Drop for Kill {
-        fn drop(&mut self) {
-            let _ = self.0.kill();
-            let _ = self.0.wait();
-        }
-    }
-    let mut child = Kill(child);
+    let (mut child, line) = crate::common::Spawned::start(Command::new("bash").arg("-c").arg(&script));
+    let addr = line.strip_prefix("http://").unwrap_or_else(|| panic!("first line: {line:?}")).to_string();
     let rows = json!([
         {"response": "fine", "kind": "none"},
         {"response": "a".repeat(40_000), "kind": "replace"},
