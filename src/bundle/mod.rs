@@ -136,9 +136,27 @@ impl Limits {
 
 /// `sha256:<hex>` of some bytes: the form of every hash in a bundle.
 pub fn sha256(bytes: &[u8]) -> String {
+    sha256_form(&Sha256::digest(bytes))
+}
+
+/// [`sha256`] of everything `reader` gives, read in 1 MiB blocks (a file of any size).
+pub fn sha256_reader(mut reader: impl std::io::Read) -> std::io::Result<String> {
+    let mut h = Sha256::new();
+    let mut buf = vec![0u8; 1 << 20];
+    loop {
+        match reader.read(&mut buf) {
+            Ok(0) => return Ok(sha256_form(&h.finalize())),
+            Ok(n) => h.update(&buf[..n]),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+fn sha256_form(digest: &[u8]) -> String {
     let mut s = String::with_capacity(71);
     s.push_str("sha256:");
-    for b in Sha256::digest(bytes) {
+    for b in digest {
         s.push_str(&format!("{b:02x}"));
     }
     s

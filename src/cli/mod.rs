@@ -438,9 +438,7 @@ fn configure_models(device: Option<&str>, embedding: Option<PathBuf>) -> Result<
                 Ok(d) => d.parse().map_err(|e| format!("RUBRIC_DEVICE: {e}"))?,
                 Err(_) => Default::default(),
             },
-            embedding: std::env::var_os("RUBRIC_EMBEDDING_MODEL")
-                .map(PathBuf::from)
-                .or_else(crate::models::default_embedding),
+            embedding: crate::models::env_embedding(),
         };
         // an explicit directory is checked now; one from the environment when first used
         if let Some(dir) = &embedding {
@@ -517,6 +515,19 @@ pub fn main_with(cli: Cli) -> ExitCode {
             let Some(rubric) = bundle::load_or_report(&file, error_format) else { return ExitCode::from(1) };
             let program = rubric.program();
             let ident = rubric.identity();
+            let judging = match judge_settings(
+                judges.as_deref(),
+                judge.as_deref(),
+                record.as_deref(),
+                cache.as_deref(),
+                no_cache,
+            ) {
+                Ok(s) => s,
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    return ExitCode::from(2);
+                }
+            };
             // What determines the records, beside a file output (a resume must match it).
             let provenance = if runtime::is_stdio(&output) {
                 None
@@ -524,8 +535,7 @@ pub fn main_with(cli: Cli) -> ExitCode {
                 let settings = RunSettings {
                     input: &input,
                     verdicts: verdicts.as_deref(),
-                    judges: judges.as_deref(),
-                    judge: judge.as_deref(),
+                    judging: &judging,
                     engine: engine.kind(&rubric).name(),
                     compact,
                     groups: groups.as_deref(),
@@ -555,11 +565,7 @@ pub fn main_with(cli: Cli) -> ExitCode {
             };
             let engine = engine.kind_for(&rubric, &file).engine_for(program, engine.limits());
             let start = std::time::Instant::now();
-            let settings =
-                judge_settings(judges.as_deref(), judge.as_deref(), record.as_deref(), cache.as_deref(), no_cache);
-            let (dispatching, cache_path) = match settings
-                .and_then(|s| Ok((s.dispatcher(&[program]).map_err(|e| e.to_string())?, s.cache_path())))
-            {
+            let dispatching = match judging.dispatcher(&[program]) {
                 Ok(d) => d,
                 Err(e) => {
                     eprintln!("error: {e}");
@@ -605,7 +611,7 @@ pub fn main_with(cli: Cli) -> ExitCode {
                     );
                     if let Some(d) = &dispatching {
                         eprintln!("{}", d.report());
-                        match (&judge, &cache_path) {
+                        match (&judge, &judging.cache_path()) {
                             (Some(spec), _) => eprintln!("judge replies from `{spec}` only (no cache)"),
                             (None, Some(p)) => eprintln!("judge cache: {} (`--no-cache` to bypass it)", p.display()),
                             (None, None) => {}
@@ -931,8 +937,8 @@ fn fmt_file(file: &Path, check: bool, to_stdout: bool) -> u8 {
 struct RunSettings<'a> {
     input: &'a Path,
     verdicts: Option<&'a Path>,
-    judges: Option<&'a Path>,
-    judge: Option<&'a str>,
+    /// `judges.toml` and a replayed transcript are read from here.
+    judging: &'a JudgeSettings,
     engine: &'static str,
     compact: bool,
     groups: Option<&'a str>,
@@ -943,29 +949,13 @@ struct RunSettings<'a> {
 /// the input, the verdict file, `judges.toml` and a replayed transcript, and the options that
 /// shape the records. An input that is not a regular file (a pipe) is recorded as `-`.
 fn provenance(ident: &runtime::Identity, s: &RunSettings<'_>) -> Result<serde_json::Value, String> {
-    fn file_hash(path: &Path) -> Result<String, String> {
-        use sha2::{Digest, Sha256};
-        use std::io::Read;
-        let mut f = std::fs::File::open(path).map_err(|e| format!("cannot read `{}`: {e}", path.display()))?;
-        let mut h = Sha256::new();
-        let mut buf = vec![0u8; 1 << 20];
-        loop {
-            match f.read(&mut buf) {
-                Ok(0) => break,
-                Ok(n) => h.update(&buf[..n]),
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(format!("cannot read `{}`: {e}", path.display())),
-            }
-        }
-        Ok(h.finalize().iter().fold(String::from("sha256:"), |mut out, b| {
-            out.push_str(&format!("{b:02x}"));
-            out
-        }))
-    }
+    let file_hash = |path: &Path| {
+        std::fs::File::open(path)
+            .and_then(crate::bundle::sha256_reader)
+            .map_err(|e| format!("cannot read `{}`: {e}", path.display()))
+    };
     let hash = |p: Option<&Path>| p.map(file_hash).transpose();
-    let regular = !runtime::is_stdio(s.input) && std::fs::metadata(s.input).is_ok_and(|m| m.is_file());
-    let input = if regular { file_hash(s.input)? } else { "-".to_string() };
-    let replay = s.judge.and_then(|j| j.strip_prefix("replay:")).map(Path::new);
+    let input = if runtime::is_regular_file(s.input) { file_hash(s.input)? } else { "-".to_string() };
     Ok(serde_json::json!({
         "rubric": ident.rubric,
         "version": ident.version,
@@ -973,8 +963,8 @@ fn provenance(ident: &runtime::Identity, s: &RunSettings<'_>) -> Result<serde_js
         "bundle": ident.bundle,
         "input": input,
         "verdicts": hash(s.verdicts)?,
-        "judges": hash(s.judges)?,
-        "replay": hash(replay)?,
+        "judges": hash(s.judging.config.as_deref())?,
+        "replay": hash(s.judging.replay.as_deref())?,
         "engine": s.engine,
         "compact": s.compact,
         "groups": s.groups,

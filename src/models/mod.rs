@@ -131,6 +131,12 @@ pub fn default_embedding() -> Option<PathBuf> {
     embedding_search_path().into_iter().find(|d| d.join("config.json").is_file())
 }
 
+/// The embedding model when no `--embedding-model` names one: `RUBRIC_EMBEDDING_MODEL`, else
+/// [`default_embedding`].
+pub fn env_embedding() -> Option<PathBuf> {
+    std::env::var_os("RUBRIC_EMBEDDING_MODEL").map(PathBuf::from).or_else(default_embedding)
+}
+
 /// Set the process's model settings; the first call wins (later calls return `false`).
 pub fn configure(config: ModelsConfig) -> bool {
     CONFIG.set(config).is_ok()
@@ -146,7 +152,7 @@ pub fn config() -> &'static ModelsConfig {
     CONFIG.get().unwrap_or_else(|| {
         FROM_ENV.get_or_init(|| ModelsConfig {
             device: std::env::var("RUBRIC_DEVICE").ok().and_then(|d| d.parse().ok()).unwrap_or_default(),
-            embedding: std::env::var_os("RUBRIC_EMBEDDING_MODEL").map(PathBuf::from).or_else(default_embedding),
+            embedding: env_embedding(),
         })
     })
 }

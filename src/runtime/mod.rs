@@ -170,6 +170,12 @@ pub fn is_stdio(path: &Path) -> bool {
     path.as_os_str() == "-"
 }
 
+/// Whether `path` is a regular file, which can be read more than once (not `-`, a pipe, a
+/// terminal or a process substitution, which are read once, by scoring).
+pub fn is_regular_file(path: &Path) -> bool {
+    !is_stdio(path) && std::fs::metadata(path).is_ok_and(|m| m.is_file())
+}
+
 /// The rows of `path`, or of standard input for `-`.
 fn open_rows(path: &Path) -> std::io::Result<Box<dyn BufRead>> {
     if is_stdio(path) {
@@ -667,10 +673,8 @@ pub fn run_batch_as(
         let text = format!("{p:#}\n");
         std::fs::write(&path, text).map_err(|e| RunError::Write { path: path.display().to_string(), source: e })?;
     }
-    // Rows are counted ahead only in a regular file: a pipe, a terminal or a process
-    // substitution is read once, by scoring, and the bar counts as it goes.
-    let counted = opts.progress && !is_stdio(opts.input) && std::fs::metadata(opts.input).is_ok_and(|m| m.is_file());
-    let total = if counted { count_rows(opts.input).ok() } else { None };
+    // Rows are counted ahead only in a regular file; elsewhere the bar counts as it goes.
+    let total = if opts.progress && is_regular_file(opts.input) { count_rows(opts.input).ok() } else { None };
     let bar = progress_bar(opts.progress, total);
     let reader = open_rows(opts.input).map_err(read_err)?;
     let mut summary = Summary { skipped_resume: skip, kept, ..Summary::default() };
