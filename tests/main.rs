@@ -20,6 +20,7 @@ mod engine_props;
 mod forged;
 #[cfg(feature = "models")]
 mod gpu;
+mod hostile;
 mod ifeval;
 mod jit_engine;
 mod judge;

@@ -250,6 +250,8 @@ pub enum RowIn<'a> {
     Value(&'a Json),
     /// A line that was parsed and is not JSON: why (its error record's message).
     Malformed(&'a str),
+    /// A line whose bytes are not UTF-8: the offset of its first bad byte.
+    NotUtf8(usize),
 }
 
 /// Evaluate one line into its output record. A panic while the row is bound or evaluated
@@ -341,6 +343,14 @@ pub fn prepare_row(
             Err(e) => return Err(malformed(out, ident, &e.to_string())),
         },
         RowIn::Malformed(why) => return Err(malformed(out, ident, why)),
+        RowIn::NotUtf8(at) => {
+            return Err(error_record(
+                out,
+                ident,
+                "rubric::row::not_utf8",
+                format!("line is not valid UTF-8: the byte at offset {at} of the line starts no character"),
+            ))
+        }
     };
     if !row.is_object() {
         return Err(error_record(
@@ -678,10 +688,10 @@ pub fn run_batch_as(
     let bar = progress_bar(opts.progress, total);
     let reader = open_rows(opts.input).map_err(read_err)?;
     let mut summary = Summary { skipped_resume: skip, kept, ..Summary::default() };
-    let mut chunk: Vec<(usize, String)> = Vec::with_capacity(CHUNK);
+    let mut chunk: Vec<(usize, LineRead)> = Vec::with_capacity(CHUNK);
     let mut index = 0usize;
     bar.inc(skip as u64);
-    let flush = |chunk: &mut Vec<(usize, String)>,
+    let flush = |chunk: &mut Vec<(usize, LineRead)>,
                  summary: &mut Summary,
                  out: &mut BufWriter<Box<dyn Write>>|
      -> Result<(), RunError> {
@@ -699,12 +709,12 @@ pub fn run_batch_as(
             (line, outcome)
         };
         let mut grouper = grouper.borrow_mut();
-        let rows: Vec<(usize, RowIn<'_>)> = chunk.iter().map(|(i, line)| (*i, RowIn::Line(line))).collect();
+        let rows: Vec<(usize, RowIn<'_>)> = chunk.iter().map(|(i, line)| (*i, line.row())).collect();
         let lines: Vec<(String, RowOutcome)> =
             with_judge_progress(&bar, opts.judges, || match (opts.judges, opts.numeric, grouper.as_mut()) {
-                (None, None, None) => chunk
+                (None, None, None) => rows
                     .par_iter()
-                    .map(|(i, line)| line_of(score_line(engine, program, ident, *i, line, opts.verdicts)))
+                    .map(|(i, row)| line_of(score_row(engine, program, ident, *i, *row, opts.verdicts)))
                     .collect(),
                 (judges, numeric, None) => {
                     score_chunk_results(engine, program, ident, &rows, opts.verdicts, judges, numeric)
@@ -743,9 +753,10 @@ pub fn run_batch_as(
         chunk.clear();
         Ok(())
     };
-    for line in reader.lines() {
-        let line = line.map_err(read_err)?;
-        if line.trim().is_empty() {
+    let mut reader = reader;
+    let mut bytes = Vec::new();
+    while let Some(line) = read_row_line(&mut reader, &mut bytes).map_err(read_err)? {
+        if line.is_blank() {
             continue;
         }
         if index >= skip {
@@ -812,7 +823,7 @@ fn parse_lines(rows: &[(usize, RowIn<'_>)]) -> Vec<Option<Result<Json, String>>>
     rows.par_iter()
         .map(|(_, r)| match r {
             RowIn::Line(line) => Some(parse_row(line).map_err(|e| e.to_string())),
-            RowIn::Value(_) | RowIn::Malformed(_) => None,
+            RowIn::Value(_) | RowIn::Malformed(_) | RowIn::NotUtf8(_) => None,
         })
         .collect()
 }
@@ -846,19 +857,60 @@ fn parse_row(line: &str) -> serde_json::Result<Json> {
 fn row_value<'a>(row: &RowIn<'a>) -> Option<&'a Json> {
     match row {
         RowIn::Value(v) => Some(v),
-        RowIn::Line(_) | RowIn::Malformed(_) => None,
+        RowIn::Line(_) | RowIn::Malformed(_) | RowIn::NotUtf8(_) => None,
     }
 }
 
 fn count_rows(path: &Path) -> std::io::Result<u64> {
-    let reader = BufReader::new(File::open(path)?);
-    let mut n = 0;
-    for line in reader.lines() {
-        if !line?.trim().is_empty() {
+    let mut reader = BufReader::new(File::open(path)?);
+    let (mut n, mut bytes) = (0, Vec::new());
+    while let Some(line) = read_row_line(&mut reader, &mut bytes)? {
+        if !line.is_blank() {
             n += 1;
         }
     }
     Ok(n)
+}
+
+/// One line of a rows file as read: rows are bytes until proven text, so a line that is not
+/// UTF-8 is that line's error record (`rubric::row::not_utf8`), never the end of the batch.
+#[derive(Debug)]
+enum LineRead {
+    Text(String),
+    /// The offset in the line of its first byte that starts no UTF-8 character.
+    NotUtf8(usize),
+}
+
+impl LineRead {
+    fn is_blank(&self) -> bool {
+        matches!(self, LineRead::Text(t) if t.trim().is_empty())
+    }
+
+    fn row(&self) -> RowIn<'_> {
+        match self {
+            LineRead::Text(t) => RowIn::Line(t),
+            LineRead::NotUtf8(at) => RowIn::NotUtf8(*at),
+        }
+    }
+}
+
+/// The next line of `reader` without its line ending (`\n` or `\r\n`), `None` at the end;
+/// `bytes` is the reused buffer. Only a failing read is an error.
+fn read_row_line(reader: &mut dyn BufRead, bytes: &mut Vec<u8>) -> std::io::Result<Option<LineRead>> {
+    bytes.clear();
+    if reader.read_until(b'\n', bytes)? == 0 {
+        return Ok(None);
+    }
+    if bytes.last() == Some(&b'\n') {
+        bytes.pop();
+        if bytes.last() == Some(&b'\r') {
+            bytes.pop();
+        }
+    }
+    Ok(Some(match std::str::from_utf8(bytes) {
+        Ok(text) => LineRead::Text(text.to_owned()),
+        Err(e) => LineRead::NotUtf8(e.valid_up_to()),
+    }))
 }
 
 /// Run `work` (scoring one chunk) while, on a visible bar, a ticker shows how many of the judge
