@@ -43,6 +43,33 @@ pub struct SourceFile {
     /// The module the file defines (`main` for the root rubric, `std.text`...): the name the
     /// IR's site table uses, so that the IR does not depend on where the file lies.
     pub module: Option<String>,
+    /// Byte offset of each line's start, built the first time a position is asked for, so
+    /// that placing many diagnostics in a large file costs a search each, not a scan.
+    line_starts: std::sync::OnceLock<Vec<usize>>,
+}
+
+impl SourceFile {
+    /// The byte offset where each line starts (the first is 0).
+    pub fn line_starts(&self) -> &[usize] {
+        self.line_starts.get_or_init(|| {
+            std::iter::once(0)
+                .chain(self.text.bytes().enumerate().filter(|&(_, b)| b == b'\n').map(|(i, _)| i + 1))
+                .collect()
+        })
+    }
+
+    /// The 0-based line holding byte `offset` (clamped to the text).
+    pub fn line_of(&self, offset: usize) -> usize {
+        self.line_starts().partition_point(|&s| s <= offset.min(self.text.len())) - 1
+    }
+
+    /// The bytes of 0-based line `line`, without its line break.
+    pub fn line_range(&self, line: usize) -> std::ops::Range<usize> {
+        let starts = self.line_starts();
+        let start = starts[line];
+        let end = starts.get(line + 1).map_or(self.text.len(), |&next| next - 1);
+        start..end
+    }
 }
 
 /// All files loaded for one compilation.
@@ -57,7 +84,12 @@ impl SourceMap {
     }
 
     pub fn add(&mut self, name: impl Into<String>, text: impl Into<Arc<str>>) -> FileId {
-        self.files.push(SourceFile { name: name.into(), text: text.into(), module: None });
+        self.files.push(SourceFile {
+            name: name.into(),
+            text: text.into(),
+            module: None,
+            line_starts: std::sync::OnceLock::new(),
+        });
         FileId((self.files.len() - 1) as u32)
     }
 
@@ -90,10 +122,12 @@ impl SourceMap {
 
     /// 1-based line and column of a span's start.
     pub fn line_col(&self, span: Span) -> (usize, usize) {
-        let text = &self.get(span.file).text;
-        let upto = &text[..(span.start as usize).min(text.len())];
-        let line = upto.matches('\n').count() + 1;
-        let col = upto.rsplit('\n').next().map(|l| l.chars().count()).unwrap_or(0) + 1;
-        (line, col)
+        let f = self.get(span.file);
+        let at = (span.start as usize).min(f.text.len());
+        let line = f.line_of(at);
+        let start = f.line_starts()[line];
+        // A span inside a character (a forged one) counts the character's bytes as columns.
+        let col = f.text.get(start..at).map_or(at - start, |t| t.chars().count()) + 1;
+        (line + 1, col)
     }
 }

@@ -111,3 +111,123 @@ fn a_line_that_is_not_utf8_on_standard_input_costs_only_itself() {
     assert_eq!(codes, [Json::Null, "rubric::row::not_utf8".into(), Json::Null], "{rows:?}");
     assert_eq!((rows[0]["score"].as_f64(), rows[2]["score"].as_f64()), (Some(1.0), Some(0.0)), "{rows:?}");
 }
+
+/// A source of `n` copies of `open`, then `middle`, then `n` copies of `close`.
+fn nested(open: &str, middle: &str, close: &str, n: usize) -> String {
+    format!("{}{middle}{}", open.repeat(n), close.repeat(n))
+}
+
+const HEADER: &str = "rubric hostile.deep @ 1.0.0\ninput response: Text\n";
+
+/// The fault-injection run's deep sources (groups 7,000 deep, record types 10,000 deep, list
+/// types 20,000 deep overflowed the checker's stack) and their relatives: each is a diagnostic
+/// with a code, and the run ends.
+#[test]
+fn sources_nested_past_every_limit_are_diagnostics_not_crashes() {
+    let dir = TempDir::new("hostile-deep");
+    let groups: String = (0..7000).map(|i| format!("group g{i} weight 1 {{\n")).collect();
+    let cases = [
+        ("groups", format!("{HEADER}{groups}criterion c \"c\" check true\n{}score = tree(g0)\n", "}\n".repeat(7000))),
+        ("record types", format!("{HEADER}input x: {}\n", nested("{a: ", "Number", "}", 10_000))),
+        ("list types", format!("{HEADER}input x: {}\n", nested("List[", "Number", "]", 20_000))),
+        ("optional types", format!("{HEADER}input x: {}\n", nested("List[", "Number", "]?", 5_000))),
+        ("parentheses", format!("{HEADER}criterion c \"c\" check {}\n", nested("(", "true", ")", 20_000))),
+        ("list literals", format!("{HEADER}let x = {}\n", nested("[", "1", "]", 20_000))),
+        ("record literals", format!("{HEADER}let x = {}\n", nested("{a: ", "1", "}", 20_000))),
+        ("calls", format!("{HEADER}let x = {}\n", nested("abs(", "1", ")", 20_000))),
+        ("negations", format!("{HEADER}criterion c \"c\" check {}true\n", "not ".repeat(20_000))),
+        ("an operator chain", format!("{HEADER}let x = {}1\n", "1 + ".repeat(20_000))),
+        ("conditionals", format!("{HEADER}let x = {}1\n", "if true then 1 else ".repeat(20_000))),
+        ("an unclosed bracket run", format!("{HEADER}let x = {}\ncriterion c \"c\" check true\n", "(".repeat(5_000))),
+        ("deep lines at column 0", format!("{HEADER}{}", "group g weight 1 {\n".repeat(7000))),
+    ];
+    for (what, source) in cases {
+        let file = dir.file(&format!("{}.rubric", what.replace(' ', "_")), &source);
+        let o = rubric(&[&"check", &file]);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(1), "{what}: {}", describe(&o));
+        assert!(err.contains("rubric::parse::"), "{what}: a parse diagnostic with its code\n{err}");
+        assert!(!err.contains("panicked") && !err.contains("overflow"), "{what}: {err}");
+    }
+}
+
+/// At the limits (brackets 99 deep in a type and in groups), a rubric compiles, runs on every
+/// engine and as a bundle, and the engines agree.
+#[test]
+fn a_rubric_at_the_nesting_limits_runs_everywhere() {
+    let dir = TempDir::new("hostile-limit");
+    let n = rubric::syntax::MAX_NESTING - 1;
+    let groups: String = (0..n).map(|i| format!("{}group g{i} weight 1 {{\n", "  ".repeat(i))).collect();
+    let closes: String = (0..n).rev().map(|i| format!("{}}}\n", "  ".repeat(i))).collect();
+    let source = format!(
+        "{HEADER}input x: {} = null\n{groups}{}criterion c \"c\" check response == \"a\"\n{closes}score = tree(g0)\n",
+        nested("{a: ", "Number", "}?", n),
+        "  ".repeat(n),
+    );
+    let file = dir.file("limit.rubric", &source);
+    let input = dir.file("rows.jsonl", "{\"response\": \"a\"}\n{\"response\": \"b\", \"x\": {\"a\": {\"a\": null}}}\n");
+    let scores = |args: &[&dyn AsRef<std::ffi::OsStr>]| {
+        let out = dir.path("out.jsonl");
+        let mut all: Vec<&dyn AsRef<std::ffi::OsStr>> = args.to_vec();
+        all.extend([&"--input" as &dyn AsRef<std::ffi::OsStr>, &input, &"--output", &out, &"--no-progress"]);
+        let o = rubric(&all);
+        assert_eq!(o.status.code(), Some(0), "{}", describe(&o));
+        json_lines(&std::fs::read_to_string(&out).unwrap()).iter().map(|r| r["score"].clone()).collect::<Vec<_>>()
+    };
+    let want = vec![Json::from(1), Json::from(0)];
+    for engine in ["interp", "wasm", "jit"] {
+        assert_eq!(scores(&[&"run", &file, &"--engine", &engine]), want, "{engine}");
+    }
+    let bundle = dir.path("limit.rbk");
+    let o = rubric(&[&"build", &file, &"-o", &bundle]);
+    assert_eq!(o.status.code(), Some(0), "{}", describe(&o));
+    assert_eq!(scores(&[&"run", &bundle]), want, "the bundle");
+}
+
+/// 20,000 criteria with one name: the duplicates were found in linear time but rendering each
+/// one scanned the whole file (45 s). Now each renders from the lines around it, a person sees
+/// the first hundred and a count, and the JSON form lists them all.
+#[test]
+fn twenty_thousand_duplicates_render_the_first_hundred_and_count_the_rest() {
+    let dir = TempDir::new("hostile-dups");
+    let source = format!("{HEADER}{}", "criterion c \"c\" check true\n".repeat(20_000));
+    let file = dir.file("dups.rubric", &source);
+    let o = rubric(&[&"check", &file]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{}", describe(&o));
+    assert_eq!(err.matches("rubric::resolve::duplicate").count(), 100, "{}", &err[..2000]);
+    assert!(err.contains("… and 19899 more not shown"), "{}", &err[err.len() - 500..]);
+    assert!(err.contains("19999 errors, 0 warnings"), "{}", &err[err.len() - 500..]);
+    // The last one rendered is placed right: the duplicate on line 102.
+    assert!(err.contains("dups.rubric:102:11]"), "{}", &err[err.len() - 2000..]);
+    let o = rubric(&[&"check", &"--error-format", &"json", &file]);
+    let lines = json_lines(&String::from_utf8(o.stdout).unwrap());
+    assert_eq!(lines.len(), 19_999);
+    assert_eq!(
+        (lines[19_998]["labels"][0]["line"].as_u64(), lines[19_998]["labels"][1]["line"].as_u64()),
+        (Some(20_002), Some(3))
+    );
+}
+
+/// An error past column 65,535 panicked inside miette ("Formatting argument out of range");
+/// the line is now shown cut around the label, and the header still gives the true column.
+#[test]
+fn an_error_past_column_65535_renders_its_line_cut_around_the_label() {
+    let dir = TempDir::new("hostile-long-line");
+    for filler in ["x", "é"] {
+        let source = format!("{HEADER}criterion c \"{}\" check wordcount(response) > 1\n", filler.repeat(70_000));
+        let file = dir.file("long.rubric", &source);
+        let o = rubric(&[&"check", &file]);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(1), "{}", describe(&o));
+        assert!(err.contains("unknown function `wordcount`"), "{err}");
+        // miette counts columns in bytes.
+        let column = 13 + 70_000 * filler.len() + 8 + 1;
+        assert!(err.contains(&format!("long.rubric:3:{column}]")), "{err}");
+        let shown = err.lines().find(|l| l.contains("check wordcount(response)")).unwrap();
+        assert!(shown.contains('…') && shown.chars().count() < 200, "{shown}");
+        let json = rubric(&[&"check", &"--error-format", &"json", &file]);
+        let d = &json_lines(&String::from_utf8(json.stdout).unwrap())[0];
+        assert_eq!(d["labels"][0]["column"].as_u64(), Some(13 + 70_000 + 8 + 1), "JSON counts characters: {d}");
+    }
+}

@@ -860,16 +860,33 @@ pub fn compile_or_report(file: &Path, format: ErrorFormat) -> Option<Compiled> {
     }
 }
 
+/// The most diagnostics rendered for a person (a generated file can hold thousands); the
+/// count line after them still counts every one.
+pub const MAX_RENDERED: usize = 100;
+
 /// Print diagnostics: human (miette, colour on a terminal) to stderr, or JSON lines to stdout.
 pub fn emit(diags: &[Diagnostic], sources: &SourceMap, format: ErrorFormat, hide_notes: bool) {
     let color = std::io::stderr().is_terminal();
     let mut stdout = std::io::stdout().lock();
+    let mut shown = 0;
     for d in diags {
         if hide_notes && d.severity == crate::diag::Severity::Note {
             continue;
         }
         match format {
-            ErrorFormat::Human => eprintln!("{}", d.render(sources, color)),
+            ErrorFormat::Human if shown == MAX_RENDERED => {
+                let rest = diags.iter().filter(|d| !hide_notes || d.severity != crate::diag::Severity::Note).count();
+                eprintln!(
+                    "… and {} more not shown (the first {MAX_RENDERED} are; `--error-format json` lists every one)\n",
+                    rest - MAX_RENDERED
+                );
+                shown += 1;
+            }
+            ErrorFormat::Human if shown > MAX_RENDERED => {}
+            ErrorFormat::Human => {
+                eprintln!("{}", d.render(sources, color));
+                shown += 1;
+            }
             ErrorFormat::Json => {
                 let _ = writeln!(stdout, "{}", d.to_json(sources));
             }

@@ -55,10 +55,36 @@ pub fn parse_file(file: FileId, full_src: &str) -> ParseOutput {
             }
         }
     }
+    // Brackets nested past the limit: each run is reported once, and the item holding it is
+    // left out (so no later pass recurses that deep) and skipped in one step (so a file of
+    // deep nesting costs linear time, not a parse per line).
+    let deep = too_deep_runs(src);
+    let mut next_deep = 0;
+    let too_deep = |diagnostics: &mut Vec<Diagnostic>, broken: &mut Vec<String>, item: usize, start: usize| {
+        diagnostics.push(
+            Diagnostic::error("rubric::parse::too_deep", format!("brackets nest more than {MAX_NESTING} levels deep"))
+                .with_label(Span::new(file, start, start + 1), format!("bracket {} of those open here", MAX_NESTING + 1))
+                .with_help(format!(
+                    "blocks, groups, types, literals and calls may nest at most {MAX_NESTING} levels; flatten the structure or name inner parts with `let`"
+                )),
+        );
+        broken.extend(declared_name(&src[item..]));
+    };
     loop {
         pos = skip_trivia(src, pos);
         if pos >= src.len() {
             break;
+        }
+        while deep.get(next_deep).is_some_and(|&(_, end)| end <= pos) {
+            next_deep += 1;
+        }
+        let run = deep.get(next_deep).copied();
+        if let Some((start, end)) = run.filter(|&(start, _)| start <= pos) {
+            // Inside a run whose item failed before it: the run is still reported, once.
+            too_deep(&mut diagnostics, &mut broken, pos, start);
+            next_deep += 1;
+            pos = recover(src, end.saturating_sub(1));
+            continue;
         }
         let parsed =
             stacker::maybe_grow(RED_ZONE, 64 * 1024 * 1024, || RubricParser::parse(Rule::item_entry, &src[pos..]));
@@ -67,10 +93,18 @@ pub fn parse_file(file: FileId, full_src: &str) -> ParseOutput {
                 let entry = pairs.next().expect("item_entry");
                 let item = entry.into_inner().find(|p| p.as_rule() == Rule::item).expect("item");
                 let end = pos + item.as_span().end();
+                if let Some((start, run_end)) = run.filter(|&(start, _)| start < end) {
+                    too_deep(&mut diagnostics, &mut broken, pos, start);
+                    next_deep += 1;
+                    pos = end.max(run_end);
+                    continue;
+                }
                 let lower = Lower::new(file, pos);
                 let lowered = stacker::maybe_grow(RED_ZONE, NEW_SEGMENT, || lower.item(item));
                 // An item cut short by the depth limit is reported and left out (no cascades).
-                if !lower.too_deep.get() {
+                if lower.too_deep.get() {
+                    broken.extend(declared_name(&src[pos..]));
+                } else {
                     items.push(lowered);
                 }
                 diagnostics.extend(lower.diags.into_inner());
@@ -80,6 +114,18 @@ pub fn parse_file(file: FileId, full_src: &str) -> ParseOutput {
                 pos = end;
             }
             Err(e) => {
+                let at = match e.location {
+                    InputLocation::Pos(p) => pos + p,
+                    InputLocation::Span((s, _)) => pos + s,
+                };
+                // A parse that failed inside a run over the limit failed because of it (pest
+                // stops when its stack runs low): report the depth, not the byte.
+                if let Some((start, run_end)) = run.filter(|&(start, _)| start <= at) {
+                    too_deep(&mut diagnostics, &mut broken, pos, start);
+                    next_deep += 1;
+                    pos = recover(src, run_end.saturating_sub(1));
+                    continue;
+                }
                 diagnostics.push(pest_error(file, src, pos, e));
                 broken.extend(declared_name(&src[pos..]));
                 pos = recover(src, pos);
@@ -124,13 +170,21 @@ const ITEM_KEYWORDS: &[&str] = &[
     "example",
 ];
 
-/// Comments outside string literals: whether there is any, and the byte offset of the first
-/// `/*` that is never closed. Works on bytes (every delimiter is ASCII), so any input is safe.
-pub fn scan_comments(src: &str) -> (bool, Option<usize>) {
+/// What [`scan_code`] meets outside string literals.
+enum Lexeme {
+    /// A byte of code (not in a string or a comment), at its offset.
+    Code(usize, u8),
+    Comment,
+    /// A `/*` that is never closed, at its offset: the scan ends there.
+    Unclosed(usize),
+}
+
+/// Walk `src` once, skipping string literals and comments, and tell `on` about each byte of
+/// code and each comment. Works on bytes (every delimiter is ASCII), so any input is safe.
+fn scan_code(src: &str, mut on: impl FnMut(Lexeme)) {
     let b = src.as_bytes();
     let find =
         |from: usize, pat: &[u8]| b[from.min(b.len())..].windows(pat.len()).position(|w| w == pat).map(|k| from + k);
-    let mut any = false;
     let mut i = 0;
     while i < b.len() {
         if b[i..].starts_with(b"\"\"\"") {
@@ -142,19 +196,66 @@ pub fn scan_comments(src: &str) -> (bool, Option<usize>) {
             }
             i += 1;
         } else if b[i..].starts_with(b"//") {
-            any = true;
+            on(Lexeme::Comment);
             i = find(i, b"\n").unwrap_or(b.len());
         } else if b[i..].starts_with(b"/*") {
-            any = true;
+            on(Lexeme::Comment);
             match find(i + 2, b"*/") {
                 Some(j) => i = j + 2,
-                None => return (true, Some(i)),
+                None => return on(Lexeme::Unclosed(i)),
             }
         } else {
+            on(Lexeme::Code(i, b[i]));
             i += 1;
         }
     }
-    (any, None)
+}
+
+/// Comments outside string literals: whether there is any, and the byte offset of the first
+/// `/*` that is never closed.
+pub fn scan_comments(src: &str) -> (bool, Option<usize>) {
+    let (mut any, mut unclosed) = (false, None);
+    scan_code(src, |l| match l {
+        Lexeme::Comment => any = true,
+        Lexeme::Unclosed(at) => unclosed = Some(at),
+        Lexeme::Code(..) => {}
+    });
+    (any, unclosed)
+}
+
+/// The most brackets (`(`, `[`, `{`: blocks, groups, types, literals, calls) open at once.
+/// Real rubrics nest a handful; the limit keeps every recursive pass after the parser (lowering,
+/// checking, typing, code generation, dropping) far from the end of its stack, and keeps
+/// types under the IR's `MAX_TYPE_DEPTH` even when every level is also optional.
+pub const MAX_NESTING: usize = 100;
+
+/// Where brackets nest past [`MAX_NESTING`], in one linear pass: for each run over the limit,
+/// the offset of its first bracket past the limit and the offset just after the bracket that
+/// brings the depth back to 0 (the end of the source when none does).
+fn too_deep_runs(src: &str) -> Vec<(usize, usize)> {
+    let mut runs = Vec::new();
+    let (mut depth, mut open) = (0usize, None);
+    scan_code(src, |l| {
+        let Lexeme::Code(i, b) = l else { return };
+        match b {
+            b'(' | b'[' | b'{' => {
+                depth += 1;
+                if depth > MAX_NESTING && open.is_none() {
+                    open = Some(i);
+                }
+            }
+            b')' | b']' | b'}' => {
+                depth = depth.saturating_sub(1);
+                if let (0, Some(start)) = (depth, open) {
+                    runs.push((start, i + 1));
+                    open = None;
+                }
+            }
+            _ => {}
+        }
+    });
+    runs.extend(open.map(|start| (start, src.len())));
+    runs
 }
 
 /// The name a declaration introduces (`judge grader {...` → `grader`), read from its text.

@@ -2,7 +2,9 @@
 //! JSON. Codes are stable and documented in `docs/diagnostics.md`.
 
 use crate::source::{SourceMap, Span};
-use miette::{GraphicalReportHandler, GraphicalTheme, LabeledSpan, MietteDiagnostic, NamedSource};
+use miette::{GraphicalReportHandler, GraphicalTheme, LabeledSpan, MietteDiagnostic};
+
+mod excerpt;
 use serde::Serialize;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
@@ -74,28 +76,39 @@ impl Diagnostic {
             d = d.with_help(help.clone());
         }
         let file = self.primary_span().map(|s| s.file);
+        // The lines around the labels, not the whole file (see `excerpt`).
+        let excerpt = file.map(|f| {
+            let spans: Vec<(usize, usize)> = self
+                .labels
+                .iter()
+                .filter(|l| l.span.file == f)
+                .map(|l| (l.span.start as usize, l.span.end as usize))
+                .collect();
+            excerpt::Excerpt::new(sources.get(f), &spans)
+        });
         // miette shows one source per report: labels in other files are appended as text.
         let mut extra = String::new();
         for (i, l) in self.labels.iter().enumerate() {
-            if Some(l.span.file) == file {
-                let label = if l.message.is_empty() { None } else { Some(l.message.clone()) };
-                let span = (l.span.start as usize, l.span.len());
-                d = d.and_label(if i == 0 {
-                    LabeledSpan::new_primary_with_span(label, span)
-                } else {
-                    LabeledSpan::new_with_span(label, span)
-                });
-            } else {
-                let f = sources.get(l.span.file);
-                let (line, col) = sources.line_col(l.span);
-                extra.push_str(&format!("\n  note: {} ({}:{line}:{col})", l.message, f.name));
+            match (&excerpt, Some(l.span.file) == file) {
+                (Some(x), true) => {
+                    let label = if l.message.is_empty() { None } else { Some(l.message.clone()) };
+                    let start = x.place(l.span.start as usize);
+                    let span = (start, x.place(l.span.end as usize).saturating_sub(start));
+                    d = d.and_label(if i == 0 {
+                        LabeledSpan::new_primary_with_span(label, span)
+                    } else {
+                        LabeledSpan::new_with_span(label, span)
+                    });
+                }
+                _ => {
+                    let f = sources.get(l.span.file);
+                    let (line, col) = sources.line_col(l.span);
+                    extra.push_str(&format!("\n  note: {} ({}:{line}:{col})", l.message, f.name));
+                }
             }
         }
-        let report = match file {
-            Some(f) => {
-                let sf = sources.get(f);
-                miette::Report::new(d).with_source_code(NamedSource::new(sf.name.clone(), sf.text.to_string()))
-            }
+        let report = match excerpt {
+            Some(x) => miette::Report::new(d).with_source_code(x),
             None => miette::Report::new(d),
         };
         let theme = if color { GraphicalTheme::unicode() } else { GraphicalTheme::unicode_nocolor() };
