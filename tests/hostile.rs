@@ -231,3 +231,87 @@ fn an_error_past_column_65535_renders_its_line_cut_around_the_label() {
         assert_eq!(d["labels"][0]["column"].as_u64(), Some(13 + 70_000 + 8 + 1), "JSON counts characters: {d}");
     }
 }
+
+/// Replace the first occurrence of `from` in the file at `path` by `to` (same length).
+fn flip(path: &std::path::Path, from: &[u8], to: &[u8]) {
+    assert_eq!(from.len(), to.len());
+    let mut bytes = std::fs::read(path).unwrap();
+    let at = bytes.windows(from.len()).position(|w| w == from).expect("the bytes to flip are in the file");
+    bytes[at..at + to.len()].copy_from_slice(to);
+    std::fs::write(path, bytes).unwrap();
+}
+
+/// The fault-injection run's damaged cache: four flipped bytes turned a criterion met→unmet
+/// and served it with no HTTP call. Now every entry carries a digest: the flipped one does not
+/// verify, is asked again (and counted), and is rewritten; a file whose pages are damaged is set
+/// aside when a run opens it, and the run starts a new cache. `rubric cache verify` says which.
+#[test]
+fn a_damaged_judge_cache_is_asked_again_never_believed() {
+    let dir = TempDir::new("hostile-cache");
+    let ex = crate::common::crate_root().join("examples/healthbench");
+    let (_mock, base) = crate::common::Spawned::start(
+        Command::new(env!("CARGO_BIN_EXE_rubric"))
+            .args(["mock-judge", "--addr", "127.0.0.1:0", "--rules"])
+            .arg(ex.join("mock-rules.toml")),
+    );
+    let judges =
+        dir.file("judges.toml", &format!("default = \"mock\"\n[endpoints.mock]\nbase_url = \"{}\"\n", base.trim()));
+    let cache = dir.path("cache.sqlite");
+    let (main, input) = (ex.join("main.rubric"), ex.join("inputs.jsonl"));
+    let run = || {
+        let out = dir.path("out.jsonl");
+        let o = rubric(&[
+            &"run",
+            &main,
+            &"--input",
+            &input,
+            &"--output",
+            &out,
+            &"--judges",
+            &judges,
+            &"--cache",
+            &cache,
+            &"--no-progress",
+            &"--allow-errors",
+        ]);
+        assert_eq!(o.status.code(), Some(0), "{}", describe(&o));
+        (String::from_utf8_lossy(&o.stderr).into_owned(), std::fs::read_to_string(&out).unwrap())
+    };
+    let verify = || rubric(&[&"cache", &"verify", &cache]);
+    let (first, records) = run();
+    assert!(first.contains("9 calls over HTTP"), "{first}");
+    let o = verify();
+    assert_eq!(o.status.code(), Some(0), "{}", describe(&o));
+    assert!(String::from_utf8_lossy(&o.stdout).contains("9 entries, 9 verified"), "{}", describe(&o));
+    // The issue's case: a verdict flipped inside a stored reply, still valid JSON.
+    flip(&cache, br#"true, \"rationale"#, br#"false,\"rationale"#);
+    let o = verify();
+    assert_eq!(o.status.code(), Some(1), "{}", describe(&o));
+    assert!(String::from_utf8_lossy(&o.stdout).contains("1 that do not verify"), "{}", describe(&o));
+    let (second, again) = run();
+    assert_eq!(again, records, "the flipped verdict was not served");
+    assert!(second.contains("1 calls over HTTP") && second.contains("8 answered from the cache"), "{second}");
+    assert!(second.contains("1 entries did not verify and were asked again"), "{second}");
+    let (third, _) = run();
+    assert!(third.contains("0 calls over HTTP") && third.contains("9 answered from the cache"), "rewritten: {third}");
+    assert_eq!(verify().status.code(), Some(0));
+    // Damaged pages: the file fails SQLite's check, is set aside, and a new cache starts.
+    let mut bytes = std::fs::read(&cache).unwrap();
+    assert!(bytes.len() >= 8192, "a cache of more than one page");
+    bytes[4096..8192].fill(0xab);
+    std::fs::write(&cache, bytes).unwrap();
+    let o = verify();
+    assert_eq!(o.status.code(), Some(1), "{}", describe(&o));
+    assert!(String::from_utf8_lossy(&o.stdout).contains("integrity: FAILED"), "{}", describe(&o));
+    let (fourth, again) = run();
+    assert_eq!(again, records);
+    assert!(fourth.contains("failed its integrity check and was set aside as"), "{fourth}");
+    assert!(fourth.contains("9 calls over HTTP"), "{fourth}");
+    let aside: Vec<_> = std::fs::read_dir(&dir.0)
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .filter(|n| n.starts_with("cache.sqlite.damaged-"))
+        .collect();
+    assert_eq!(aside.len(), 1, "{aside:?}");
+    assert_eq!(verify().status.code(), Some(0), "the new cache is sound");
+}

@@ -381,6 +381,13 @@ pub enum Command {
         #[arg(long)]
         latency_ms: Option<u64>,
     },
+    /// The judge cache: `verify [FILE]` checks a cache file (default: the user's) without
+    /// changing it: SQLite's integrity check and every entry's digest. Exit 0 when it is sound.
+    #[cfg(feature = "judges")]
+    Cache {
+        #[command(subcommand)]
+        command: CacheCommand,
+    },
     /// Local judge models: `init` writes a random-weight model directory of a real
     /// architecture; `bench` times a local judge on synthetic responses.
     #[cfg(all(feature = "models", feature = "judges"))]
@@ -710,6 +717,8 @@ pub fn main_with(cli: Cli) -> ExitCode {
         Command::MockJudge { rules, addr, latency_ms } => crate::judge::mock::main(rules.as_deref(), &addr, latency_ms),
         #[cfg(all(feature = "models", feature = "judges"))]
         Command::Model { command } => model::main(command),
+        #[cfg(feature = "judges")]
+        Command::Cache { command: CacheCommand::Verify { file } } => verify_cache(file),
         #[cfg(feature = "serve")]
         Command::Serve {
             files,
@@ -857,6 +866,55 @@ pub fn compile_or_report(file: &Path, format: ErrorFormat) -> Option<Compiled> {
         None
     } else {
         Some(c)
+    }
+}
+
+#[cfg(feature = "judges")]
+#[derive(clap::Subcommand, Debug)]
+pub enum CacheCommand {
+    /// Check a judge cache file without changing it: SQLite's integrity check, then each
+    /// entry's digest. Exit 0 when every entry verifies, 1 when something does not.
+    Verify {
+        /// The cache file (default: `$XDG_CACHE_HOME/rubric/judge-cache.sqlite`).
+        file: Option<PathBuf>,
+    },
+}
+
+#[cfg(feature = "judges")]
+fn verify_cache(file: Option<PathBuf>) -> ExitCode {
+    let Some(path) = file.or_else(crate::judge::Cache::default_path) else {
+        eprintln!("error: no cache file given and no home directory to find the default one");
+        return ExitCode::from(2);
+    };
+    let v = match crate::judge::cache::verify(&path) {
+        Ok(v) => v,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let shown = path.display();
+    println!(
+        "judge cache `{shown}`: {} entries, {} verified, {} without a digest (written by an older rubric; asked again once), {} that do not verify",
+        v.entries,
+        v.verified,
+        v.without_digest,
+        v.unverified.len()
+    );
+    for (hash, why) in v.unverified.iter().take(20) {
+        println!("  {hash}: {why}");
+    }
+    if v.unverified.len() > 20 {
+        println!("  … and {} more", v.unverified.len() - 20);
+    }
+    match &v.damage {
+        Some(d) => println!("integrity: FAILED ({d}); the next run that opens it sets it aside and starts a new cache"),
+        None => println!("integrity: ok"),
+    }
+    if v.is_sound() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
     }
 }
 

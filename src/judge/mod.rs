@@ -184,6 +184,10 @@ pub struct Stats {
     pub tokens_in: u64,
     pub tokens_out: u64,
     pub cache_errors: u64,
+    /// Cache entries found that did not verify (asked again and rewritten).
+    pub cache_unverified: u64,
+    /// Where a damaged cache file was moved when the run opened the cache.
+    pub cache_set_aside: Option<String>,
     pub transcript_errors: u64,
     /// Requests answered by a local model (`local "DIR"` judges).
     pub local_requests: u64,
@@ -296,6 +300,10 @@ impl DispatcherBuilder {
             }
         };
         let key = prompt::FenceKey::random().map_err(JudgeError::Config)?;
+        let stats = Stats {
+            cache_set_aside: self.cache.as_ref().and_then(Cache::set_aside).map(|p| p.display().to_string()),
+            ..Stats::default()
+        };
         Ok(Dispatcher {
             inner: Arc::new(Inner {
                 config: self.config,
@@ -303,7 +311,7 @@ impl DispatcherBuilder {
                 cache: self.cache,
                 transcript: self.transcript,
                 memo: Mutex::new(HashMap::new()),
-                stats: Mutex::new(Stats::default()),
+                stats: Mutex::new(stats),
                 local: local::LocalModels::default(),
                 fences: prompt::Fences::Secret(key),
             }),
@@ -571,11 +579,12 @@ impl Dispatcher {
         }
         if let Some(cache) = &self.inner.cache {
             match cache.get(&p.hash) {
-                Ok(Some(r)) => {
+                Ok(cache::Lookup::Hit(r)) => {
                     lock(&self.inner.stats).cache_hits += 1;
                     return self.finish(p, r, "cache", 0, None);
                 }
-                Ok(None) => {}
+                Ok(cache::Lookup::Miss) => {}
+                Ok(cache::Lookup::Unverified(_)) => lock(&self.inner.stats).cache_unverified += 1,
                 Err(_) => lock(&self.inner.stats).cache_errors += 1,
             }
         }
@@ -638,12 +647,13 @@ impl Dispatcher {
             }
             if let Some(cache) = &self.inner.cache {
                 match cache.get(&p.hash) {
-                    Ok(Some(r)) => {
+                    Ok(cache::Lookup::Hit(r)) => {
                         lock(&self.inner.stats).cache_hits += 1;
                         out[k] = Some(self.finish(p, r, "cache", 0, None));
                         continue;
                     }
-                    Ok(None) => {}
+                    Ok(cache::Lookup::Miss) => {}
+                    Ok(cache::Lookup::Unverified(_)) => lock(&self.inner.stats).cache_unverified += 1,
                     Err(_) => lock(&self.inner.stats).cache_errors += 1,
                 }
             }

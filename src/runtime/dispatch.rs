@@ -113,6 +113,18 @@ pub fn report(stats: &Json) -> String {
         n("criteria_not_needed"),
         n("planning_rounds"),
     ));
+    if let Some(aside) = stats.get("cache_set_aside").and_then(Json::as_str) {
+        out.push_str(&format!(
+            "\ncache: the judge cache failed its integrity check and was set aside as `{aside}`; a new one was started"
+        ));
+    }
+    if n("cache_unverified") > 0 || n("cache_errors") > 0 {
+        out.push_str(&format!(
+            "\ncache: {} entries did not verify and were asked again; {} cache errors",
+            n("cache_unverified"),
+            n("cache_errors")
+        ));
+    }
     if n("local_requests") > 0 || n("local_calls") > 0 {
         let ms = stats.get("local_ms").and_then(Json::as_f64).unwrap_or(0.0);
         out.push_str(&format!(
