@@ -270,6 +270,9 @@ pub struct JudgeSettings {
     /// A transcript to write every request and reply to (`--record`).
     pub record: Option<PathBuf>,
     pub cache: CacheSetting,
+    /// How long judging may take in all, from when the dispatcher is built (`--deadline`):
+    /// requests unanswered then end `judge_deadline`.
+    pub deadline: Option<std::time::Duration>,
 }
 
 impl JudgeSettings {
@@ -321,6 +324,9 @@ impl JudgeSettings {
         }
         if let Some(r) = &self.record {
             b = b.record(TranscriptWriter::create(r).map_err(|e| err(&e))?);
+        }
+        if let Some(d) = self.deadline {
+            b = b.deadline(std::time::Instant::now() + d);
         }
         let d = b.build().map_err(|e| err(&e))?;
         Ok(Some(Box::new(runtime::dispatch::Dispatching::new(d))))

@@ -89,8 +89,18 @@ pub struct CriterionResult {
     /// P(yes) / (P(yes) + P(no)) of a binary criterion whose judge scores by log-probability
     /// (`scoring logprob`, local judges): the mean over the samples that voted.
     pub p_yes: Option<f64>,
+    /// For a judge that takes several samples: how many it took and how many voted (the
+    /// others failed or broke the evidence rule).
+    pub votes: Option<Votes>,
     /// Names of the sets the criterion belongs to directly.
     pub sets: Vec<String>,
+}
+
+/// The samples a criterion's judge took and those that voted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Votes {
+    pub samples: u32,
+    pub voted: u32,
 }
 
 impl CriterionResult {
@@ -135,6 +145,9 @@ impl CriterionResult {
         }
         if let Some(p) = self.p_yes {
             m.insert("p_yes".into(), number_to_json(p));
+        }
+        if let Some(v) = self.votes {
+            m.insert("votes".into(), json!({"samples": v.samples, "voted": v.voted, "failed": v.samples - v.voted}));
         }
         if !self.sets.is_empty() {
             m.insert("sets".into(), json!(self.sets));

@@ -887,7 +887,16 @@ fn run_exits_3_when_every_judge_call_fails_and_names_the_judge_error() {
         &"--no-progress",
     ]);
     assert_eq!(o.status.code(), Some(3), "{}", describe(&o));
-    assert!(stderr(&o).contains("9 failed rows by code: judge_unreachable 9"), "{}", describe(&o));
+    // The circuit breaker trips after 5 failed attempts in a row: the attempts still in flight
+    // then (how many depends on how fast the refusals come back) end `endpoint_down`.
+    let err = stderr(&o);
+    let line = err.lines().find(|l| l.starts_with("9 failed rows by code: ")).unwrap_or_else(|| panic!("{err}"));
+    let count = |code: &str| -> usize {
+        line.split(", ").find_map(|p| p.split_once(&format!("{code} "))).map_or(0, |(_, n)| n.trim().parse().unwrap())
+    };
+    let (unreachable, down) = (count("judge_unreachable"), count("endpoint_down"));
+    assert!(unreachable >= 5 && unreachable + down == 9, "{line}");
+    assert!(err.contains("endpoint `dead` was considered down 1 time"), "{}", describe(&o));
 }
 
 #[test]

@@ -167,6 +167,7 @@ fn result(seed: u64, id: String, r: usize, k: usize) -> CriterionResult {
         evidence: None,
         extracted: None,
         p_yes: None,
+        votes: None,
         sets: vec![],
     }
 }

@@ -315,3 +315,193 @@ fn a_damaged_judge_cache_is_asked_again_never_believed() {
     assert_eq!(aside.len(), 1, "{aside:?}");
     assert_eq!(verify().status.code(), Some(0), "the new cache is sound");
 }
+
+/// An endpoint that accepts every connection and never answers: how many it was sent.
+fn hanging_endpoint() -> (String, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let base = format!("http://{}/v1", listener.local_addr().unwrap());
+    let count = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let seen = count.clone();
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for stream in listener.incoming().flatten() {
+            seen.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            held.push(stream);
+        }
+    });
+    (base, count)
+}
+
+/// The reasons of every judged criterion of `records` (gates and checks aside).
+fn judged_reasons(records: &str) -> Vec<String> {
+    json_lines(records)
+        .iter()
+        .flat_map(|r| r["criteria"].as_array().cloned().unwrap_or_default())
+        .filter(|c| c["source"].as_str().is_some_and(|s| s.starts_with("judge:")))
+        .map(|c| c["reason"].as_str().unwrap_or("(none)").split(':').next().unwrap_or("").to_string())
+        .collect()
+}
+
+/// The fault-injection run's hanging judge: the 5-row HealthBench example against an endpoint
+/// that never answers took 243 s (calls ÷ concurrency × attempts × timeout). The circuit
+/// breaker now considers the endpoint down after 5 failed attempts in a row, and the requests
+/// still waiting end `endpoint_down` unsent; a run deadline stops judging when it passes.
+#[test]
+fn a_hanging_judge_trips_the_breaker_and_a_deadline_ends_the_wait() {
+    let dir = TempDir::new("hostile-hang");
+    let ex = crate::common::crate_root().join("examples/healthbench");
+    let (main, input) = (ex.join("main.rubric"), ex.join("inputs.jsonl"));
+    let run = |breaker: u32, extra: &[&dyn AsRef<std::ffi::OsStr>]| {
+        let (base, sent) = hanging_endpoint();
+        let judges = dir.file(
+            "judges.toml",
+            &format!(
+                "default = \"hang\"\n[endpoints.hang]\nbase_url = \"{base}\"\ntimeout_s = 0.5\nattempts = 4\n\
+                 backoff_ms = 20\nconcurrency = 2\nbreaker_failures = {breaker}\n"
+            ),
+        );
+        let out = dir.path("out.jsonl");
+        let mut args: Vec<&dyn AsRef<std::ffi::OsStr>> =
+            vec![&"run", &main, &"--input", &input, &"--output", &out, &"--judges", &judges, &"--no-cache"];
+        args.push(&"--no-progress");
+        args.extend_from_slice(extra);
+        let o = rubric(&args);
+        assert_eq!(o.status.code(), Some(3), "every judged row failed: {}", describe(&o));
+        let records = std::fs::read_to_string(&out).unwrap();
+        assert_eq!(json_lines(&records).len(), 5, "every row has its record");
+        (
+            String::from_utf8_lossy(&o.stderr).into_owned(),
+            judged_reasons(&records),
+            sent.load(std::sync::atomic::Ordering::SeqCst),
+        )
+    };
+    // The default breaker (5 failed attempts in a row): at most one more attempt was in flight.
+    let (err, reasons, sent) = run(5, &[]);
+    assert_eq!(reasons.len(), 9, "{reasons:?}");
+    assert!(reasons.iter().all(|r| r == "judge_timeout" || r == "endpoint_down"), "{reasons:?}");
+    assert!(reasons.iter().any(|r| r == "endpoint_down"), "{reasons:?}");
+    assert!(sent <= 6, "{sent} attempts reached the endpoint, where 9 requests × 4 attempts would be 36");
+    assert!(err.contains("endpoint `hang` was considered down 1 time (its circuit breaker tripped)"), "{err}");
+    // The breaker off, a 1.5 s deadline: what was not answered by then is `judge_deadline`.
+    let (_, reasons, sent) = run(0, &[&"--deadline", &"1.5s"]);
+    assert_eq!(reasons.len(), 9, "{reasons:?}");
+    assert!(reasons.iter().all(|r| r == "judge_timeout" || r == "judge_deadline"), "{reasons:?}");
+    assert!(reasons.iter().any(|r| r == "judge_deadline"), "{reasons:?}");
+    assert!(sent < 36, "{sent} attempts");
+    let o = rubric(&[&"run", &main, &"--input", &input, &"--deadline", &"soon"]);
+    assert_eq!(o.status.code(), Some(2), "{}", describe(&o));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("`soon` is not a duration"), "{}", describe(&o));
+}
+
+const VOTES: &str = r#"rubric hostile.votes @ 1.0.0
+input response: Text
+
+judge grader {
+  model "m"
+  samples 3
+  sees response
+}
+
+judge strict {
+  model "m"
+  samples 3
+  min_samples 2
+  sees response
+}
+
+criterion a "Answers the question" by grader
+criterion b "Answers it well" by strict
+score = weighted_mean(all, unscored: skip)
+"#;
+
+/// The criteria `a` and `b` of the first record in `records`.
+fn votes_of(records: &str) -> (Json, Json) {
+    let r = &json_lines(records)[0];
+    let find = |id: &str| r["criteria"].as_array().unwrap().iter().find(|c| c["id"] == id).cloned().unwrap();
+    (find("a"), find("b"))
+}
+
+/// The fault-injection run's shrunken votes: with 2 of 3 samples failing, every criterion was
+/// decided by the one left and looked like a full vote. A record now says how many samples
+/// voted, and a judge with `min_samples 2` leaves such a criterion `too_few_samples`: over HTTP
+/// (the mock judge failing samples 1 and 2) and from recorded samples on every engine.
+#[test]
+fn votes_say_how_many_voted_and_min_samples_holds_them_to_it() {
+    let dir = TempDir::new("hostile-votes");
+    let file = dir.file("votes.rubric", VOTES);
+    let input = dir.file("rows.jsonl", "{\"response\": \"Paris is the capital of France.\"}\n");
+    let rules = dir.file(
+        "rules.toml",
+        "[[rule]]\nverdict = \"met\"\n\n[[fault]]\nkind = \"status\"\nstatus = 400\nsamples = [1, 2]\n",
+    );
+    let (_mock, base) = crate::common::Spawned::start(
+        Command::new(env!("CARGO_BIN_EXE_rubric")).args(["mock-judge", "--addr", "127.0.0.1:0", "--rules"]).arg(&rules),
+    );
+    let judges = dir.file(
+        "judges.toml",
+        &format!("default = \"mock\"\n[endpoints.mock]\nbase_url = \"{}\"\nattempts = 1\n", base.trim()),
+    );
+    let out = dir.path("out.jsonl");
+    let o = rubric(&[
+        &"run",
+        &file,
+        &"--input",
+        &input,
+        &"--output",
+        &out,
+        &"--judges",
+        &judges,
+        &"--no-cache",
+        &"--no-progress",
+        &"--allow-errors",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", describe(&o));
+    let (a, b) = votes_of(&std::fs::read_to_string(&out).unwrap());
+    assert_eq!(a["status"], "met", "{a}");
+    assert_eq!(a["votes"], serde_json::json!({"samples": 3, "voted": 1, "failed": 2}), "{a}");
+    assert_eq!(b["status"], "unscored", "{b}");
+    assert_eq!(b["votes"], serde_json::json!({"samples": 3, "voted": 1, "failed": 2}), "{b}");
+    let reason = b["reason"].as_str().unwrap();
+    assert!(reason.starts_with("too_few_samples: 1 of 3 samples voted, judge `strict` needs 2"), "{reason}");
+    assert!(reason.contains("judge_http_400"), "the others' failure is named: {reason}");
+    // The same from recorded samples, on every engine.
+    let failed = serde_json::json!({"samples": ["met", {"unscored": "judge_timeout"}, {"unscored": "judge_timeout"}]});
+    let verdicts = dir.file(
+        "verdicts.jsonl",
+        &format!("{}\n", serde_json::json!({"row": 0, "verdicts": {"a": failed, "b": failed}})),
+    );
+    let mut seen = Vec::new();
+    for engine in ["interp", "wasm", "jit"] {
+        let o = rubric(&[
+            &"run",
+            &file,
+            &"--input",
+            &input,
+            &"--output",
+            &out,
+            &"--verdicts",
+            &verdicts,
+            &"--engine",
+            &engine,
+            &"--no-progress",
+            &"--allow-errors",
+        ]);
+        assert_eq!(o.status.code(), Some(0), "{engine}: {}", describe(&o));
+        let (a, b) = votes_of(&std::fs::read_to_string(&out).unwrap());
+        assert_eq!((&a["status"], &a["votes"]["voted"]), (&"met".into(), &1.into()), "{engine}: {a}");
+        assert!(b["reason"].as_str().unwrap().starts_with("too_few_samples: 1 of 3"), "{engine}: {b}");
+        seen.push((a, b));
+    }
+    assert!(seen.windows(2).all(|w| w[0] == w[1]), "the engines agree: {seen:?}");
+    // `min_samples` above `samples` is a checker error; `fmt` keeps the setting.
+    let bad = dir.file("bad.rubric", &VOTES.replace("min_samples 2", "min_samples 4"));
+    let o = rubric(&[&"check", &bad]);
+    assert_eq!(o.status.code(), Some(1), "{}", describe(&o));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("`min_samples` is 4, more than the judge's 3 samples"),
+        "{}",
+        describe(&o)
+    );
+    let o = rubric(&[&"fmt", &"--stdout", &file]);
+    assert!(String::from_utf8_lossy(&o.stdout).contains("  min_samples 2\n"), "{}", describe(&o));
+}

@@ -110,6 +110,8 @@ impl NativeRubric {
                 (false, Some(p)) => CacheSetting::At(p.into()),
                 (false, None) => CacheSetting::Default,
             },
+            // A loaded rubric lives as long as the trainer: no deadline for all of its judging.
+            deadline: None,
         };
         // local judges (`judge { local "DIR" }`) need no configuration: the package has local
         // models, found as `rubric run` finds them (the embedding model: RUBRIC_EMBEDDING_MODEL,

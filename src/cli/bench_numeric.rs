@@ -122,6 +122,7 @@ fn criterion_result(p: &Program, c: usize, (status, value): (u8, f64)) -> Criter
         evidence: None,
         extracted: None,
         p_yes: None,
+        votes: None,
         sets: vec![],
     }
 }

@@ -204,6 +204,10 @@ pub enum Command {
         /// Do not read or write the judge cache.
         #[arg(long)]
         no_cache: bool,
+        /// Stop judging after this long (`90`, `90s`, `20m`, `2h`): requests still unanswered
+        /// then end `unscored(judge_deadline)`, and the run finishes with what it has.
+        #[arg(long, value_parser = parse_duration)]
+        deadline: Option<std::time::Duration>,
         /// `tensor`: compute scores, aggregations and (with `--groups`) advantages and token
         /// credit with the batch numeric stage on the device (rubrics whose score has no plan
         /// stay on the scalar path, with a notice); the records are the same.
@@ -514,6 +518,7 @@ pub fn main_with(cli: Cli) -> ExitCode {
             record,
             cache,
             no_cache,
+            deadline,
             numeric,
             allow_errors,
             max_failures,
@@ -529,7 +534,7 @@ pub fn main_with(cli: Cli) -> ExitCode {
                 cache.as_deref(),
                 no_cache,
             ) {
-                Ok(s) => s,
+                Ok(s) => JudgeSettings { deadline, ..s },
                 Err(e) => {
                     eprintln!("error: {e}");
                     return ExitCode::from(2);
@@ -832,6 +837,23 @@ fn numeric_stage(
     }
 }
 
+/// A duration on the command line: seconds (`90`, `1.5`), or a number with `s`, `m` or `h`.
+fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
+    let t = text.trim();
+    let (number, unit) = match t.char_indices().last() {
+        Some((i, 's')) => (&t[..i], 1.0),
+        Some((i, 'm')) => (&t[..i], 60.0),
+        Some((i, 'h')) => (&t[..i], 3600.0),
+        _ => (t, 1.0),
+    };
+    match number.trim().parse::<f64>() {
+        Ok(n) if n > 0.0 && (n * unit).is_finite() && n * unit < 1e9 => {
+            Ok(std::time::Duration::from_secs_f64(n * unit))
+        }
+        _ => Err(format!("`{text}` is not a duration: write seconds (`90`) or a number with `s`, `m` or `h` (`20m`)")),
+    }
+}
+
 /// The judge settings of `--judges`, `--judge replay:FILE`, `--record`, `--cache` and
 /// `--no-cache` (`api::JudgeSettings`, whose `dispatcher` builds what `run` and `serve` call).
 pub fn judge_settings(
@@ -853,7 +875,13 @@ pub fn judge_settings(
         (false, Some(p)) => CacheSetting::At(p.to_path_buf()),
         (false, None) => CacheSetting::Default,
     };
-    Ok(JudgeSettings { config: judges.map(Path::to_path_buf), replay, record: record.map(Path::to_path_buf), cache })
+    Ok(JudgeSettings {
+        config: judges.map(Path::to_path_buf),
+        replay,
+        record: record.map(Path::to_path_buf),
+        cache,
+        deadline: None,
+    })
 }
 
 /// Compile a file, printing its diagnostics to stderr; `None` when it has errors.

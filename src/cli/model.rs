@@ -182,6 +182,7 @@ pub fn bench_prompts(rows: usize, criteria: usize, words: usize) -> Vec<Vec<Chat
         max_tokens: None,
         seed: None,
         samples: 1,
+        min_samples: None,
         vote: Vote::Majority,
         sees: vec![0],
         returns: "verdict".into(),

@@ -552,6 +552,7 @@ impl Driver<'_, '_> {
             evidence: None,
             extracted: None,
             p_yes: None,
+            votes: None,
             sets: d.sets.iter().filter_map(|s| p.sets.get(*s as usize)).map(|s| s.name.clone()).collect(),
         }
     }

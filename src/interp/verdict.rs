@@ -47,6 +47,14 @@ pub fn apply(
         }
         None => vec![v],
     };
+    let taken = samples.len() as u32;
+    let several = taken > 1 || judge.samples > 1;
+    // How many voted, in the record of a judge that takes several samples.
+    let count = |r: &mut CriterionResult, voted: usize| {
+        if several {
+            r.votes = Some(crate::engine::Votes { samples: taken, voted: voted as u32 });
+        }
+    };
     // A sample the judge failed to give (`{"unscored": ...}`) leaves the vote; the others vote.
     let mut decided = Vec::new();
     let mut failed_sample: Option<String> = None;
@@ -64,6 +72,7 @@ pub fn apply(
         }
     }
     if decided.is_empty() {
+        count(r, 0);
         r.reason = failed_sample.or_else(|| Some("invalid_verdict: no samples".into()));
         return;
     }
@@ -93,11 +102,26 @@ pub fn apply(
         }
         if kept.is_empty() {
             let (reason, quote) = broken.unwrap_or_else(|| ("invalid_verdict: no samples".into(), None));
+            count(r, 0);
             r.reason = Some(reason);
             r.evidence = quote;
             return;
         }
+        if failed_sample.is_none() {
+            failed_sample = broken.map(|(reason, _)| reason);
+        }
         decided = kept;
+    }
+    count(r, decided.len());
+    // `min_samples N`: a vote of fewer samples decides nothing.
+    if let Some(min) = judge.min_samples.filter(|&m| (decided.len() as u32) < m) {
+        r.reason = Some(format!(
+            "too_few_samples: {} of {taken} samples voted, judge `{}` needs {min}{}",
+            decided.len(),
+            judge.name,
+            failed_sample.map(|why| format!(" (the others: {why})")).unwrap_or_default()
+        ));
+        return;
     }
     // The evidence shown is a quote that supports a met result.
     let met_evidence = decided.iter().filter(|s| s.value > 0.0).find_map(|s| s.evidence.clone());

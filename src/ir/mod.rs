@@ -217,6 +217,10 @@ pub struct JudgeDecl {
     pub max_tokens: Option<u32>,
     pub seed: Option<u64>,
     pub samples: u32,
+    /// `min_samples N`: fewer voting samples leave the criterion `too_few_samples`. Absent
+    /// from the serialised IR when unset, so IR hashes of rubrics without it are unchanged.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_samples: Option<u32>,
     pub vote: Vote,
     /// Inputs rendered into the judge's prompt (indices into `Program::inputs`).
     pub sees: Vec<u32>,

@@ -418,6 +418,9 @@ impl Writer<'_> {
         if let Some(dir) = &j.local {
             self.line(2, &format!("local {}", quote(dir)));
         }
+        if let Some(m) = j.min_samples {
+            self.line(2, &format!("min_samples {m}"));
+        }
     }
 
     fn step(&mut self, i: usize, s: &Step) {

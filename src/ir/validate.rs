@@ -502,6 +502,11 @@ impl<'p> Validator<'p> {
                 v.want((0.0..=1.0).contains(&t), || format!("top_p {t} is outside [0, 1]"))
             })?;
         }
+        self.at("min_samples", |v| {
+            v.want(j.min_samples.is_none_or(|m| (1..=j.samples).contains(&m)), || {
+                format!("min_samples {:?}: from 1 to the judge's {} samples", j.min_samples, j.samples)
+            })
+        })?;
         self.at("samples", |v| {
             v.want((1..=MAX_SAMPLES).contains(&j.samples), || {
                 format!("{} samples: a judge takes from 1 to {MAX_SAMPLES}", j.samples)

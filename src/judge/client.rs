@@ -4,9 +4,12 @@
 //! (`max_reply_bytes`: a larger `Content-Length` is refused unread, a streamed body is dropped
 //! as soon as it passes the limit), and retries with exponential backoff and jitter on
 //! timeouts, connection failures, 408, 429 and 5xx, honouring `Retry-After` (and
-//! `retry-after-ms`), for a bounded number of attempts. Every failure ends as a `judge_*`
-//! reason, never a panic or a wait without end. The key is sent in a header marked sensitive
-//! and scrubbed from every reason.
+//! `retry-after-ms`), for a bounded number of attempts; a circuit breaker that, after
+//! `breaker_failures` consecutive failed attempts, considers the endpoint down for
+//! `breaker_cooldown_s` (requests then end `endpoint_down` without being sent, until one probe
+//! gets through); and the run's deadline, past which nothing more is sent or waited for
+//! (`judge_deadline`). Every failure ends as a reason, never a panic or a wait without end. The
+//! key is sent in a header marked sensitive and scrubbed from every reason.
 
 use super::config::EndpointConfig;
 use super::reply::Reply;
@@ -38,6 +41,37 @@ pub struct Endpoint {
     permits: Semaphore,
     /// When the next request may start, under an `rpm` limit.
     next_slot: Mutex<Instant>,
+    breaker: Mutex<Breaker>,
+    /// Counts the breaker's trips; attempts in flight watch it and give up when it moves (an
+    /// endpoint that failed so often in a row will not answer them either).
+    tripped: tokio::sync::watch::Sender<u32>,
+}
+
+/// An endpoint's circuit breaker.
+#[derive(Debug, Default)]
+struct Breaker {
+    /// Failed attempts in a row (a reply of any kind resets it).
+    consecutive: u32,
+    /// While down: until when.
+    down_until: Option<Instant>,
+    /// After a cooldown, one request probes the endpoint; the others wait no longer than it.
+    probing: bool,
+    /// Times the endpoint was found down, and requests refused because it was.
+    trips: u32,
+    refused: u64,
+    /// Attempts in flight when it tripped, ended then.
+    cut: u64,
+    /// The failure that tripped it last.
+    last: String,
+}
+
+/// What [`Endpoint::breaker_stats`] reports: times the endpoint was considered down, attempts
+/// not sent because it was, and attempts in flight ended when it tripped.
+#[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize)]
+pub struct BreakerStats {
+    pub trips: u32,
+    pub refused: u64,
+    pub cut: u64,
 }
 
 /// How one request ended after all its attempts.
@@ -100,7 +134,63 @@ impl Endpoint {
             http,
             permits: Semaphore::new(config.concurrency),
             next_slot: Mutex::new(Instant::now()),
+            breaker: Mutex::default(),
+            tripped: tokio::sync::watch::Sender::new(0),
         })
+    }
+
+    fn breaker(&self) -> std::sync::MutexGuard<'_, Breaker> {
+        self.breaker.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub fn breaker_stats(&self) -> BreakerStats {
+        let b = self.breaker();
+        BreakerStats { trips: b.trips, refused: b.refused, cut: b.cut }
+    }
+
+    /// Whether an attempt may be sent now; when the endpoint is down, why not. After the
+    /// cooldown one attempt (the probe) goes through; while it is out, the others are refused.
+    fn admit(&self) -> Result<bool, String> {
+        let threshold = self.config.breaker_failures;
+        let mut b = self.breaker();
+        if threshold == 0 || b.consecutive < threshold {
+            return Ok(false);
+        }
+        let cooled = b.down_until.is_none_or(|t| Instant::now() >= t);
+        if cooled && !b.probing {
+            b.probing = true;
+            return Ok(true);
+        }
+        b.refused += 1;
+        Err(format!(
+            "endpoint_down: endpoint `{}` is considered down after {} consecutive failed attempts (the last: {}); \
+             it is tried again {}s after it went down",
+            self.name, b.consecutive, b.last, self.config.breaker_cooldown_s
+        ))
+    }
+
+    /// Count an attempt's outcome: a failure that could pass (`failed`) or any reply.
+    fn settle(&self, probe: bool, failed: Option<&str>) {
+        let mut b = self.breaker();
+        if probe {
+            b.probing = false;
+        }
+        match failed {
+            None => {
+                b.consecutive = 0;
+                b.down_until = None;
+            }
+            Some(reason) => {
+                b.consecutive += 1;
+                let threshold = self.config.breaker_failures;
+                if threshold > 0 && (b.consecutive == threshold || (probe && b.consecutive > threshold)) {
+                    b.trips += 1;
+                    b.last = reason.split(" (").next().unwrap_or(reason).to_string();
+                    b.down_until = Some(Instant::now() + Duration::from_secs_f64(self.config.breaker_cooldown_s));
+                    self.tripped.send_modify(|n| *n += 1);
+                }
+            }
+        }
     }
 
     /// Replace every occurrence of the key in `s`.
@@ -162,44 +252,79 @@ impl Endpoint {
         }
     }
 
-    /// Send `body` (sample `sample`) until it succeeds, fails for good, or runs out of attempts.
-    pub async fn send(&self, body: &Json, sample: u32) -> Sent {
+    /// Send `body` (sample `sample`) until it succeeds, fails for good, runs out of attempts,
+    /// finds the endpoint down, or reaches the run's `deadline`.
+    pub async fn send(&self, body: &Json, sample: u32, deadline: Option<Instant>) -> Sent {
         let bytes = serde_json::to_vec(body).unwrap_or_default();
         let sent_model = body.get("model").and_then(Json::as_str).unwrap_or("");
         let timeout = Duration::from_secs_f64(self.config.timeout_s);
         let attempts = self.config.attempts.max(1);
         let mut last = String::new();
+        let end =
+            |reason: String, attempts: u32| Sent { result: Err(self.redact(&reason)), attempts, latency_ms: None };
+        let past_deadline = || deadline.is_some_and(|d| Instant::now() >= d);
+        let deadline_reason =
+            || format!("judge_deadline: the run's deadline passed before endpoint `{}` answered", self.name);
         for attempt in 1..=attempts {
             self.pace().await;
             let outcome = {
-                let Ok(_permit) = self.permits.acquire().await else {
-                    return Sent {
-                        result: Err("judge_unreachable: client closed".into()),
-                        attempts: attempt,
-                        latency_ms: None,
-                    };
+                let permit = match deadline {
+                    Some(d) => match tokio::time::timeout_at(d.into(), self.permits.acquire()).await {
+                        Ok(p) => p,
+                        Err(_) => return end(deadline_reason(), attempt - 1),
+                    },
+                    None => self.permits.acquire().await,
+                };
+                let Ok(_permit) = permit else {
+                    return end("judge_unreachable: client closed".into(), attempt);
+                };
+                if past_deadline() {
+                    return end(deadline_reason(), attempt - 1);
+                }
+                let probe = match self.admit() {
+                    Ok(probe) => probe,
+                    Err(down) => return end(down, attempt - 1),
                 };
                 let start = Instant::now();
-                let outcome = self.attempt(bytes.clone(), sample, start + timeout, sent_model).await;
+                let by = deadline.map_or(start + timeout, |d| d.min(start + timeout));
+                let mut trips = self.tripped.subscribe();
+                let outcome = tokio::select! {
+                    outcome = self.attempt(bytes.clone(), sample, by, sent_model) => outcome,
+                    _ = trips.changed() => {
+                        self.breaker().cut += 1;
+                        Attempt::Retry {
+                            reason: format!(
+                                "endpoint_down: endpoint `{}` was found down while this attempt waited",
+                                self.name
+                            ),
+                            after: None,
+                        }
+                    }
+                };
+                let failed = match &outcome {
+                    Attempt::Retry { reason, .. } => Some(reason.as_str()),
+                    Attempt::Done(_) | Attempt::Fail(_) => None,
+                };
+                self.settle(probe, failed);
                 (outcome, start.elapsed())
             };
             match outcome {
                 (Attempt::Done(reply), took) => {
                     return Sent { result: Ok(reply), attempts: attempt, latency_ms: Some(took.as_secs_f64() * 1000.0) }
                 }
-                (Attempt::Fail(reason), _) => {
-                    return Sent { result: Err(self.redact(&reason)), attempts: attempt, latency_ms: None }
-                }
+                (Attempt::Fail(reason), _) => return end(reason, attempt),
+                (Attempt::Retry { .. }, _) if past_deadline() => return end(deadline_reason(), attempt),
                 (Attempt::Retry { reason, after }, _) => {
                     last = reason;
                     if attempt < attempts {
-                        tokio::time::sleep(self.backoff(attempt, after)).await;
+                        let wait = self.backoff(attempt, after);
+                        let wait = deadline.map_or(wait, |d| wait.min(d.saturating_duration_since(Instant::now())));
+                        tokio::time::sleep(wait).await;
                     }
                 }
             }
         }
-        let reason = format!("{last} ({attempts} attempt{})", if attempts == 1 { "" } else { "s" });
-        Sent { result: Err(self.redact(&reason)), attempts, latency_ms: None }
+        end(format!("{last} ({attempts} attempt{})", if attempts == 1 { "" } else { "s" }), attempts)
     }
 
     /// One attempt, over by `deadline` (the request, the reply's headers and all of its body).

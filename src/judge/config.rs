@@ -14,6 +14,8 @@
 //! timeout_s = 30                         # per attempt, the whole reply body included
 //! attempts = 4
 //! max_reply_bytes = 4194304              # a larger reply is not read: unscored, not retried
+//! breaker_failures = 5                   # consecutive failed attempts before the endpoint is down
+//! breaker_cooldown_s = 30                # how long it stays down before one request probes it
 //!
 //! [judges]                               # judge name -> endpoint
 //! grader = "local"
@@ -118,6 +120,14 @@ pub struct EndpointConfig {
     /// (`judge_reply_too_large`), without a retry.
     #[serde(default = "default_max_reply_bytes")]
     pub max_reply_bytes: usize,
+    /// The circuit breaker: after this many consecutive failed attempts (timeouts, failed
+    /// connections, 408, 429, 5xx) the endpoint is considered down and requests to it end
+    /// `endpoint_down` at once, without being sent; 0 turns the breaker off.
+    #[serde(default = "default_breaker_failures")]
+    pub breaker_failures: u32,
+    /// How long a tripped breaker keeps the endpoint down before one request may probe it.
+    #[serde(default = "default_breaker_cooldown")]
+    pub breaker_cooldown_s: f64,
 }
 
 fn default_concurrency() -> usize {
@@ -153,6 +163,12 @@ pub const DEFAULT_MAX_REPLY_BYTES: usize = 4 << 20;
 fn default_max_reply_bytes() -> usize {
     DEFAULT_MAX_REPLY_BYTES
 }
+fn default_breaker_failures() -> u32 {
+    5
+}
+fn default_breaker_cooldown() -> f64 {
+    30.0
+}
 
 impl EndpointConfig {
     /// An endpoint at `base_url` with every limit at its default.
@@ -173,6 +189,8 @@ impl EndpointConfig {
             response_format: ResponseFormat::default(),
             strict: true,
             top_logprobs: default_top_logprobs(),
+            breaker_failures: default_breaker_failures(),
+            breaker_cooldown_s: default_breaker_cooldown(),
             max_reply_bytes: default_max_reply_bytes(),
         }
     }
@@ -209,6 +227,9 @@ impl EndpointConfig {
         }
         if !(self.max_retry_after_s >= 0.0 && self.max_retry_after_s.is_finite()) {
             return Err(format!("endpoint `{name}`: max_retry_after_s must be a number of seconds"));
+        }
+        if !(self.breaker_cooldown_s >= 0.0 && self.breaker_cooldown_s.is_finite()) {
+            return Err(format!("endpoint `{name}`: breaker_cooldown_s must be a number of seconds"));
         }
         if let Some(var) = &self.api_key_env {
             if var.is_empty() || var.contains(|c: char| !(c.is_ascii_alphanumeric() || c == '_')) {
@@ -339,6 +360,7 @@ mod tests {
             max_tokens: None,
             seed: None,
             samples: 1,
+            min_samples: None,
             vote: crate::ir::Vote::Majority,
             sees: vec![],
             returns: "verdict".into(),

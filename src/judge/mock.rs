@@ -29,6 +29,7 @@
 //! retry_after_s = 1              # a Retry-After header; retry_after_ms sends retry-after-ms
 //! delay_ms = 30000               # timeout: the stall; endless: the pause between 16 KiB chunks
 //! times = 1                      # per distinct request (fence tags aside); absent = every time
+//! samples = [1, 2]               # only these samples (header x-rubric-sample); absent = all
 //! prompt = "..."                 # optional regexes, as for rules
 //! ```
 //!
@@ -149,6 +150,9 @@ pub struct Fault {
     /// they differ from run to run); absent = always.
     #[serde(default)]
     pub times: Option<u32>,
+    /// The samples it applies to (the `x-rubric-sample` header); absent = every sample.
+    #[serde(default)]
+    pub samples: Option<Vec<usize>>,
 }
 
 impl Fault {
@@ -162,6 +166,7 @@ impl Fault {
             retry_after_ms: None,
             delay_ms: None,
             times: None,
+            samples: None,
         }
     }
 }
@@ -588,7 +593,8 @@ async fn chat(st: Arc<State>, req: Request<Incoming>) -> Resp {
     let mut flags = Flags::default();
     for (i, (f, p, c)) in st.rules.faults.iter().enumerate() {
         let applies = p.as_ref().is_none_or(|r| r.is_match(&prompt))
-            && c.as_ref().is_none_or(|r| entries.iter().any(|e| r.is_match(&e.criterion)));
+            && c.as_ref().is_none_or(|r| entries.iter().any(|e| r.is_match(&e.criterion)))
+            && f.samples.as_ref().is_none_or(|s| s.contains(&sample));
         if !applies {
             continue;
         }

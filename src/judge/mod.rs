@@ -188,6 +188,8 @@ pub struct Stats {
     pub cache_unverified: u64,
     /// Where a damaged cache file was moved when the run opened the cache.
     pub cache_set_aside: Option<String>,
+    /// Endpoints whose circuit breaker tripped: how often, and the requests it refused.
+    pub endpoints_down: BTreeMap<String, client::BreakerStats>,
     pub transcript_errors: u64,
     /// Requests answered by a local model (`local "DIR"` judges).
     pub local_requests: u64,
@@ -240,6 +242,8 @@ enum Backend {
 }
 
 struct Inner {
+    /// When the run stops sending and waiting (`DispatcherBuilder::deadline`).
+    deadline: Option<std::time::Instant>,
     config: JudgesConfig,
     backend: Backend,
     cache: Option<Cache>,
@@ -264,6 +268,7 @@ pub struct DispatcherBuilder {
     replay: Option<Replay>,
     cache: Option<Cache>,
     transcript: Option<TranscriptWriter>,
+    deadline: Option<std::time::Instant>,
 }
 
 impl DispatcherBuilder {
@@ -282,6 +287,13 @@ impl DispatcherBuilder {
     /// Record every request and reply.
     pub fn record(mut self, transcript: TranscriptWriter) -> Self {
         self.transcript = Some(transcript);
+        self
+    }
+
+    /// Send nothing and wait for nothing after `deadline`: requests still unanswered then end
+    /// `judge_deadline`.
+    pub fn deadline(mut self, deadline: std::time::Instant) -> Self {
+        self.deadline = Some(deadline);
         self
     }
 
@@ -312,6 +324,7 @@ impl DispatcherBuilder {
                 transcript: self.transcript,
                 memo: Mutex::new(HashMap::new()),
                 stats: Mutex::new(stats),
+                deadline: self.deadline,
                 local: local::LocalModels::default(),
                 fences: prompt::Fences::Secret(key),
             }),
@@ -341,11 +354,19 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 
 impl Dispatcher {
     pub fn builder(config: JudgesConfig) -> DispatcherBuilder {
-        DispatcherBuilder { config, replay: None, cache: None, transcript: None }
+        DispatcherBuilder { config, replay: None, cache: None, transcript: None, deadline: None }
     }
 
     pub fn stats(&self) -> Stats {
-        lock(&self.inner.stats).clone()
+        let mut stats = lock(&self.inner.stats).clone();
+        if let Backend::Http(eps) = &self.inner.backend {
+            stats.endpoints_down = eps
+                .values()
+                .map(|e| (e.name.clone(), e.breaker_stats()))
+                .filter(|(_, b)| b.trips > 0 || b.refused > 0)
+                .collect();
+        }
+        stats
     }
 
     /// Where a judge's requests go: endpoint name, wire settings and model; or, for a local
@@ -605,7 +626,7 @@ impl Dispatcher {
                 let Some(ep) = p.endpoint.as_ref().and_then(|n| eps.get(n)) else {
                     return self.fail(p, "judge_no_endpoint: no endpoint for this request".into(), "http", 0);
                 };
-                let sent = ep.send(&p.body, p.sample).await;
+                let sent = ep.send(&p.body, p.sample, self.inner.deadline).await;
                 {
                     let mut s = lock(&self.inner.stats);
                     s.http_requests += 1;

@@ -835,6 +835,7 @@ mod tests {
             max_tokens: None,
             seed: None,
             samples: 1,
+            min_samples: None,
             vote: crate::ir::Vote::Majority,
             sees: vec![0],
             returns: "verdict".into(),

@@ -101,6 +101,7 @@ fn result(id: String, c: &Cell) -> CriterionResult {
         evidence: None,
         extracted: None,
         p_yes: None,
+        votes: None,
         sets: vec![],
     }
 }

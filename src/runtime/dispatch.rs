@@ -125,6 +125,19 @@ pub fn report(stats: &Json) -> String {
             n("cache_errors")
         ));
     }
+    if let Some(down) = stats.get("endpoints_down").and_then(Json::as_object) {
+        for (endpoint, b) in down {
+            let k = |key: &str| b.get(key).and_then(Json::as_u64).unwrap_or(0);
+            let (trips, refused, cut) = (k("trips"), k("refused"), k("cut"));
+            let plural = |n: u64| if n == 1 { "" } else { "s" };
+            out.push_str(&format!(
+                "\nendpoint `{endpoint}` was considered down {trips} time{} (its circuit breaker tripped): \
+                 {cut} attempt{} in flight ended then and {refused} not sent; their requests ended `endpoint_down`",
+                plural(trips),
+                plural(cut),
+            ));
+        }
+    }
     if n("local_requests") > 0 || n("local_calls") > 0 {
         let ms = stats.get("local_ms").and_then(Json::as_f64).unwrap_or(0.0);
         out.push_str(&format!(

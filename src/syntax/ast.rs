@@ -114,6 +114,7 @@ pub enum JudgeSettingKind {
     MaxTokens(f64),
     Seed(f64),
     Samples(f64),
+    MinSamples(f64),
     Vote(Name),
     Sees(Vec<Name>),
     Returns {

@@ -325,7 +325,7 @@ fn describe(rule: &Rule) -> Option<&'static str> {
             "a reward setting (`advantage`, `epsilon`, `clip`, `penalty`, `unscored`, `uncovered`)"
         }
         Rule::judge_setting => {
-            "a judge setting (`model`, `temperature`, `top_p`, `max_tokens`, `seed`, `samples`, `vote`, `sees`, `returns`, `evidence`, `template`, `system`, `scoring`, `per_call`)"
+            "a judge setting (`model`, `temperature`, `top_p`, `max_tokens`, `seed`, `samples`, `min_samples`, `vote`, `sees`, `returns`, `evidence`, `template`, `system`, `scoring`, `per_call`)"
         }
         Rule::criterion_attr => "a criterion attribute (`points`, `weight`, `axis`, `tags`, `ordinal`, `nominal`, `continuous`, `pass`)",
         Rule::verifier => "a verifier (`by JUDGE`, `check EXPR`, `value EXPR`, `extract ...`)",
@@ -827,6 +827,7 @@ impl Lower {
             Rule::js_max_tokens => JudgeSettingKind::MaxTokens(self.number(k.next().unwrap())),
             Rule::js_seed => JudgeSettingKind::Seed(self.number(k.next().unwrap())),
             Rule::js_samples => JudgeSettingKind::Samples(self.number(k.next().unwrap())),
+            Rule::js_min_samples => JudgeSettingKind::MinSamples(self.number(k.next().unwrap())),
             Rule::js_per_call => JudgeSettingKind::PerCall(self.number(k.next().unwrap())),
             Rule::js_vote => JudgeSettingKind::Vote(self.name(k.next().unwrap())),
             Rule::js_scoring => JudgeSettingKind::Scoring(self.name(k.next().unwrap())),

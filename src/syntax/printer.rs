@@ -451,6 +451,7 @@ impl Printer {
             JudgeSettingKind::MaxTokens(n) => self.setting_num("max_tokens", *n),
             JudgeSettingKind::Seed(n) => self.setting_num("seed", *n),
             JudgeSettingKind::Samples(n) => self.setting_num("samples", *n),
+            JudgeSettingKind::MinSamples(n) => self.setting_num("min_samples", *n),
             JudgeSettingKind::PerCall(n) => self.setting_num("per_call", *n),
             JudgeSettingKind::Vote(v) => {
                 self.w("vote ");
@@ -1002,6 +1003,7 @@ fn erase_item(item: &mut Item) {
                     | JudgeSettingKind::MaxTokens(_)
                     | JudgeSettingKind::Seed(_)
                     | JudgeSettingKind::Samples(_)
+                    | JudgeSettingKind::MinSamples(_)
                     | JudgeSettingKind::PerCall(_) => {}
                     JudgeSettingKind::Vote(n) | JudgeSettingKind::EvidenceQuote(n) | JudgeSettingKind::Scoring(n) => {
                         name(n)

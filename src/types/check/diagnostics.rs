@@ -259,6 +259,11 @@ pub(super) enum InvalidSetting<'a> {
     },
     /// More samples than `ir::validate::MAX_SAMPLES`.
     Samples(u32),
+    /// `min_samples` above the judge's `samples`.
+    MinSamples {
+        min: u32,
+        samples: u32,
+    },
     EmptyLocal,
     Vote(&'a str),
     Scoring(&'a str),
@@ -279,6 +284,12 @@ pub(super) fn judge_invalid_setting(at: Span, what: InvalidSetting<'_>) -> Diagn
         InvalidSetting::Samples(n) => {
             let max = crate::ir::validate::MAX_SAMPLES;
             error(CODE, format!("`samples` is at most {max}, found {n}"), at, "here")
+        }
+        InvalidSetting::MinSamples { min, samples } => {
+            error(CODE, format!("`min_samples` is {min}, more than the judge's {samples} samples"), at, "here")
+                .with_help(
+                "`min_samples N` asks that at least N of the judge's `samples` vote; take more samples or ask fewer",
+            )
         }
         InvalidSetting::EmptyLocal => error(CODE, "`local` needs a model directory", at, "empty"),
         InvalidSetting::Vote(other) => {

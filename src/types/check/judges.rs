@@ -16,6 +16,7 @@ struct SettingSpans {
     evidence: Option<Span>,
     template: Option<Span>,
     local: Option<Span>,
+    min_samples: Option<Span>,
     /// Settings a local judge cannot honour, with where they were given.
     not_local: Vec<(Span, &'static str)>,
 }
@@ -30,6 +31,7 @@ fn default_judge(name: &str) -> ir::JudgeDecl {
         max_tokens: None,
         seed: None,
         samples: 1,
+        min_samples: None,
         vote: ir::Vote::Majority,
         sees: vec![],
         returns: "verdict".into(),
@@ -78,6 +80,14 @@ impl Checker<'_> {
         if let (Some(t), Some(span)) = (&d.template, spans.template) {
             self.check_template(&j.name.text, t, &d.sees, span);
         }
+        if let (Some(min), Some(span)) = (d.min_samples, spans.min_samples) {
+            if min > d.samples {
+                self.report(diagnostics::judge_invalid_setting(
+                    span,
+                    InvalidSetting::MinSamples { min, samples: d.samples },
+                ));
+            }
+        }
         let idx = self.p.judges.len() as u32;
         self.p.judges.push(d);
         self.define(&j.name.text, Global::Judge(idx), j.name.span);
@@ -111,6 +121,10 @@ impl Checker<'_> {
                 if d.samples > 1 {
                     spans.not_local.push((s.span, "`samples` above 1 (a local judge's answer is deterministic)"));
                 }
+            }
+            K::MinSamples(n) => {
+                spans.min_samples = Some(s.span);
+                d.min_samples = Some(self.positive_int(*n, s.span, "min_samples").max(1));
             }
             K::PerCall(n) => {
                 d.per_call = self.positive_int(*n, s.span, "per_call").max(1);
