@@ -44,22 +44,22 @@ const PER_CASE: usize = 110;
 const PER_CASE_MAP: usize = 20;
 
 /// One rubric and its rows.
-struct Case {
-    name: String,
+pub(crate) struct Case {
+    pub(crate) name: String,
     dir: PathBuf,
     program: Program,
     /// The entries of its bundle, as `rubric build` writes it (no sources).
     entries: Vec<Entry>,
     /// The entries of its bundle with its sources (`--with-sources`).
     with_sources: Vec<Entry>,
-    ir: Json,
+    pub(crate) ir: Json,
     /// The source map (the same in both bundles).
     source_map: Json,
     rows: Vec<String>,
     verdicts: Option<VerdictFile>,
 }
 
-fn cases() -> Vec<Case> {
+pub(crate) fn cases() -> Vec<Case> {
     let mut dirs = example_dirs();
     let mut conformance: Vec<PathBuf> = std::fs::read_dir(crate_root().join("tests/conformance"))
         .unwrap()
@@ -319,12 +319,13 @@ thread_local! {
     static LAST_PANIC: RefCell<Option<String>> = const { RefCell::new(None) };
 }
 
-fn quiet_panics() {
+pub(crate) fn quiet_panics() {
     static ONCE: std::sync::Once = std::sync::Once::new();
     ONCE.call_once(|| {
         let previous = std::panic::take_hook();
         std::panic::set_hook(Box::new(move |info| {
-            let ours = std::thread::current().name().is_some_and(|n| n.starts_with("forged-"));
+            let ours =
+                std::thread::current().name().is_some_and(|n| n.starts_with("forged-") || n.starts_with("fuzz-"));
             if !ours {
                 return previous(info);
             }
@@ -341,7 +342,7 @@ fn quiet_panics() {
 }
 
 /// Run `f`, turning a panic into its message (with where it happened).
-fn caught<T>(f: impl FnOnce() -> T) -> Result<T, String> {
+pub(crate) fn caught<T>(f: impl FnOnce() -> T) -> Result<T, String> {
     catch_unwind(AssertUnwindSafe(f))
         .map_err(|_| LAST_PANIC.with(|p| p.borrow_mut().take()).unwrap_or_else(|| "panicked".into()))
 }
@@ -383,7 +384,7 @@ fn forge_source_map(case: &Case, source_map: &Json, with_sources: bool) -> Vec<u
 /// the original bundle; the source map gets as many sites as the program says it has (copies
 /// of its first, or one at the start of the rubric), up to the most the validator allows (a
 /// map of four billion sites would not fit in a bundle).
-fn forge(case: &Case, ir: Vec<u8>) -> Vec<u8> {
+pub(crate) fn forge(case: &Case, ir: Vec<u8>) -> Vec<u8> {
     let mut es = case.entries.clone();
     let parsed: Option<Program> = serde_json::from_slice(&ir).ok();
     let mut manifest: Json = serde_json::from_slice(&es[0].data).unwrap();
@@ -414,7 +415,7 @@ fn forge(case: &Case, ir: Vec<u8>) -> Vec<u8> {
 // ---------------------------------------------------------------- loading and running
 
 #[derive(Debug)]
-enum Outcome {
+pub(crate) enum Outcome {
     /// Rejected with this code and message.
     Rejected(&'static str, String),
     /// Accepted, and everything ran without a panic.
@@ -433,7 +434,7 @@ fn engines() -> Vec<Box<dyn Engine>> {
 }
 
 /// Load a forged bundle and, if it is accepted, use it every way a command does.
-fn exercise(case: &Case, bytes: &[u8]) -> Outcome {
+pub(crate) fn exercise(case: &Case, bytes: &[u8]) -> Outcome {
     let b = match caught(|| load_bytes(bytes, &limits())) {
         Err(why) => return Outcome::Panicked(format!("load: {why}")),
         Ok(Err(e)) => return Outcome::Rejected(e.code, e.message),

@@ -18,6 +18,7 @@ mod contained;
 mod docs;
 mod engine_props;
 mod forged;
+mod fuzz;
 #[cfg(feature = "models")]
 mod gpu;
 mod hostile;
