@@ -505,3 +505,19 @@ fn votes_say_how_many_voted_and_min_samples_holds_them_to_it() {
     let o = rubric(&[&"fmt", &"--stdout", &file]);
     assert!(String::from_utf8_lossy(&o.stdout).contains("  min_samples 2\n"), "{}", describe(&o));
 }
+
+/// `rubric explain` counts rows as `rubric run` does: a line that is not UTF-8 is a row (it
+/// says so when asked for it), and the rows after it are explained.
+#[test]
+fn explain_reads_past_a_line_that_is_not_utf8() {
+    let dir = TempDir::new("hostile-explain");
+    let file = dir.file("r.rubric", SHORT);
+    let input = dir.path("rows.jsonl");
+    std::fs::write(&input, b"{\"response\": \"a\"}\n\xff\n\n{\"response\": \"b c d e\"}\n").unwrap();
+    let o = rubric(&[&"explain", &file, &"--input", &input, &"--row", &"2"]);
+    assert_eq!(o.status.code(), Some(0), "{}", describe(&o));
+    assert!(String::from_utf8_lossy(&o.stdout).contains("score"), "{}", describe(&o));
+    let o = rubric(&[&"explain", &file, &"--input", &input, &"--row", &"1"]);
+    assert_eq!(o.status.code(), Some(1), "{}", describe(&o));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("row 1 is not valid UTF-8"), "{}", describe(&o));
+}

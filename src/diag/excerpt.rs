@@ -131,7 +131,11 @@ impl Shown {
         if chars <= LONG_LINE {
             return Shown { at, len: 0, kept: line.clone(), line, marker: 0, column_shift: 0 };
         }
-        let focus_char = text[line.start..focus.clamp(line.start, line.end)].chars().count();
+        let mut focus = focus.clamp(line.start, line.end);
+        while !text.is_char_boundary(focus) {
+            focus -= 1;
+        }
+        let focus_char = text[line.start..focus].chars().count();
         let first = focus_char.saturating_sub(BEFORE_LABEL).min(chars - SHOWN);
         let byte_at = |c: usize| whole.char_indices().nth(c).map_or(whole.len(), |(i, _)| i) + line.start;
         let kept = byte_at(first)..byte_at(first + SHOWN);
@@ -172,5 +176,36 @@ impl SourceCode for Excerpt {
             // from this whether two labels share a snippet): so does the excerpt.
             piece.first_line + inner.line_count(),
         )))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::diag::Diagnostic;
+    use crate::source::{SourceMap, Span};
+
+    /// Labels anywhere, even inside a character of a long line or past the end of the file
+    /// (a forged site), render without a panic; far-apart labels keep their true line numbers.
+    #[test]
+    fn labels_render_from_an_excerpt_wherever_they_point() {
+        let mut sources = SourceMap::new();
+        let long = "é".repeat(5000);
+        let text = format!("first line\n{long}\n{}tail\n", "middle\n".repeat(500));
+        let f = sources.add("x.rubric", text.clone());
+        for (start, end) in
+            [(0, 5), (12, 13), (11 + 5001, 11 + 5003), (text.len() - 5, text.len()), (text.len() + 9, text.len() + 20)]
+        {
+            let d = Diagnostic::error("rubric::parse::syntax", "m")
+                .with_label(Span::new(f, start, end), "here")
+                .with_label(Span::new(f, 0, 5), "and here");
+            let out = d.render(&sources, false);
+            assert!(out.contains("x.rubric:"), "{out}");
+            assert!(out.lines().all(|l| l.chars().count() < 200), "{out}");
+        }
+        let far = Diagnostic::error("rubric::parse::syntax", "m")
+            .with_label(Span::new(f, text.len() - 5, text.len() - 1), "end")
+            .with_label(Span::new(f, 0, 5), "start");
+        let out = far.render(&sources, false);
+        assert!(out.contains(" 503 │ tail") && out.contains(" 1 │ first line"), "{out}");
     }
 }
