@@ -395,6 +395,9 @@ fn pest_error(file: FileId, src: &str, base: usize, e: pest::error::Error<Rule>)
             .with_help("the logical operators are words: `and`, `or`, `not`");
         }
     }
+    if let Some(d) = declaration_in_block(file, src, base, at) {
+        return d;
+    }
     let message = if expected.is_empty() {
         format!("unexpected {found}")
     } else {
@@ -404,6 +407,42 @@ fn pest_error(file: FileId, src: &str, base: usize, e: pest::error::Error<Rule>)
     Diagnostic::error("rubric::parse::syntax", message)
         .with_label(Span::new(file, at, end), "here")
         .with_help(help_for(src, base))
+}
+
+/// A declaration keyword at `at` inside a `criteria`, `tier` or `group` block that cannot hold
+/// it (a `criteria` block inside another, say): said as such, rather than as a list of expected
+/// tokens that names the very word found.
+fn declaration_in_block(file: FileId, src: &str, base: usize, at: usize) -> Option<Diagnostic> {
+    let len = token_len(src, at);
+    let word = src.get(at..at + len)?;
+    if !ITEM_KEYWORDS.contains(&word) {
+        return None;
+    }
+    // The innermost brace open at `at` within the item, and the word its line starts with.
+    let mut open: Vec<usize> = Vec::new();
+    scan_code(src.get(base..at)?, |l| match l {
+        Lexeme::Code(i, b'{') => open.push(base + i),
+        Lexeme::Code(_, b'}') => drop(open.pop()),
+        _ => {}
+    });
+    let brace = *open.last()?;
+    let line_start = src[..brace].rfind('\n').map_or(0, |i| i + 1);
+    let indent = src[line_start..brace].len() - src[line_start..brace].trim_start().len();
+    let block_at = line_start + indent;
+    let block = src[block_at..brace].split(|c: char| !c.is_alphanumeric() && c != '_').next()?;
+    // What the block may hold failed for another reason (a second template of an `each`).
+    if !["criteria", "tier", "group"].contains(&block) || word == "criterion" || (word, block) == ("group", "group") {
+        return None;
+    }
+    let holds = if block == "group" { "`group` and `criterion` declarations" } else { "`criterion` declarations" };
+    Some(
+        Diagnostic::error("rubric::parse::syntax", format!("a `{word}` declaration cannot be inside a `{block}` block"))
+            .with_label(Span::new(file, at, at + len), "here")
+            .with_label(Span::new(file, block_at, block_at + block.len()), format!("inside this `{block}` block"))
+            .with_help(format!(
+                "a `{block}` block holds {holds}; only `group` blocks nest. Declare the `{word}` at the top level"
+            )),
+    )
 }
 
 /// A header that does not parse; one without `@` says that the version is missing.
