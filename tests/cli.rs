@@ -1122,3 +1122,45 @@ fn the_readme_commands_run_as_written() {
             && dir.path("scores.jsonl.run.json").is_file()
     );
 }
+
+/// A test directory's numbers match within a tolerance: floating-point noise by default
+/// (`1` against an expected `0.9999999999999998` passed only by luck before), `--tolerance`
+/// for the run, `"within"` for one expected row; exact with `--tolerance 0`.
+#[test]
+fn test_directories_compare_numbers_within_a_tolerance() {
+    let dir = TempDir::new("tolerance");
+    let ex = crate_root().join("examples/tiers");
+    for f in ["main.rubric", "inputs.jsonl", "verdicts.jsonl", "expected.jsonl"] {
+        std::fs::copy(ex.join(f), dir.path(f)).unwrap();
+    }
+    let mut rows = json_lines(&std::fs::read_to_string(ex.join("expected.jsonl")).unwrap());
+    let score = rows[0]["score"].as_f64().unwrap();
+    let write = |rows: &[Json]| {
+        let text: String = rows.iter().map(|r| format!("{r}\n")).collect();
+        std::fs::write(dir.path("expected.jsonl"), text).unwrap();
+    };
+    rows[0]["score"] = (score - 2e-16 * score.max(1.0)).into();
+    write(&rows);
+    let o = rubric(&[&"test", &dir.0]);
+    assert_eq!(o.status.code(), Some(0), "noise passes by default: {}", describe(&o));
+    rows[0]["score"] = (score - 0.01).into();
+    write(&rows);
+    let o = rubric(&[&"test", &dir.0]);
+    assert_eq!(o.status.code(), Some(1), "{}", describe(&o));
+    assert!(stdout(&o).contains("(within 0.000000001)"), "the failure says the tolerance: {}", describe(&o));
+    let o = rubric(&[&"test", &"--tolerance", &"0.05", &dir.0]);
+    assert_eq!(o.status.code(), Some(0), "{}", describe(&o));
+    rows[0]["within"] = 0.02.into();
+    write(&rows);
+    let o = rubric(&[&"test", &dir.0]);
+    assert_eq!(o.status.code(), Some(0), "a row's own tolerance: {}", describe(&o));
+    let o = rubric(&[&"test", &"--tolerance", &"0", &dir.0]);
+    assert_eq!(o.status.code(), Some(0), "the row's own tolerance wins over the run's: {}", describe(&o));
+    rows[0].as_object_mut().unwrap().remove("within");
+    rows[0]["score"] = (score - 2e-16 * score.max(1.0)).into();
+    write(&rows);
+    let o = rubric(&[&"test", &"--tolerance", &"0", &dir.0]);
+    assert_eq!(o.status.code(), Some(1), "exact: {}", describe(&o));
+    let o = rubric(&[&"test", &"--tolerance", &"-1", &dir.0]);
+    assert_eq!(o.status.code(), Some(2), "{}", describe(&o));
+}

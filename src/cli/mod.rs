@@ -233,6 +233,10 @@ pub enum Command {
         /// id, score, status, and each criterion's id, status and value) instead of comparing.
         #[arg(long)]
         bless: bool,
+        /// How far a number of a result may be from `expected.jsonl` (an expected row's own
+        /// `"within": TOL` wins); 0 compares exactly.
+        #[arg(long, default_value_t = suite::TOLERANCE)]
+        tolerance: f64,
     },
     /// Measure the engines on one rubric and one set of rows, in the same run: cold start,
     /// rows per second on one thread and on all cores, ratios, and agreement.
@@ -653,8 +657,8 @@ pub fn main_with(cli: Cli) -> ExitCode {
                 }
             }
         }
-        Command::Test { paths, engine, error_format, bless } => {
-            suite::test_command(&paths, &engine, error_format, bless)
+        Command::Test { paths, engine, error_format, bless, tolerance } => {
+            suite::test_command(&paths, &engine, error_format, bless, tolerance)
         }
         Command::Bench { file, input, rows, runs, engines } => {
             let engines = if engines.is_empty() { EngineKind::value_variants().to_vec() } else { engines };

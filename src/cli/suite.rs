@@ -24,14 +24,24 @@ struct Tally {
 
 /// `bless`: write each directory's `expected.jsonl` from its current results instead of
 /// comparing with it.
-pub fn test_command(paths: &[PathBuf], engine: &EngineArgs, format: ErrorFormat, bless: bool) -> ExitCode {
+pub fn test_command(
+    paths: &[PathBuf],
+    engine: &EngineArgs,
+    format: ErrorFormat,
+    bless: bool,
+    tolerance: f64,
+) -> ExitCode {
     let mut t = Tally::default();
+    if !(tolerance >= 0.0 && tolerance.is_finite()) {
+        eprintln!("error: `--tolerance {tolerance}`: a tolerance is a number from 0 up");
+        return ExitCode::from(2);
+    }
     if paths.is_empty() {
         eprintln!("error: give .rubric files or example directories");
         return ExitCode::from(2);
     }
     for p in paths {
-        test_path(p, engine, format, bless, &mut t);
+        test_path(p, engine, format, bless, tolerance, &mut t);
     }
     outln!(
         "{} passed, {} failed (examples: {} ok, {} failed; rows: {} ok, {} failed; {} did not compile)",
@@ -50,11 +60,11 @@ pub fn test_command(paths: &[PathBuf], engine: &EngineArgs, format: ErrorFormat,
     }
 }
 
-fn test_path(path: &Path, engine: &EngineArgs, format: ErrorFormat, bless: bool, t: &mut Tally) {
+fn test_path(path: &Path, engine: &EngineArgs, format: ErrorFormat, bless: bool, tolerance: f64, t: &mut Tally) {
     if path.is_dir() {
         let main = path.join("main.rubric");
         if main.is_file() {
-            test_dir(path, &main, engine, format, bless, t);
+            test_dir(path, &main, engine, format, (bless, tolerance), t);
         } else {
             let mut subs: Vec<PathBuf> = std::fs::read_dir(path)
                 .map(|rd| {
@@ -65,7 +75,7 @@ fn test_path(path: &Path, engine: &EngineArgs, format: ErrorFormat, bless: bool,
                 .unwrap_or_default();
             subs.sort();
             for s in subs {
-                test_path(&s, engine, format, bless, t);
+                test_path(&s, engine, format, bless, tolerance, t);
             }
         }
     } else {
@@ -108,7 +118,9 @@ fn test_file(path: &Path, engine: &EngineArgs, format: ErrorFormat, t: &mut Tall
     Some(r)
 }
 
-fn test_dir(dir: &Path, main: &Path, engine: &EngineArgs, format: ErrorFormat, bless: bool, t: &mut Tally) {
+/// `mode`: whether to bless, and the numbers' tolerance when comparing.
+fn test_dir(dir: &Path, main: &Path, engine: &EngineArgs, format: ErrorFormat, mode: (bool, f64), t: &mut Tally) {
+    let (bless, tolerance) = mode;
     let Some(r) = test_file(main, engine, format, t) else { return };
     let p = r.program();
     let engine = engine.kind(&r).engine_for(p, engine.limits());
@@ -181,7 +193,18 @@ fn test_dir(dir: &Path, main: &Path, engine: &EngineArgs, format: ErrorFormat, b
         if let Some(s) = got.get("score").and_then(Json::as_f64) {
             scores.push(s);
         }
-        match subset(want, &got, "") {
+        // A row may set its own tolerance: `"within": TOL`.
+        let (want, tol) = match want.get("within").and_then(Json::as_f64) {
+            Some(w) => {
+                let mut w2 = want.clone();
+                if let Some(o) = w2.as_object_mut() {
+                    o.remove("within");
+                }
+                (w2, w)
+            }
+            None => (want.clone(), tolerance),
+        };
+        match subset_within(&want, &got, "", tol) {
             Ok(()) => ok += 1,
             Err(why) => {
                 t.rows_failed += 1;
@@ -247,6 +270,16 @@ fn bless_dir(dir: &Path, expected_path: &Path, inputs: &str, score: impl Fn(usiz
 /// Every key of `want` must be in `got` with an equal value (objects compared recursively,
 /// arrays element by element and of equal length, numbers exactly).
 pub fn subset(want: &Json, got: &Json, path: &str) -> Result<(), String> {
+    subset_within(want, got, path, 0.0)
+}
+
+/// The default tolerance of a test directory's numbers: floating-point noise (an `example`'s
+/// `expect score N` has the same default).
+pub const TOLERANCE: f64 = 1e-9;
+
+/// [`subset`] with numbers equal when they differ by at most `tol`.
+pub fn subset_within(want: &Json, got: &Json, path: &str, tol: f64) -> Result<(), String> {
+    let subset = |w: &Json, g: &Json, p: &str| subset_within(w, g, p, tol);
     match (want, got) {
         (Json::Object(w), Json::Object(g)) => {
             for (k, wv) in w {
@@ -268,6 +301,10 @@ pub fn subset(want: &Json, got: &Json, path: &str) -> Result<(), String> {
             Ok(())
         }
         (Json::Number(a), Json::Number(b)) if a.as_f64() == b.as_f64() => Ok(()),
+        (Json::Number(a), Json::Number(b)) if a.as_f64().zip(b.as_f64()).is_some_and(|(a, b)| (a - b).abs() <= tol) => {
+            Ok(())
+        }
+        (Json::Number(a), Json::Number(b)) if tol > 0.0 => Err(format!("`{path}` is {b}, expected {a} (within {tol})")),
         (a, b) if a == b => Ok(()),
         (a, b) => Err(format!("`{path}` is {b}, expected {a}")),
     }

@@ -436,12 +436,15 @@ fn declaration_in_block(file: FileId, src: &str, base: usize, at: usize) -> Opti
     }
     let holds = if block == "group" { "`group` and `criterion` declarations" } else { "`criterion` declarations" };
     Some(
-        Diagnostic::error("rubric::parse::syntax", format!("a `{word}` declaration cannot be inside a `{block}` block"))
-            .with_label(Span::new(file, at, at + len), "here")
-            .with_label(Span::new(file, block_at, block_at + block.len()), format!("inside this `{block}` block"))
-            .with_help(format!(
-                "a `{block}` block holds {holds}; only `group` blocks nest. Declare the `{word}` at the top level"
-            )),
+        Diagnostic::error(
+            "rubric::parse::syntax",
+            format!("a `{word}` declaration cannot be inside a `{block}` block"),
+        )
+        .with_label(Span::new(file, at, at + len), "here")
+        .with_label(Span::new(file, block_at, block_at + block.len()), format!("inside this `{block}` block"))
+        .with_help(format!(
+            "a `{block}` block holds {holds}; only `group` blocks nest. Declare the `{word}` at the top level"
+        )),
     )
 }
 
