@@ -52,6 +52,7 @@ pub fn check_loaded(loaded: Loaded) -> Compiled {
     } else {
         let facts = facts::analyse(&program, &sites, &sources);
         diagnostics.extend(facts);
+        diagnostics.extend(check::no_inputs(&modules, &program));
         if diagnostics.iter().any(|d| d.severity == Severity::Error) {
             None
         } else {

@@ -159,10 +159,14 @@ pub(super) const CODE_BLOCKS: Intrinsic = Intrinsic {
     doc: "The bodies of the fenced code blocks (```` ``` ```` or `~~~`) of `text`, in order, \
           without the fence lines. With `lang`, only blocks whose language tag (the first word \
           after the opening fence) equals it, ignoring case; `lang: \"\"` selects untagged \
-          blocks. A fence that is never closed runs to the end of the text, as in CommonMark.",
+          blocks. A fence must open a line (after at most three spaces of indentation) and be \
+          three or more backticks or tildes; a closing fence is at least as long as its opening \
+          one; a fence after other text on its line opens no block. A fence that is \
+          never closed runs to the end of the text, as in CommonMark.",
     examples: &[
         r##"code_blocks("```py\nx = 1\n```\n~~~\nplain\n~~~") == ["x = 1", "plain"]"##,
         r##"code_blocks("```Python\nprint(1)\n```\n```js\nf()\n```", lang: "python") == ["print(1)"]"##,
+        r##"code_blocks("Run ```x = 1``` now") == []"##,
     ],
     imp: code_blocks,
 };

@@ -356,6 +356,22 @@ pub(super) fn judge_local_kind(judge: &str, kind: &str, at: Span) -> Diagnostic 
     )
 }
 
+/// A judge without `sees`: its prompt holds the criterion text and nothing to judge.
+pub(super) fn judge_sees_nothing(judge: &ast::Name) -> Diagnostic {
+    Diagnostic::warning("rubric::judge::sees_nothing", format!("judge `{}` sees no input", judge.text))
+        .with_label(judge.span, "this judge")
+        .with_help(
+            "its prompt holds only the criterion text; name what it judges with `sees response` (or other inputs)",
+        )
+}
+
+/// A rubric that declares no input: every row gets the same result.
+pub(super) fn input_none(rubric: &ast::Name) -> Diagnostic {
+    Diagnostic::warning("rubric::input::none", format!("rubric `{}` declares no input", rubric.text))
+        .with_label(rubric.span, "this rubric")
+        .with_help("every row gets the same result; declare what a row holds, e.g. `input response: Text`")
+}
+
 /// `setting`: what the judge was given (`an evidence rule (...)`), at `at`; `local`: its `local`.
 pub(super) fn judge_local_setting(judge: &str, setting: &str, at: Span, local: Span) -> Diagnostic {
     let message = format!("judge `{judge}` is a local model, which cannot take {setting}");

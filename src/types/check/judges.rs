@@ -88,6 +88,9 @@ impl Checker<'_> {
                 ));
             }
         }
+        if d.sees.is_empty() && !j.settings.iter().any(|s| matches!(s.kind, ast::JudgeSettingKind::Sees(_))) {
+            self.report(diagnostics::judge_sees_nothing(&j.name));
+        }
         let idx = self.p.judges.len() as u32;
         self.p.judges.push(d);
         self.define(&j.name.text, Global::Judge(idx), j.name.span);

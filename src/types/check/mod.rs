@@ -114,6 +114,14 @@ pub(super) fn check_modules(sources: &SourceMap, modules: &[Module]) -> (Program
     (c.p, c.sites, c.diags)
 }
 
+/// `rubric::input::none` for a root rubric `p` that declares no input. Asked only of a program
+/// without errors: a file cut short (an unclosed comment) has lost its inputs, and its error
+/// says why.
+pub(super) fn no_inputs(modules: &[Module], p: &Program) -> Option<Diagnostic> {
+    let h = modules.last()?.ast.header.as_ref().filter(|h| h.kind == ast::HeaderKind::Rubric)?;
+    p.inputs.is_empty().then(|| diagnostics::input_none(&h.name))
+}
+
 /// A program with nothing in it but the built-in set `all` and a null score.
 fn empty_program(rubric: ir::RubricInfo) -> Program {
     Program {
