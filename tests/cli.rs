@@ -1164,3 +1164,25 @@ fn test_directories_compare_numbers_within_a_tolerance() {
     let o = rubric(&[&"test", &"--tolerance", &"-1", &dir.0]);
     assert_eq!(o.status.code(), Some(2), "{}", describe(&o));
 }
+
+/// `rubric run` does not repeat the checker's warnings on every run: it counts them in one
+/// line, and `--warnings` prints them (`rubric check` always does).
+#[test]
+fn run_counts_the_checkers_warnings_and_prints_them_when_asked() {
+    let dir = TempDir::new("run-warnings");
+    let file = dir.file(
+        "w.rubric",
+        "rubric cli.warned @ 1.0.0\ninput response: Text\ncriterion a \"A\" points 0 check true\n\
+         criterion b \"B\" points 1 check true\nscore = points_ratio(all)\n",
+    );
+    let input = dir.file("rows.jsonl", "{\"response\": \"x\"}\n");
+    let out = dir.path("out.jsonl");
+    let o = rubric(&[&"run", &file, &"--input", &input, &"--output", &out, &"--no-progress"]);
+    assert_eq!(o.status.code(), Some(0), "{}", describe(&o));
+    assert!(stderr(&o).contains("1 warning not shown (`rubric check"), "{}", describe(&o));
+    assert!(!stderr(&o).contains("rubric::facts::zero_points"), "{}", describe(&o));
+    let o = rubric(&[&"run", &file, &"--input", &input, &"--output", &out, &"--no-progress", &"--warnings"]);
+    assert!(stderr(&o).contains("rubric::facts::zero_points"), "{}", describe(&o));
+    let o = rubric(&[&"check", &file]);
+    assert!(stderr(&o).contains("rubric::facts::zero_points"), "{}", describe(&o));
+}

@@ -29,6 +29,11 @@ fn wasm_module(p: &Program) -> Result<Vec<u8>, String> {
 /// what went wrong (bundle errors, and a source's diagnostics other than notes) and return
 /// `None` on an error.
 pub fn load_or_report(path: &Path, format: ErrorFormat) -> Option<Rubric> {
+    load_or_report_as(path, format, true)
+}
+
+/// [`load_or_report`]; without `warnings`, a source's warnings are counted, not printed.
+pub fn load_or_report_as(path: &Path, format: ErrorFormat, warnings: bool) -> Option<Rubric> {
     if is_bundle(path) {
         return match Rubric::from_bundle_path(path) {
             Ok(r) => Some(r),
@@ -38,7 +43,7 @@ pub fn load_or_report(path: &Path, format: ErrorFormat) -> Option<Rubric> {
             }
         };
     }
-    Rubric::from_compiled(super::compile_or_report(path, format)?).ok()
+    Rubric::from_compiled(super::compile_or_report_as(path, format, warnings)?).ok()
 }
 
 fn human_size(n: u64) -> String {

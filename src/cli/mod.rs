@@ -177,6 +177,10 @@ pub enum Command {
         engine: EngineArgs,
         #[arg(long, value_enum, default_value = "human")]
         error_format: ErrorFormat,
+        /// Print the checker's warnings (by default a run counts them in one line: `rubric
+        /// check` is where they are read).
+        #[arg(long)]
+        warnings: bool,
         /// Never show a progress bar.
         #[arg(long)]
         no_progress: bool,
@@ -514,6 +518,7 @@ pub fn main_with(cli: Cli) -> ExitCode {
             resume,
             engine,
             error_format,
+            warnings,
             no_progress,
             compact,
             groups,
@@ -528,7 +533,9 @@ pub fn main_with(cli: Cli) -> ExitCode {
             max_failures,
         } => {
             let allowance = if allow_errors { Allowance::Any } else { max_failures.unwrap_or(Allowance::Rows(0)) };
-            let Some(rubric) = bundle::load_or_report(&file, error_format) else { return ExitCode::from(1) };
+            let Some(rubric) = bundle::load_or_report_as(&file, error_format, warnings) else {
+                return ExitCode::from(1);
+            };
             let program = rubric.program();
             let ident = rubric.identity();
             let judging = match judge_settings(
@@ -890,10 +897,29 @@ pub fn judge_settings(
 
 /// Compile a file, printing its diagnostics to stderr; `None` when it has errors.
 pub fn compile_or_report(file: &Path, format: ErrorFormat) -> Option<Compiled> {
+    compile_or_report_as(file, format, true)
+}
+
+/// [`compile_or_report`]; without `warnings`, only errors are printed and the warnings are
+/// counted in one line (what `rubric run` prints on every run).
+pub fn compile_or_report_as(file: &Path, format: ErrorFormat, warnings: bool) -> Option<Compiled> {
+    use crate::diag::Severity;
     let c = compile_path(file);
-    let shown: Vec<Diagnostic> =
-        c.diagnostics.iter().filter(|d| d.severity != crate::diag::Severity::Note).cloned().collect();
+    let shown: Vec<Diagnostic> = c
+        .diagnostics
+        .iter()
+        .filter(|d| d.severity == Severity::Error || (warnings && d.severity == Severity::Warning))
+        .cloned()
+        .collect();
     emit(&shown, &c.sources, format, true);
+    let hidden = c.diagnostics.iter().filter(|d| d.severity == Severity::Warning).count();
+    if !warnings && hidden > 0 && format == ErrorFormat::Human && !c.has_errors() {
+        eprintln!(
+            "{hidden} warning{} not shown (`rubric check {}` or `--warnings` shows them)",
+            plural(hidden),
+            file.display()
+        );
+    }
     if c.has_errors() {
         None
     } else {
