@@ -343,7 +343,7 @@ fn item() -> BoxedStrategy<Item> {
         1 => (qualified_name(), proptest::option::of(ident()))
             .prop_map(|(p, a)| Item::Import(Import { path: nm(p), alias: a.map(nm), span: sp() })),
         1 => (ident(), type_expr(), proptest::option::weighted(0.3, expr()))
-            .prop_map(|(n, ty, default)| Item::Input(Input { name: nm(n), ty, default, span: sp() })),
+            .prop_map(|(n, ty, default)| Item::Input(Input { name: nm(n), ty, field: None, default, span: sp() })),
         1 => (ident(), vec(judge_setting(), 0..5))
             .prop_map(|(n, settings)| Item::Judge(Judge { name: nm(n), settings, span: sp() })),
         1 => (ident(), expr(), any::<bool>(), expr(), proptest::option::of(text())).prop_map(|(n, cond, cap, v, reason)| {

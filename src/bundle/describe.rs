@@ -43,6 +43,9 @@ pub struct InputView {
     /// A row must carry it (not optional and no default).
     pub required: bool,
     pub default: Option<String>,
+    /// The row field it reads, when that is not its name (`from "FIELD"`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub field: Option<String>,
 }
 
 /// A judge as a bundle's manifest lists it: everything that decides what is sent to the model
@@ -136,6 +139,7 @@ pub fn describe(p: &Program) -> Description {
             ty: i.ty.to_string(),
             required: !i.ty.is_optional() && i.default.is_none(),
             default: i.default.as_ref().map(|d| printer.expr(d)),
+            field: i.field.clone(),
         })
         .collect();
     let mut gates = Vec::new();

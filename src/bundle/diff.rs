@@ -132,6 +132,7 @@ fn order<'a>(
 fn inputs(out: &mut Out, a: &InputView, b: &InputView) {
     out.cmp("input", &b.name, "type", &a.ty, &b.ty);
     out.cmp_opt("input", &b.name, "default", &a.default, &b.default);
+    out.cmp_opt("input", &b.name, "field", &a.field, &b.field);
 }
 
 fn sampling(j: &JudgeView) -> String {

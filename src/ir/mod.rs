@@ -188,6 +188,17 @@ pub struct InputDecl {
     pub name: String,
     pub ty: Type,
     pub default: Option<Expr>,
+    /// `from "FIELD"`: the row field the input reads (its name when unset). Absent from the
+    /// serialised IR when unset, so IR hashes of rubrics without it are unchanged.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub field: Option<String>,
+}
+
+impl InputDecl {
+    /// The row field this input reads.
+    pub fn field(&self) -> &str {
+        self.field.as_deref().unwrap_or(&self.name)
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

@@ -330,7 +330,9 @@ impl Writer<'_> {
         });
         for (i, input) in p.inputs.iter().enumerate() {
             self.entry("input", |w| {
-                w.opt_expr_line(0, &format!("input #{i} {}: {} default", input.name, input.ty), &input.default)
+                // The field is printed only when set, so the text of IR without one is unchanged.
+                let from = input.field.as_ref().map(|f| format!(" from {}", quote(f))).unwrap_or_default();
+                w.opt_expr_line(0, &format!("input #{i} {}: {}{from} default", input.name, input.ty), &input.default)
             });
         }
         for (i, j) in p.judges.iter().enumerate() {
@@ -654,7 +656,7 @@ mod tests {
         Program {
             ir_version: IR_VERSION,
             rubric: RubricInfo { name: "demo".into(), version: "1.0.0".into(), title: None },
-            inputs: vec![InputDecl { name: "response".into(), ty: Type::Text, default: None }],
+            inputs: vec![InputDecl { name: "response".into(), ty: Type::Text, default: None, field: None }],
             judges: vec![],
             functions: vec![],
             lets: vec![],

@@ -360,7 +360,14 @@ impl<'p> Validator<'p> {
         self.at("site_count", |v| v.items("site", p.site_count as usize))?;
         self.names()?;
         for (i, input) in p.inputs.iter().enumerate() {
-            self.at_index("inputs", i, |v| v.at("ty", |v| v.written_type(&input.ty)))?;
+            self.at_index("inputs", i, |v| {
+                v.at("ty", |v| v.written_type(&input.ty))?;
+                v.at("field", |v| {
+                    v.want(input.field.as_ref().is_none_or(|f| !f.is_empty() && f.len() <= MAX_STRING), || {
+                        "an input's field is a non-empty name of at most MAX_STRING bytes".to_string()
+                    })
+                })
+            })?;
         }
         for i in 0..p.judges.len() {
             self.at_index("judges", i, |v| v.judge(i))?;

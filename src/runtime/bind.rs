@@ -18,7 +18,7 @@ pub struct BindError {
 pub fn bind_row(p: &Program, row: &Json) -> Result<Vec<Value>, BindError> {
     let mut out = Vec::with_capacity(p.inputs.len());
     for input in &p.inputs {
-        let v = match row.get(&input.name) {
+        let v = match row.get(input.field()) {
             Some(Json::Null) | None => match &input.default {
                 Some(d) => eval_constant(p, d).map_err(|t| BindError {
                     code: "rubric::row::default",
@@ -30,14 +30,16 @@ pub fn bind_row(p: &Program, row: &Json) -> Result<Vec<Value>, BindError> {
                         code: "rubric::row::missing_input",
                         message: format!(
                             "the row has no field `{}` (input `{}: {}`)",
-                            input.name, input.name, input.ty
+                            input.field(),
+                            input.name,
+                            input.ty
                         ),
                     })
                 }
             },
             Some(j) => convert(j, &input.ty).map_err(|m| BindError {
                 code: "rubric::row::type",
-                message: format!("field `{}`: {m}", input.name),
+                message: format!("field `{}`: {m}", input.field()),
             })?,
         };
         out.push(v);

@@ -89,6 +89,8 @@ pub struct Import {
 pub struct Input {
     pub name: Name,
     pub ty: TypeExpr,
+    /// `from "FIELD"`: the row field it reads, when that is not its name.
+    pub field: Option<StrLit>,
     pub default: Option<Expr>,
     pub span: Span,
 }

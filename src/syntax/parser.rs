@@ -398,6 +398,21 @@ fn pest_error(file: FileId, src: &str, base: usize, e: pest::error::Error<Rule>)
     if let Some(d) = declaration_in_block(file, src, base, at) {
         return d;
     }
+    // A reserved word where a name goes: say so, and for an input, how to read such a field.
+    let word = &src[at.min(src.len())..(at + token_len(src, at)).min(src.len())];
+    // (Only where a name is expected: a declaration keyword where an expression was expected is
+    // the next declaration after one cut short, and said so below.)
+    if expected.contains(&"a name") && super::printer::KEYWORDS.contains(&word) {
+        let item = src[base.min(src.len())..].trim_start();
+        let help = if item.starts_with("input") {
+            format!("a row field named `{word}` is read under another name: `input {word}_value: TYPE from \"{word}\"`")
+        } else {
+            "choose another name; the reserved words are listed in docs/language.md".to_string()
+        };
+        return Diagnostic::error("rubric::parse::syntax", format!("`{word}` is a reserved word, not a name"))
+            .with_label(Span::new(file, at, at + word.len()), "reserved")
+            .with_help(help);
+    }
     let message = if expected.is_empty() {
         format!("unexpected {found}")
     } else {
@@ -697,11 +712,15 @@ impl Lower {
                 Item::Import(Import { path, alias, span })
             }
             Rule::input_item => {
-                let mut k = kids(inner);
+                let mut k = kids(inner).peekable();
                 let name = self.name(k.next().unwrap());
                 let ty = self.type_expr(k.next().unwrap());
+                let field = match k.peek().map(Pair::as_rule) {
+                    Some(Rule::input_field) => k.next().and_then(|f| kids(f).next()).map(|s| self.string(s)),
+                    _ => None,
+                };
                 let default = k.next().map(|e| self.expr(e));
-                Item::Input(Input { name, ty, default, span })
+                Item::Input(Input { name, ty, field, default, span })
             }
             Rule::let_item => {
                 let mut name = None;

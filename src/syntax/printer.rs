@@ -298,6 +298,10 @@ impl Printer {
                 self.w(&i.name.text);
                 self.w(": ");
                 self.ty(&i.ty);
+                if let Some(f) = &i.field {
+                    self.w(" from ");
+                    self.str_lit(&f.value);
+                }
                 if let Some(d) = &i.default {
                     self.w(" = ");
                     self.expr(d, Prec::Lowest);
@@ -984,6 +988,9 @@ fn erase_item(item: &mut Item) {
             i.span = Span::default();
             name(&mut i.name);
             erase_type(&mut i.ty);
+            if let Some(f) = &mut i.field {
+                str_lit(f);
+            }
             if let Some(d) = &mut i.default {
                 erase_expr(d);
             }

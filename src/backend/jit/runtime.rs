@@ -285,7 +285,7 @@ mod tests {
         Program {
             ir_version: IR_VERSION,
             rubric: RubricInfo { name: "t".into(), version: "1.0.0".into(), title: None },
-            inputs: vec![InputDecl { name: "x".into(), ty: Type::Number, default: None }],
+            inputs: vec![InputDecl { name: "x".into(), ty: Type::Number, default: None, field: None }],
             judges: vec![],
             functions: vec![],
             lets: vec![],

@@ -21,7 +21,11 @@ impl Checker<'_> {
             e
         });
         let idx = self.p.inputs.len() as u32;
-        self.p.inputs.push(ir::InputDecl { name: i.name.text.clone(), ty, default });
+        let field = i.field.as_ref().map(|f| f.value.clone());
+        if let Some(f) = i.field.as_ref().filter(|f| f.value.is_empty()) {
+            self.report(diagnostics::input_empty_field(f.span));
+        }
+        self.p.inputs.push(ir::InputDecl { name: i.name.text.clone(), ty, default, field });
         self.define(&i.name.text, Global::Input(idx), i.name.span);
     }
 

@@ -365,6 +365,13 @@ pub(super) fn judge_sees_nothing(judge: &ast::Name) -> Diagnostic {
         )
 }
 
+/// `input NAME: T from ""`.
+pub(super) fn input_empty_field(at: Span) -> Diagnostic {
+    error("rubric::input::empty_field", "an input cannot read a field with an empty name", at, "empty").with_help(
+        "name the row field it reads, `from \"score\"`, or drop `from` to read the field named like the input",
+    )
+}
+
 /// A rubric that declares no input: every row gets the same result.
 pub(super) fn input_none(rubric: &ast::Name) -> Diagnostic {
     Diagnostic::warning("rubric::input::none", format!("rubric `{}` declares no input", rubric.text))
