@@ -72,10 +72,13 @@ struct Facts<'a> {
     sites: &'a SiteTable,
     sources: &'a SourceMap,
     out: Vec<Diagnostic>,
+    /// The ranges of the locals of each function body being analysed at a call site, innermost
+    /// last (functions are not recursive, so the stack is as deep as the calls nest).
+    frames: Vec<Vec<Range>>,
 }
 
 pub fn analyse(p: &Program, sites: &SiteTable, sources: &SourceMap) -> Vec<Diagnostic> {
-    let mut f = Facts { p, sites, sources, out: vec![] };
+    let mut f = Facts { p, sites, sources, out: vec![], frames: vec![] };
     f.weights();
     let score_range = f.range(&p.score);
     f.gates(score_range);
@@ -108,7 +111,7 @@ pub fn analyse(p: &Program, sites: &SiteTable, sources: &SourceMap) -> Vec<Diagn
 /// `rubric::facts::score_range` reports), for tools that hold only the IR (`rubric inspect`).
 pub fn score_range(p: &Program) -> Range {
     let (sites, sources) = (SiteTable::default(), SourceMap::new());
-    let mut f = Facts { p, sites: &sites, sources: &sources, out: vec![] };
+    let mut f = Facts { p, sites: &sites, sources: &sources, out: vec![], frames: vec![] };
     let score = f.range(&p.score);
     f.with_gates(score)
 }
@@ -218,6 +221,23 @@ impl Facts<'_> {
                 let b = self.range(els);
                 a.union(b)
             }
+            // A function's body analysed at its call site, its parameters in the ranges of the
+            // arguments. What the body says about itself (a division that may be by zero) is
+            // not reported once per call: the facts of the call's value are what count here.
+            ExprKind::Call { func, args, .. } => {
+                let Some(f) = self.p.functions.get(*func as usize) else { return Range::ANY };
+                let mut locals = vec![Range::ANY; f.locals.max(f.params.len() as u32) as usize];
+                for (slot, a) in locals.iter_mut().zip(args) {
+                    *slot = self.range(a);
+                }
+                let reported = self.out.len();
+                self.frames.push(locals);
+                let r = self.range(&f.body);
+                self.frames.pop();
+                self.out.truncate(reported);
+                r
+            }
+            ExprKind::Local(i) => self.frames.last().and_then(|f| f.get(*i as usize).copied()).unwrap_or(Range::ANY),
             ExprKind::Field { base, name, .. } if matches!(base.kind, ExprKind::Criterion(_)) => {
                 let ExprKind::Criterion(c) = base.kind else { unreachable!() };
                 match name.as_str() {
