@@ -63,15 +63,25 @@ pub fn digest(hash: &str, model: &str, reply: &str) -> String {
     h.finalize().iter().map(|b| format!("{b:02x}")).collect()
 }
 
+/// What SQLite's `check` pragma (`quick_check`, `integrity_check`) says about an open
+/// database: `None` when it is sound, else its first `keep` problems; an error when the check
+/// itself cannot run.
+fn run_check(conn: &Connection, check: &str, keep: usize) -> rusqlite::Result<Option<String>> {
+    let rows: Vec<String> = conn
+        .prepare(&format!("PRAGMA {check}"))?
+        .query_map([], |r| r.get::<_, String>(0))?
+        .collect::<Result<_, _>>()?;
+    Ok((rows.len() != 1 || rows[0] != "ok").then(|| rows.into_iter().take(keep).collect::<Vec<_>>().join("; ")))
+}
+
 /// What `quick_check` says about an open database: `None` when it is sound.
 fn damage(conn: &Connection) -> Option<String> {
-    let rows: rusqlite::Result<Vec<String>> =
-        conn.prepare("PRAGMA quick_check").and_then(|mut st| st.query_map([], |r| r.get::<_, String>(0))?.collect());
-    match rows {
-        Ok(rows) if rows.len() == 1 && rows[0] == "ok" => None,
-        Ok(rows) => Some(rows.into_iter().take(3).collect::<Vec<_>>().join("; ")),
-        Err(e) => Some(e.to_string()),
-    }
+    run_check(conn, "quick_check", 3).unwrap_or_else(|e| Some(e.to_string()))
+}
+
+/// Whether the cache table has its `digest` column (a file written before digests has not).
+fn has_digest(conn: &Connection) -> rusqlite::Result<bool> {
+    conn.prepare("SELECT 1 FROM pragma_table_info('judge_replies') WHERE name = 'digest'")?.exists([])
 }
 
 /// The reply of an entry read under `key`, when it proves itself: its digest matches its stored
@@ -116,21 +126,14 @@ pub fn verify(path: &Path) -> Result<Verification, JudgeError> {
     }
     let conn = Connection::open_with_flags(path, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY).map_err(open_err)?;
     let mut v = Verification { damage: None, entries: 0, verified: 0, without_digest: 0, unverified: Vec::new() };
-    let integrity: rusqlite::Result<Vec<String>> = conn
-        .prepare("PRAGMA integrity_check")
-        .and_then(|mut st| st.query_map([], |r| r.get::<_, String>(0))?.collect());
-    match integrity {
-        Ok(rows) if rows.len() == 1 && rows[0] == "ok" => {}
-        Ok(rows) => v.damage = Some(rows.into_iter().take(5).collect::<Vec<_>>().join("; ")),
+    match run_check(&conn, "integrity_check", 5) {
+        Ok(damage) => v.damage = damage,
         Err(e) => {
             v.damage = Some(e.to_string());
             return Ok(v);
         }
     }
-    let has_digest = conn
-        .prepare("SELECT 1 FROM pragma_table_info('judge_replies') WHERE name = 'digest'")
-        .and_then(|mut st| st.exists([]));
-    let select = match has_digest {
+    let select = match has_digest(&conn) {
         Ok(true) => "SELECT hash, model, reply, digest FROM judge_replies",
         Ok(false) => "SELECT hash, model, reply, NULL FROM judge_replies",
         Err(e) => {
@@ -161,9 +164,7 @@ pub fn verify(path: &Path) -> Result<Verification, JudgeError> {
 /// Add the `digest` column to a cache written before it (its entries then verify as nothing,
 /// and are asked again once).
 fn migrate(conn: &Connection) -> rusqlite::Result<()> {
-    let has_digest =
-        conn.prepare("SELECT 1 FROM pragma_table_info('judge_replies') WHERE name = 'digest'")?.exists([])?;
-    if !has_digest {
+    if !has_digest(conn)? {
         conn.execute_batch("ALTER TABLE judge_replies ADD COLUMN digest TEXT")?;
     }
     Ok(())
