@@ -8,7 +8,7 @@ use std::process::{Command, Output};
 
 use crate::common::{crate_root, json_lines, TempDir};
 
-fn rubric(args: &[&dyn AsRef<std::ffi::OsStr>]) -> Output {
+pub(crate) fn rubric(args: &[&dyn AsRef<std::ffi::OsStr>]) -> Output {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_rubric"));
     for a in args {
         cmd.arg(a);
@@ -25,7 +25,7 @@ fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
-fn describe(o: &Output) -> String {
+pub(crate) fn describe(o: &Output) -> String {
     format!("exit {:?}\n--- stdout\n{}\n--- stderr\n{}", o.status.code(), stdout(o), stderr(o))
 }
 

@@ -5,27 +5,10 @@
 //! lost batch.
 
 use serde_json::Value as Json;
-use std::process::{Command, Output};
+use std::process::Command;
 
+use crate::cli::{describe, rubric};
 use crate::common::{json_lines, TempDir};
-
-fn rubric(args: &[&dyn AsRef<std::ffi::OsStr>]) -> Output {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_rubric"));
-    for a in args {
-        cmd.arg(a);
-    }
-    cmd.env_remove("RUST_BACKTRACE").env("NO_COLOR", "1");
-    cmd.output().expect("the rubric binary runs")
-}
-
-fn describe(o: &Output) -> String {
-    format!(
-        "exit {:?}\n--- stdout\n{}\n--- stderr\n{}",
-        o.status.code(),
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
 
 const SHORT: &str = r#"rubric hostile.rows @ 1.0.0
 input response: Text
