@@ -1169,27 +1169,23 @@ fn plural(n: usize) -> &'static str {
 fn explain(file: &Path, input: &Path, row: usize, verdicts: Option<&Path>, engine: &EngineArgs) -> ExitCode {
     let Some(r) = bundle::load_or_report(file, ErrorFormat::Human) else { return ExitCode::from(1) };
     let (c, p) = (&r, r.program());
-    let bytes = match std::fs::read(input) {
-        Ok(b) => b,
+    // Rows are counted as `rubric run` counts them: a line that is not UTF-8 is a row.
+    let line = match runtime::nth_row(input, row) {
+        Ok(Some(runtime::LineRead::Text(t))) => t,
+        Ok(Some(runtime::LineRead::NotUtf8(_))) => {
+            eprintln!("error: row {row} is not valid UTF-8 (`rubric::row::not_utf8`)");
+            return ExitCode::from(1);
+        }
+        Ok(None) => {
+            eprintln!("error: `{}` has no row {row}", input.display());
+            return ExitCode::from(2);
+        }
         Err(e) => {
             eprintln!("error: cannot read `{}`: {e}", input.display());
             return ExitCode::from(2);
         }
     };
-    // Rows are counted as `rubric run` counts them: a line that is not UTF-8 is a row.
-    let mut lines = bytes
-        .split(|&b| b == b'\n')
-        .map(|l| l.strip_suffix(b"\r").unwrap_or(l))
-        .filter(|l| !std::str::from_utf8(l).is_ok_and(|t| t.trim().is_empty()));
-    let Some(line) = lines.nth(row) else {
-        eprintln!("error: `{}` has no row {row}", input.display());
-        return ExitCode::from(2);
-    };
-    let Ok(line) = std::str::from_utf8(line) else {
-        eprintln!("error: row {row} is not valid UTF-8 (`rubric::row::not_utf8`)");
-        return ExitCode::from(1);
-    };
-    let json: serde_json::Value = match serde_json::from_str(line) {
+    let json: serde_json::Value = match serde_json::from_str(&line) {
         Ok(j) => j,
         Err(e) => {
             eprintln!("error: row {row} is not valid JSON: {e}");

@@ -861,6 +861,23 @@ fn row_value<'a>(row: &RowIn<'a>) -> Option<&'a Json> {
     }
 }
 
+/// Row `n` (0-based among the non-blank lines, as `rubric run` numbers them) of the rows file
+/// at `path`, or `None` when it has fewer rows.
+pub fn nth_row(path: &Path, n: usize) -> std::io::Result<Option<LineRead>> {
+    let mut reader = BufReader::new(File::open(path)?);
+    let (mut seen, mut bytes) = (0, Vec::new());
+    while let Some(line) = read_row_line(&mut reader, &mut bytes)? {
+        if line.is_blank() {
+            continue;
+        }
+        if seen == n {
+            return Ok(Some(line));
+        }
+        seen += 1;
+    }
+    Ok(None)
+}
+
 fn count_rows(path: &Path) -> std::io::Result<u64> {
     let mut reader = BufReader::new(File::open(path)?);
     let (mut n, mut bytes) = (0, Vec::new());
@@ -875,7 +892,7 @@ fn count_rows(path: &Path) -> std::io::Result<u64> {
 /// One line of a rows file as read: rows are bytes until proven text, so a line that is not
 /// UTF-8 is that line's error record (`rubric::row::not_utf8`), never the end of the batch.
 #[derive(Debug)]
-enum LineRead {
+pub enum LineRead {
     Text(String),
     /// The offset in the line of its first byte that starts no UTF-8 character.
     NotUtf8(usize),
