@@ -1,6 +1,6 @@
 //! Engine agreement on generated rubrics (proptest): a random rubric, well-typed by
 //! construction — lets, functions, lambdas, judged criteria whose verdicts make values
-//! unscored, a gate, an `each` block, aggregations with every unscored policy, arithmetic that
+//! unscored, optional inputs narrowed by `!= null` tests, a gate, an `each` block, aggregations with every unscored policy, arithmetic that
 //! divides by zero and indexes out of range — is scored on random rows by every engine of this
 //! build (the interpreter, Wasm, the JIT), and every engine's `RowResult` must equal the
 //! interpreter's exactly (`Debug`, so every float and NaN). Every generated program also passes
@@ -80,9 +80,20 @@ fn num_expr(s: Scope) -> BoxedStrategy<String> {
     }
     if !s.in_fn {
         leaves.push(
-            select(vec!["x", "y", "len(xs)", "word_count(t)", "(o ?? 2)", "j1.value", "r.n", "j2.points"])
-                .prop_map(String::from)
-                .boxed(),
+            select(vec![
+                "x",
+                "y",
+                "len(xs)",
+                "word_count(t)",
+                "(o ?? 2)",
+                "j1.value",
+                "r.n",
+                "j2.points",
+                "(if o != null then o else 2)",
+                "(if o == null then -1 else o * 2)",
+            ])
+            .prop_map(String::from)
+            .boxed(),
         );
         if !s.no_let {
             leaves.push(Just("l1".to_string()).boxed());
@@ -130,9 +141,20 @@ fn bool_expr(s: Scope) -> BoxedStrategy<String> {
     let mut leaves: Vec<BoxedStrategy<String>> = vec![select(vec!["true", "false"]).prop_map(String::from).boxed()];
     if !s.in_fn {
         leaves.push(
-            select(vec!["b", "j1.met", "j2.met", "j1.unscored", "(ob ?? false)", "r.ok"])
-                .prop_map(String::from)
-                .boxed(),
+            select(vec![
+                "b",
+                "j1.met",
+                "j2.met",
+                "j1.unscored",
+                "(ob ?? false)",
+                "r.ok",
+                "(o != null and o > 1)",
+                "(ob != null and ob)",
+                "(on == null or len(on) > 2)",
+                "(not (ob == null) and not ob)",
+            ])
+            .prop_map(String::from)
+            .boxed(),
         );
     }
     let leaf = proptest::strategy::Union::new(leaves).boxed();
@@ -183,7 +205,11 @@ fn text_expr(s: Scope) -> BoxedStrategy<String> {
         leaves.push(Just(v.clone()).boxed());
     }
     if !s.in_fn {
-        leaves.push(select(vec!["t", "r.s", "(on ?? \"none\")"]).prop_map(String::from).boxed());
+        leaves.push(
+            select(vec!["t", "r.s", "(on ?? \"none\")", "(if on != null then on else \"none\")"])
+                .prop_map(String::from)
+                .boxed(),
+        );
     }
     let leaf = proptest::strategy::Union::new(leaves).boxed();
     if s.depth >= MAX_DEPTH {

@@ -446,6 +446,8 @@ impl Printer<'_> {
                 atom(format!("{{{}}}", f.join(", ")))
             }
             ExprKind::Field { base, name, .. } => atom(format!("{}.{name}", self.at(base, Prec::Postfix))),
+            // The source wrote the value itself; the narrowing is the checker's.
+            ExprKind::Narrowed(arg) => self.form(arg),
             ExprKind::Index { base, index, .. } => {
                 atom(format!("{}[{}]", self.at(base, Prec::Postfix), self.expr(index)))
             }

@@ -196,6 +196,8 @@ impl Walk<'_, '_, '_> {
                 Value::Record(Arc::new(out))
             }
             ExprKind::Field { base, name, .. } => ops::field(self.eval(base, locals)?, name)?,
+            // `T` and `T?` are held alike: the proof that it is not null changes only the type.
+            ExprKind::Narrowed(arg) => self.eval(arg, locals)?,
             ExprKind::Index { base, index, .. } => {
                 let b = self.eval(base, locals)?;
                 let i = self.eval(index, locals)?;

@@ -23,8 +23,9 @@ pub use print::{print_program, print_sites};
 pub use typing::{assignable, consistent, join, subst, unify, Bindings};
 
 /// Bumped whenever the meaning or the serialised shape of the IR changes (2: the site table
-/// left the IR for a `SiteTable` beside it; the program keeps `site_count`).
-pub const IR_VERSION: u32 = 2;
+/// left the IR for a `SiteTable` beside it; the program keeps `site_count`; 3: the node
+/// `Narrowed`, an optional value proven not null).
+pub const IR_VERSION: u32 = 3;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -753,6 +754,11 @@ pub enum ExprKind {
         local: u32,
         body: Box<Expr>,
     },
+    /// The value of an optional expression (`arg`, of type `T?`) where the checker proved it
+    /// is not null (after `x != null` in a score gate, an `and`, an `or` or an `if`): the same
+    /// value, typed `T`. Engines that hold `T` and `T?` alike pass it through; the compiled
+    /// engines convert the handle to `T`'s representation (`backend::lower::Repr`).
+    Narrowed(Box<Expr>),
 }
 
 impl Expr {
@@ -854,6 +860,7 @@ fn walk_inner(e: &Expr, f: &mut dyn FnMut(&Expr)) {
             walk(list, f);
             walk(body, f)
         }
+        ExprKind::Narrowed(arg) => walk(arg, f),
         _ => {}
     }
 }

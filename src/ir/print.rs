@@ -564,6 +564,7 @@ impl Writer<'_> {
             ExprKind::Field { base, name, site: s } => {
                 (vec![tagged("field"), name.clone(), site(*s)], vec![self.expr(base)])
             }
+            ExprKind::Narrowed(arg) => (vec![tagged("narrowed")], vec![self.expr(arg)]),
             ExprKind::Index { base, index, site: s } => {
                 (vec![tagged("index"), site(*s)], vec![self.expr(base), self.expr(index)])
             }
@@ -703,7 +704,7 @@ mod tests {
     #[test]
     fn prints_every_section() {
         let text = print_program(&sample());
-        let expected = r#"ir_version 2
+        let expected = r#"ir_version 3
 rubric demo @ "1.0.0" title -
 
 input #0 response: Text default -

@@ -184,6 +184,7 @@ fn kind_name(e: &ExprKind) -> &'static str {
         ExprKind::Call { .. } => "function call",
         ExprKind::Aggregate { .. } => "aggregation",
         ExprKind::HigherOrder { .. } => "higher-order call",
+        ExprKind::Narrowed(_) => "narrowed value",
     }
 }
 
@@ -1177,6 +1178,15 @@ impl<'p> Validator<'p> {
                     other => return Err(self.err(format!("`{other}` cannot be indexed"))),
                 };
                 self.ty_is(e, &want)
+            }
+            ExprKind::Narrowed(arg) => {
+                self.child("arg", arg, f, depth)?;
+                let ok = match &arg.ty {
+                    Type::Optional(inner) => **inner == e.ty,
+                    Type::Any => true,
+                    _ => false,
+                };
+                self.want(ok, || format!("a narrowed value of type `{}` has type `{}`", arg.ty, e.ty))
             }
             ExprKind::Unary { op, arg } => {
                 self.child("arg", arg, f, depth)?;

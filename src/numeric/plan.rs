@@ -240,6 +240,7 @@ fn node(p: &Program, e: &Expr, depth: usize) -> Result<Node, String> {
         }
         ExprKind::Criterion(_) => return Err(unsupported("a criterion as a record")),
         ExprKind::Local(_) => return Err(unsupported("a local")),
+        ExprKind::Narrowed(_) => return Err(unsupported("a value narrowed from an optional one")),
         ExprKind::List(_) => return Err(unsupported("a list")),
         ExprKind::Record(_) => return Err(unsupported("a record")),
         ExprKind::Index { .. } => return Err(unsupported("an index")),

@@ -237,6 +237,7 @@ impl Facts<'_> {
                 self.out.truncate(reported);
                 r
             }
+            ExprKind::Narrowed(arg) => self.range(arg),
             ExprKind::Local(i) => self.frames.last().and_then(|f| f.get(*i as usize).copied()).unwrap_or(Range::ANY),
             ExprKind::Field { base, name, .. } if matches!(base.kind, ExprKind::Criterion(_)) => {
                 let ExprKind::Criterion(c) = base.kind else { unreachable!() };
@@ -530,7 +531,7 @@ fn expr_site(e: &Expr) -> Option<u32> {
         | ExprKind::Intrinsic { site, .. }
         | ExprKind::Call { site, .. }
         | ExprKind::Aggregate { site, .. } => Some(*site),
-        ExprKind::Unary { arg, .. } => expr_site(arg),
+        ExprKind::Unary { arg, .. } | ExprKind::Narrowed(arg) => expr_site(arg),
         ExprKind::If { cond, .. } => expr_site(cond),
         ExprKind::Compare { first, .. } => expr_site(first),
         _ => None,

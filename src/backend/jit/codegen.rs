@@ -662,6 +662,7 @@ impl FnGen<'_, '_, '_> {
                 Ok(Val::Handle(self.host1(HostFn::Index, &[b, i])))
             }
             ExprKind::Unary { op, arg } => self.unary(*op, arg),
+            ExprKind::Narrowed(arg) => self.expr_as(arg, natural),
             ExprKind::Binary { op, lhs, rhs, .. } => self.binary(*op, lhs, rhs, natural),
             ExprKind::Compare { first, rest } => self.compare_chain(first, rest),
             ExprKind::If { cond, then, els } => {

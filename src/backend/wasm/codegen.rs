@@ -526,6 +526,10 @@ impl<'m, 'p> FnGen<'m, 'p> {
                 self.host(HostFn::Field);
                 Ok(Repr::Handle)
             }
+            ExprKind::Narrowed(arg) => {
+                self.expr_as(arg, natural)?;
+                Ok(natural)
+            }
             ExprKind::Index { base, index, .. } => {
                 self.expr_as(base, Repr::Handle)?;
                 self.expr_as(index, Repr::Handle)?;

@@ -375,7 +375,7 @@ fn match_sig(sig: &IntrinsicSig, args: &[CheckedArg<'_>]) -> Result<(Vec<Expr>, 
         if !unify(&sig.params[idx].1, &e.ty, &mut bindings) {
             let hint = match &e.ty {
                 Type::Optional(inner) if unify(&sig.params[idx].1, inner, &mut bindings.clone()) => {
-                    "; it may be null: give a fallback with `??`"
+                    "; it may be null: test it first (`x != null and ...`) or give a fallback with `??`"
                 }
                 _ => "",
             };
@@ -428,7 +428,9 @@ fn inline_default(default: &Expr, scope: &mut Scope) -> Expr {
             ExprKind::Const(_) | ExprKind::Input(_) | ExprKind::Let(_) | ExprKind::Criterion(_) => {}
             ExprKind::List(xs) => xs.iter_mut().for_each(|x| rebase(x, scope, renamed)),
             ExprKind::Record(fs) => fs.iter_mut().for_each(|(_, x)| rebase(x, scope, renamed)),
-            ExprKind::Field { base, .. } | ExprKind::Unary { arg: base, .. } => rebase(base, scope, renamed),
+            ExprKind::Field { base, .. } | ExprKind::Unary { arg: base, .. } | ExprKind::Narrowed(base) => {
+                rebase(base, scope, renamed)
+            }
             ExprKind::Index { base, index, .. } => {
                 rebase(base, scope, renamed);
                 rebase(index, scope, renamed);

@@ -5,7 +5,7 @@
 
 use super::scope::{Global, Place, Scope};
 use super::unify::{assignable, join};
-use super::{diagnostics, Checker};
+use super::{diagnostics, narrow, Checker};
 use crate::ir::{Const, Expr, ExprKind, Type};
 use crate::source::Span;
 use crate::syntax::ast;
@@ -157,8 +157,8 @@ impl Checker<'_> {
     ) -> Expr {
         let cond = self.expr(c, scope, Some(&Type::Bool));
         self.expect_type(&cond.ty, &Type::Bool, c.span, "a condition");
-        let a = self.expr(t, scope, expected);
-        let b = self.expr(f, scope, expected.or(Some(&a.ty)));
+        let a = self.narrowed_by(narrow::not_null_unless(&cond, true), |c| c.expr(t, scope, expected));
+        let b = self.narrowed_by(narrow::not_null_unless(&cond, false), |c| c.expr(f, scope, expected.or(Some(&a.ty))));
         let ty = match join(&a.ty, &b.ty) {
             Some(t) => t,
             None => {
@@ -173,7 +173,7 @@ impl Checker<'_> {
     /// A name: a local, else what the name table says, as far as `scope.place` may see it.
     fn var(&mut self, n: &ast::Name, scope: &mut Scope) -> Expr {
         if let Some((i, t)) = scope.lookup(&n.text) {
-            return Expr { kind: ExprKind::Local(i), ty: t };
+            return self.narrow(Expr { kind: ExprKind::Local(i), ty: t });
         }
         let place = scope.place;
         let global = if place == Place::Function { None } else { self.global(&n.text) };
@@ -183,9 +183,11 @@ impl Checker<'_> {
                     self.report(diagnostics::type_not_constant(n.span, NotConstant::Input(&n.text)));
                     return self.bad();
                 }
-                Expr { kind: ExprKind::Input(i), ty: self.p.inputs[i as usize].ty.clone() }
+                self.narrow(Expr { kind: ExprKind::Input(i), ty: self.p.inputs[i as usize].ty.clone() })
             }
-            Some(Global::Let(i)) => Expr { kind: ExprKind::Let(i), ty: self.p.lets[i as usize].ty.clone() },
+            Some(Global::Let(i)) => {
+                self.narrow(Expr { kind: ExprKind::Let(i), ty: self.p.lets[i as usize].ty.clone() })
+            }
             Some(Global::Criterion(c)) => self.criterion_var(n, c, place),
             Some(Global::Set(_)) => {
                 self.report(diagnostics::type_set_as_value(n));
@@ -265,6 +267,6 @@ impl Checker<'_> {
             }
         };
         let site = self.site(span);
-        Expr { kind: ExprKind::Field { base: Box::new(b), name: name.text.clone(), site }, ty }
+        self.narrow(Expr { kind: ExprKind::Field { base: Box::new(b), name: name.text.clone(), site }, ty })
     }
 }

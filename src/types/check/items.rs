@@ -22,7 +22,7 @@ impl Checker<'_> {
         // Pass 2: everything else in order.
         for item in &file.items {
             match item {
-                ast::Item::Let(l) => self.let_item(l),
+                ast::Item::Let(l) => self.unnarrowed(|c| c.let_item(l)),
                 ast::Item::Gate(g) => self.gate(g),
                 ast::Item::Criterion(c) => {
                     self.static_criterion(c, &[], None);
@@ -35,8 +35,11 @@ impl Checker<'_> {
                 _ => {}
             }
         }
-        // The score reads every criterion, wherever it is declared: check it last.
+        // The score reads every criterion, wherever it is declared: check it last. It runs only
+        // when no `score` gate fired, so what those gates proved holds in it; not in the reward
+        // (whose penalty may run after a gate fired) or the examples.
         self.score(file);
+        self.narrowed.clear();
         let mut reward_seen = None;
         for item in &file.items {
             if let ast::Item::Reward(r) = item {
@@ -111,6 +114,9 @@ impl Checker<'_> {
         };
         let value = self.expr(value_ast, &mut scope, Some(&Type::Number));
         self.expect_type(&value.ty, &Type::Number, value_ast.span, "a gate's score");
+        if action == ir::GateAction::Score {
+            self.narrow_after_gate(&cond);
+        }
         let site = self.site(g.span);
         self.p.steps.push(ir::Step::Gate(Box::new(ir::GateDecl {
             name: g.name.text.clone(),

@@ -28,6 +28,7 @@ mod exprs;
 mod functions;
 mod items;
 mod judges;
+mod narrow;
 mod operators;
 mod scope;
 mod unify;
@@ -76,6 +77,8 @@ pub(super) struct Checker<'a> {
     all_criterion_ids: HashSet<String>,
     /// Names whose declarations failed to parse (already reported).
     broken: HashSet<String>,
+    /// Paths proven not null where the checker is (`narrow.rs`), innermost last.
+    narrowed: Vec<String>,
 }
 
 /// Diagnostics that only repeat an earlier syntax error when a declaration failed to parse:
@@ -169,6 +172,7 @@ impl<'a> Checker<'a> {
             score_seen: None,
             all_criterion_ids: scope::criterion_ids(root),
             broken: root.broken.iter().cloned().collect(),
+            narrowed: vec![],
         };
         c.globals.insert("all".into(), (Global::Set(0), Span::default()));
         c

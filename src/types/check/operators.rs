@@ -4,7 +4,7 @@
 
 use super::scope::Scope;
 use super::unify::{assignable, join};
-use super::{diagnostics, Checker};
+use super::{diagnostics, narrow, Checker};
 use crate::ir::{self, Expr, ExprKind, SiteId, Type};
 use crate::source::Span;
 use crate::syntax::ast;
@@ -64,7 +64,10 @@ impl Checker<'_> {
         match op {
             ast::BinOp::And | ast::BinOp::Or => {
                 let a = self.expr(l, scope, Some(&Type::Bool));
-                let b = self.expr(r, scope, Some(&Type::Bool));
+                // The right side runs only when the left does not decide: `and` after a left
+                // side that is not false, `or` after one that is not true.
+                let facts = narrow::not_null_unless(&a, op == ast::BinOp::And);
+                let b = self.narrowed_by(facts, |c| c.expr(r, scope, Some(&Type::Bool)));
                 self.expect_type(&a.ty, &Type::Bool, l.span, &format!("an operand of `{}`", op.symbol()));
                 self.expect_type(&b.ty, &Type::Bool, r.span, &format!("an operand of `{}`", op.symbol()));
                 binary_expr(binop(op), a, b, site, Type::Bool)
@@ -87,7 +90,8 @@ impl Checker<'_> {
         let inner = a.ty.strip_optional().clone();
         let b = self.expr(r, scope, Some(&inner));
         if !a.ty.is_optional() && a.ty != Type::Any {
-            self.report(diagnostics::type_needless_coalesce(l.span, &a.ty));
+            let narrowed = matches!(a.kind, ExprKind::Narrowed(_));
+            self.report(diagnostics::type_needless_coalesce(l.span, &a.ty, narrowed));
         }
         let ty = match join(&inner, &b.ty) {
             Some(t) if inner == Type::Null => t,

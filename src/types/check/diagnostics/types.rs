@@ -47,14 +47,15 @@ pub(in crate::types::check) enum Mismatch<'a> {
 
 pub(in crate::types::check) fn type_mismatch(what: Mismatch<'_>) -> Diagnostic {
     const CODE: &str = "rubric::type::mismatch";
-    const MAYBE_NULL: &str = "a value that may be null must get a fallback first: `x ?? 0`";
+    const MAYBE_NULL: &str =
+        "a value that may be null must be tested first (`x != null and ...`, `if x != null then ...`) or get a fallback: `x ?? 0`";
     match what {
         Mismatch::Expected { what, want, found, at } => {
             let d = error(CODE, format!("{what} must be `{want}`, found `{found}`"), at, format!("this is `{found}`"));
             match found {
-                Type::Optional(inner) if assignable(inner, want) => {
-                    d.with_help("this value may be null: give a fallback with `??`, e.g. `x ?? 0`")
-                }
+                Type::Optional(inner) if assignable(inner, want) => d.with_help(
+                    "this value may be null: test it first (`x != null and ...`) or give a fallback: `x ?? 0`",
+                ),
                 Type::Optional(_) => d,
                 Type::Verdict if *want == Type::Bool || *want == Type::Number => {
                     d.with_help("a criterion is a verdict: use `.met` (Bool) or `.value` (Number)")
@@ -267,12 +268,19 @@ pub(in crate::types::check) fn type_lambda_position(at: Span, callee: Option<&st
 pub(in crate::types::check) fn type_maybe_null(at: Span, ty: &Type, field: &str) -> Diagnostic {
     let message = format!("`{ty}` may be null, so `.{field}` cannot be read directly");
     error("rubric::type::maybe_null", message, at, "may be null")
-        .with_help("give a fallback first: `(x ?? {...}).field`")
+        .with_help("test it first: `x != null and x.field ...`, or give a fallback: `(x ?? {...}).field`")
 }
 
-/// A warning: `??` after a value of type `ty`, which is never null.
-pub(in crate::types::check) fn type_needless_coalesce(at: Span, ty: &Type) -> Diagnostic {
-    Diagnostic::warning("rubric::type::needless_coalesce", format!("`{ty}` is never null"))
+/// A warning: `??` after a value of type `ty`, which is never null (`narrowed`: an optional
+/// value that a test before it proved not null).
+pub(in crate::types::check) fn type_needless_coalesce(at: Span, ty: &Type, narrowed: bool) -> Diagnostic {
+    const CODE: &str = "rubric::type::needless_coalesce";
+    if narrowed {
+        return Diagnostic::warning(CODE, format!("this `{ty}?` cannot be null here"))
+            .with_label(at, "tested not null before this")
+            .with_help("a `!= null` test (in a `score` gate, the left of `and`, or an `if`) already proved it is not null: remove the `??` fallback");
+    }
+    Diagnostic::warning(CODE, format!("`{ty}` is never null"))
         .with_label(at, "never null")
         .with_help("remove the `??` fallback")
 }
