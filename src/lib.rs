@@ -4,6 +4,7 @@
 //! facts) → `ir` (canonical, serialisable) → `interp` (reference engine) → `runtime` (rows in,
 //! results out). See `docs/ARCHITECTURE.md`.
 
+pub mod agree;
 pub mod api;
 pub mod backend;
 pub mod bundle;

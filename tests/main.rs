@@ -9,6 +9,7 @@
 #[global_allocator]
 static GLOBAL: rubric::meter::Counting<std::alloc::System> = rubric::meter::Counting(std::alloc::System);
 
+mod agree;
 mod bundle;
 mod cli;
 mod common;

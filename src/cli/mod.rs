@@ -19,6 +19,7 @@ macro_rules! out {
     }};
 }
 
+mod agree;
 mod bench;
 #[cfg(feature = "models")]
 mod embed_bench;
@@ -58,6 +59,13 @@ pub struct Cli {
     /// `~/.local/share/rubric/models/` (`bash scripts/fetch-models.sh [--user]` puts it there).
     #[arg(long, global = true, value_name = "DIR")]
     pub embedding_model: Option<PathBuf>,
+}
+
+/// How a report is printed.
+#[derive(Clone, Copy, Debug, ValueEnum, PartialEq)]
+pub enum ReportFormat {
+    Text,
+    Json,
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum, PartialEq)]
@@ -224,6 +232,60 @@ pub enum Command {
         /// this run (`5%`); default 0.
         #[arg(long, value_name = "N|P%", value_parser = Allowance::parse)]
         max_failures: Option<Allowance>,
+    },
+    /// How far a judge agrees with human labels: per criterion, axis, tag and judge, the
+    /// judge's verdicts against the labels (accuracy, TPR/TNR, precision/recall/F1, macro and
+    /// balanced forms, Cohen's κ, Krippendorff's α), the annotators' own agreement, and binary
+    /// met rates corrected for the judge's errors, with bootstrap intervals (docs/agreement.md).
+    Agree {
+        file: PathBuf,
+        /// The rows, JSONL.
+        #[arg(long)]
+        input: PathBuf,
+        /// Human labels, JSONL: `{"row": 0 | "ID", "criterion": "C", "label": X, "annotator": "A"}`
+        /// or `{"row": ..., "annotator": ..., "labels": {"C": X, ...}}`.
+        #[arg(long)]
+        labels: PathBuf,
+        /// The records of an earlier `rubric run` of these rows: compare those verdicts
+        /// instead of scoring the rows again.
+        #[arg(long, conflicts_with_all = ["verdicts", "judges", "judge"])]
+        results: Option<PathBuf>,
+        /// Recorded judge verdicts, JSONL keyed by row and criterion.
+        #[arg(long)]
+        verdicts: Option<PathBuf>,
+        /// Call judges for criteria without a recorded verdict: the endpoints of `judges.toml`.
+        #[arg(long)]
+        judges: Option<PathBuf>,
+        /// `replay:TRANSCRIPT.jsonl`: answer judge calls from a recorded transcript, offline.
+        #[arg(long)]
+        judge: Option<String>,
+        /// The judge cache (SQLite); default: the user's cache directory.
+        #[arg(long)]
+        cache: Option<PathBuf>,
+        /// Do not read or write the judge cache.
+        #[arg(long)]
+        no_cache: bool,
+        #[command(flatten)]
+        engine: EngineArgs,
+        /// Groups to report, comma-separated: overall, criterion, axis, tag, judge (default
+        /// overall,criterion,axis,judge).
+        #[arg(long, value_name = "GROUPS")]
+        by: Vec<String>,
+        /// Bootstrap resamples (of rows) for the intervals; 0: no intervals.
+        #[arg(long, default_value_t = 1000)]
+        bootstrap: usize,
+        /// The bootstrap's seed: the same seed, the same intervals.
+        #[arg(long, default_value_t = 0)]
+        seed: u64,
+        /// The intervals' confidence.
+        #[arg(long, default_value_t = 0.95)]
+        confidence: f64,
+        /// `json`: the whole report as one JSON document on stdout.
+        #[arg(long, value_enum, default_value = "text")]
+        format: ReportFormat,
+        /// Never show a progress bar.
+        #[arg(long)]
+        no_progress: bool,
     },
     /// Run the `example` blocks of rubric files; for a directory, also score its
     /// `inputs.jsonl` and compare with `expected.jsonl`.
@@ -697,6 +759,41 @@ pub fn main_with(cli: Cli) -> ExitCode {
         Command::BenchNumeric { rows, criteria, group_size, block, seed } => {
             bench_numeric::command(&bench_numeric::Options { rows, criteria, group_size, block, seed })
         }
+        Command::Agree {
+            file,
+            input,
+            labels,
+            results,
+            verdicts,
+            judges,
+            judge,
+            cache,
+            no_cache,
+            engine,
+            by,
+            bootstrap,
+            seed,
+            confidence,
+            format,
+            no_progress,
+        } => agree::run(agree::AgreeArgs {
+            file,
+            input,
+            labels,
+            results,
+            verdicts,
+            judges,
+            judge,
+            cache,
+            no_cache,
+            engine,
+            by,
+            bootstrap,
+            seed,
+            confidence,
+            json: format == ReportFormat::Json,
+            no_progress,
+        }),
         Command::Explain { file, input, row, verdicts, engine } => {
             explain(&file, &input, row, verdicts.as_deref(), &engine)
         }

@@ -21,6 +21,13 @@
 //! rationale = "..."
 //! p_yes = 0.83                   # P(yes) at the answer token, under logprobs
 //! samples = ["met", "unmet", "met"]  # the answer for sample k (header x-rubric-sample), cycling
+//! model = "(?i)small"            # regex on the model the request asks for (a per-model personality)
+//! tpr = 0.9                      # a noisy grader: the rule's verdict is the truth, answered met
+//! tnr = 0.8                      #   with probability tpr when it is met and unmet with
+//! seed = 7                       #   probability tnr when not (P(yes) drawn on the answer's side),
+//!                                #   the same draw for the same request, sample and seed
+//! first_bias = 0.3               # with this probability answer the first option the schema lists
+//!                                #   (an ordinal or nominal judge's position bias)
 //!
 //! [[fault]]                      # injected before the rules; the first applicable one fires
 //! kind = "status"                # timeout | status | malformed | bad_body | endless |
@@ -103,6 +110,21 @@ pub struct Rule {
     pub rationale: Option<String>,
     #[serde(default)]
     pub samples: Option<Vec<Json>>,
+    /// A regex on the model the request asks for.
+    #[serde(default)]
+    pub model: Option<String>,
+    /// A noisy grader: P(answer met | the rule says met).
+    #[serde(default)]
+    pub tpr: Option<f64>,
+    /// A noisy grader: P(answer unmet | the rule says unmet).
+    #[serde(default)]
+    pub tnr: Option<f64>,
+    /// The noisy grader's seed.
+    #[serde(default)]
+    pub seed: Option<u64>,
+    /// P(answer the first option the schema lists) for an answer among options.
+    #[serde(default)]
+    pub first_bias: Option<f64>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
@@ -196,22 +218,54 @@ struct Matcher {
     criterion: Option<Regex>,
     prompt: Option<Regex>,
     quote: Option<Regex>,
+    model: Option<Regex>,
 }
 
 impl Matcher {
     fn new(rule: Rule) -> Result<Matcher, String> {
+        for (what, p) in [("tpr", rule.tpr), ("tnr", rule.tnr), ("first_bias", rule.first_bias)] {
+            if p.is_some_and(|p| !(0.0..=1.0).contains(&p)) {
+                return Err(format!("rule {what}: a probability in [0, 1], found {}", p.unwrap_or_default()));
+            }
+        }
         Ok(Matcher {
             criterion: regex("rule criterion", &rule.criterion)?,
             prompt: regex("rule prompt", &rule.prompt)?,
             quote: regex("rule quote", &rule.quote)?,
+            model: regex("rule model", &rule.model)?,
             rule,
         })
     }
 
-    fn matches(&self, criterion: &str, prompt: &str) -> bool {
+    fn matches(&self, criterion: &str, prompt: &str, model: &str) -> bool {
         self.criterion.as_ref().is_none_or(|r| r.is_match(criterion))
             && self.prompt.as_ref().is_none_or(|r| r.is_match(prompt))
+            && self.model.as_ref().is_none_or(|r| r.is_match(model))
     }
+}
+
+/// A uniform draw in [0, 1) fixed by the seed, what is asked (the criterion and the prompt,
+/// fence tags left out) and the sample: the noisy grader answers the same request alike.
+fn draw(seed: u64, criterion: &str, prompt: &str, sample: usize, salt: &str) -> f64 {
+    use sha2::{Digest, Sha256};
+    let mut h = Sha256::new();
+    for part in [seed.to_string().as_str(), criterion, prompt, sample.to_string().as_str(), salt] {
+        h.update(part.as_bytes());
+        h.update([0]);
+    }
+    let d = h.finalize();
+    let mut b = [0u8; 8];
+    b.copy_from_slice(&d[..8]);
+    (u64::from_le_bytes(b) >> 11) as f64 / (1u64 << 53) as f64
+}
+
+/// What one answer of one entry is decided from.
+struct Ask<'a> {
+    sample: usize,
+    prompt: &'a str,
+    /// The prompt and the criterion without their fence tags (which differ from run to run).
+    untagged: &'a str,
+    criterion: &'a str,
 }
 
 struct Compiled {
@@ -578,6 +632,7 @@ async fn chat(st: Arc<State>, req: Request<Incoming>) -> Resp {
         .and_then(Json::as_array)
         .map(|ms| ms.iter().filter_map(|m| m.get("content").and_then(Json::as_str)).collect::<Vec<_>>().join("\n"))
         .unwrap_or_default();
+    let untagged_prompt = st.fence_tags.replace_all(&prompt, "<<<$1 $2 TAG>>>").into_owned();
     let sample: usize =
         headers.get("x-rubric-sample").and_then(|v| v.to_str().ok()).and_then(|s| s.parse().ok()).unwrap_or(0);
     let entries = entries_of(&body);
@@ -655,8 +710,12 @@ async fn chat(st: Arc<State>, req: Request<Incoming>) -> Resp {
                 toks.push(&serde_json::to_string(k).unwrap_or_default(), None);
                 toks.push(": ", None);
             }
-            let rule = st.rules.rules.iter().find(|r| r.matches(&e.criterion, &prompt)).unwrap_or(&st.rules.default);
-            emit_entry(&mut toks, e, rule, sample, &prompt, &flags);
+            let asked = body.get("model").and_then(Json::as_str).unwrap_or("");
+            let rule =
+                st.rules.rules.iter().find(|r| r.matches(&e.criterion, &prompt, asked)).unwrap_or(&st.rules.default);
+            let criterion = st.fence_tags.replace_all(&e.criterion, "<<<$1 $2 TAG>>>");
+            let ask = Ask { sample, prompt: &prompt, untagged: &untagged_prompt, criterion: &criterion };
+            emit_entry(&mut toks, e, rule, &ask, &flags);
         }
         if multi {
             toks.push("}", None);
@@ -756,11 +815,25 @@ fn p_yes(rule: &Rule, k: usize) -> f64 {
     }
 }
 
-fn emit_entry(toks: &mut Tokens, e: &EntryAsk, cr: &Matcher, k: usize, prompt: &str, flags: &Flags) {
+fn emit_entry(toks: &mut Tokens, e: &EntryAsk, cr: &Matcher, ask: &Ask, flags: &Flags) {
+    let (k, prompt) = (ask.sample, ask.prompt);
     let rule = &cr.rule;
     let props = e.schema.get("properties").and_then(Json::as_object).cloned().unwrap_or_default();
     let over = sample_override(rule, k);
-    let p = p_yes(rule, k);
+    let mut p = p_yes(rule, k);
+    if rule.tpr.is_some() || rule.tnr.is_some() {
+        // The rule's answer is the truth; the noisy grader gets it right with probability
+        // TPR (truth met) or TNR (truth unmet), and draws P(yes) on the side it answers.
+        let seed = rule.seed.unwrap_or(0);
+        let truth = p >= 0.5;
+        let right = draw(seed, ask.criterion, ask.untagged, k, "answer")
+            < if truth { rule.tpr.unwrap_or(1.0) } else { rule.tnr.unwrap_or(1.0) };
+        let says_met = truth == right;
+        let u = draw(seed, ask.criterion, ask.untagged, k, "p_yes");
+        p = if says_met { 0.5 + 0.5 * u } else { 0.5 * u };
+    }
+    let first =
+        rule.first_bias.is_some_and(|b| draw(rule.seed.unwrap_or(0), ask.criterion, ask.untagged, k, "first") < b);
     toks.push("{", None);
     let mut first_answer = true;
     for (i, (name, s)) in props.iter().enumerate() {
@@ -799,6 +872,7 @@ fn emit_entry(toks: &mut Tokens, e: &EntryAsk, cr: &Matcher, k: usize, prompt: &
                     .or_else(|| rule.value.clone());
                 let same = |o: &Json, w: &Json| o == w || (o.is_number() && o.as_f64() == w.as_f64());
                 let pick = wanted
+                    .filter(|_| !first)
                     .and_then(|w| opts.iter().find(|o| same(o, &w)).cloned())
                     .or_else(|| opts.first().cloned())
                     .unwrap_or(Json::Null);

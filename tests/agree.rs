@@ -1,0 +1,434 @@
+//! `rubric agree` on the built binary: the judge's verdicts against human labels. The
+//! statistics themselves are checked against published values in `src/agree/metrics.rs`
+//! (scikit-learn's κ cases, the `krippendorff` package's α cases, Krippendorff's worked
+//! examples); here the whole command: the HealthBench meta-evaluation's pairwise case end to
+//! end, labels that name nothing, unscored verdicts kept apart, reproducible intervals, the
+//! example directory re-derived from its files, and ordinal and nominal criteria.
+
+use serde_json::Value as Json;
+use std::collections::HashMap;
+
+use crate::cli::{describe, rubric};
+use crate::common::{crate_root, TempDir};
+
+const TWO: &str = r#"rubric agree.two @ 1.0.0
+
+input response: Text
+
+judge grader {
+  model "m"
+  sees response
+}
+
+criterion a "A" by grader
+criterion b "B" by grader
+"#;
+
+/// `rubric agree` with `--format json`, returning the report.
+fn agree(dir: &TempDir, rubric_file: &str, extra: &[&str]) -> Json {
+    let main = dir.path(rubric_file);
+    let mut args: Vec<&dyn AsRef<std::ffi::OsStr>> = vec![&"agree", &main, &"--format", &"json", &"--no-progress"];
+    for e in extra {
+        args.push(e);
+    }
+    let o = rubric(&args);
+    assert!(o.status.success(), "{}", describe(&o));
+    serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{e}: {}", describe(&o)))
+}
+
+fn group<'a>(report: &'a Json, by: &str, key: &str) -> &'a Json {
+    report["groups"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|g| g["by"] == by && g["key"] == key)
+        .unwrap_or_else(|| panic!("no group {by} {key} in {report:#}"))
+}
+
+fn metric(g: &Json, name: &str) -> Json {
+    g["metrics"][name]["value"].clone()
+}
+
+/// The simple-evals case: the judge's met, unmet, met against [met, met, unmet], [met,
+/// unmet] and [unmet] (criterion `a` on rows 0 and 1, `b` on row 2).
+fn healthbench_case(dir: &TempDir) {
+    dir.file("main.rubric", TWO);
+    dir.file("rows.jsonl", "{\"id\": \"r0\", \"response\": \"x\"}\n{\"id\": \"r1\", \"response\": \"y\"}\n{\"id\": \"r2\", \"response\": \"z\"}\n");
+    dir.file(
+        "verdicts.jsonl",
+        concat!(
+            "{\"row\": 0, \"verdicts\": {\"a\": \"met\", \"b\": \"unmet\"}}\n",
+            "{\"row\": 1, \"verdicts\": {\"a\": \"unmet\", \"b\": \"unmet\"}}\n",
+            "{\"row\": 2, \"verdicts\": {\"a\": \"met\", \"b\": \"met\"}}\n",
+        ),
+    );
+    dir.file(
+        "labels.jsonl",
+        concat!(
+            "{\"row\": 0, \"annotator\": \"x\", \"labels\": {\"a\": \"met\"}}\n",
+            "{\"row\": \"r0\", \"annotator\": \"y\", \"criterion\": \"a\", \"label\": true}\n",
+            "{\"row\": 0, \"annotator\": \"z\", \"criterion\": \"a\", \"label\": 0}\n",
+            "{\"row\": 1, \"annotator\": \"x\", \"criterion\": \"a\", \"label\": \"met\"}\n",
+            "{\"row\": 1, \"annotator\": \"y\", \"criterion\": \"a\", \"label\": \"unmet\"}\n",
+            "{\"row\": \"r2\", \"annotator\": \"x\", \"criterion\": \"b\", \"label\": \"unmet\"}\n",
+        ),
+    );
+}
+
+fn scored_args(dir: &TempDir) -> Vec<String> {
+    ["--input", "rows.jsonl", "--verdicts", "verdicts.jsonl", "--labels", "labels.jsonl"]
+        .iter()
+        .map(|s| if s.ends_with(".jsonl") { dir.path(s).display().to_string() } else { s.to_string() })
+        .collect()
+}
+
+#[test]
+fn agree_reproduces_the_healthbench_meta_evaluation_case_end_to_end() {
+    let dir = TempDir::new("agree-hb");
+    healthbench_case(&dir);
+    let args = scored_args(&dir);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let r = agree(&dir, "main.rubric", &args);
+    assert_eq!((r["rows"].as_u64(), r["labels"].as_u64(), r["labelled_rows"].as_u64()), (Some(3), Some(6), Some(3)));
+    // Overall: precision (2 + 0 + 0) / (3 + 0 + 1), (0 + 1 + 0) / (0 + 2 + 0); recall
+    // (2 + 0 + 0) / (2 + 1 + 0), (0 + 1 + 0) / (1 + 1 + 1): simple-evals' expected values.
+    let all = group(&r, "overall", "all");
+    assert_eq!((all["items"].as_u64(), all["pairs"].as_u64()), (Some(3), Some(6)));
+    assert_eq!(metric(all, "precision_met"), 2.0 / 4.0);
+    assert_eq!(metric(all, "precision_unmet"), 1.0 / 2.0);
+    assert_eq!(metric(all, "tpr"), 2.0 / 3.0);
+    assert_eq!(metric(all, "tnr"), 1.0 / 3.0);
+    let (p, rc) = (2.0 / 4.0, 2.0 / 3.0);
+    let f1_pos = 2.0 * p * rc / (p + rc);
+    let (p, rc) = (1.0 / 2.0, 1.0 / 3.0);
+    let f1_neg = 2.0 * p * rc / (p + rc);
+    assert_eq!(metric(all, "f1_met"), f1_pos);
+    assert_eq!(metric(all, "f1_unmet"), f1_neg);
+    assert_eq!(metric(all, "macro_f1"), (f1_pos + f1_neg) / 2.0);
+    // The cluster `a` (examples 1 and 2) and `b` (example 3 only), as in the test.
+    let a = group(&r, "criterion", "a");
+    assert_eq!(metric(a, "precision_met"), 2.0 / 3.0);
+    assert_eq!(metric(a, "precision_unmet"), 1.0 / 2.0);
+    assert_eq!(metric(a, "tpr"), 2.0 / 3.0);
+    assert_eq!(metric(a, "tnr"), 1.0 / 2.0);
+    let b = group(&r, "criterion", "b");
+    assert_eq!(metric(b, "precision_met"), 0.0);
+    assert_eq!(metric(b, "tnr"), 0.0);
+    for undefined in ["precision_unmet", "tpr", "f1_met", "f1_unmet", "macro_f1"] {
+        assert_eq!(metric(b, undefined), Json::Null, "{undefined} has no denominator in cluster b");
+    }
+    // Row 0 has three annotators, row 1 two: the human ceiling is over those two items.
+    assert_eq!(a["human"]["items"].as_u64(), Some(2));
+    assert_eq!(a["human"]["pairs"].as_u64(), Some(6 + 2));
+}
+
+#[test]
+fn labels_that_name_nothing_are_errors_with_their_lines() {
+    let dir = TempDir::new("agree-bad");
+    healthbench_case(&dir);
+    dir.file(
+        "labels.jsonl",
+        concat!(
+            "{\"row\": 0, \"criterion\": \"a\", \"label\": \"met\", \"annotator\": \"x\"}\n",
+            "{\"row\": 7, \"criterion\": \"a\", \"label\": \"met\"}\n",
+            "{\"row\": \"nobody\", \"criterion\": \"a\", \"label\": \"met\"}\n",
+            "{\"row\": 1, \"criterion\": \"c\", \"label\": \"met\"}\n",
+            "{\"row\": 1, \"criterion\": \"a\", \"label\": \"maybe\"}\n",
+            "{\"row\": 0, \"criterion\": \"a\", \"label\": \"unmet\", \"annotator\": \"x\"}\n",
+            "not json\n",
+        ),
+    );
+    let main = dir.path("main.rubric");
+    let args = scored_args(&dir);
+    let mut all: Vec<&dyn AsRef<std::ffi::OsStr>> = vec![&"agree", &main, &"--no-progress"];
+    for a in &args {
+        all.push(a);
+    }
+    let o = rubric(&all);
+    assert_eq!(o.status.code(), Some(1), "{}", describe(&o));
+    let err = String::from_utf8_lossy(&o.stderr);
+    for want in [
+        "labels line 2: row 7 is not a row of the results (3 rows)",
+        "labels line 3: no row has the id \"nobody\"",
+        "labels line 4: row 1 has no criterion `c` (its criteria: a, b)",
+        "labels line 5: criterion `a` is binary: a label is \"met\", \"unmet\", true, false, 1 or 0, found \"maybe\"",
+        "labels line 6: a second label from annotator \"x\" for row 0 criterion `a` (the first is on line 1)",
+        "labels line 7: not JSON",
+        "6 labels could not be used: nothing was compared",
+    ] {
+        assert!(err.contains(want), "missing {want:?} in\n{err}");
+    }
+    assert!(o.stdout.is_empty(), "no report on bad labels: {}", describe(&o));
+}
+
+#[test]
+fn unscored_verdicts_are_counted_apart_and_intervals_are_reproducible() {
+    let dir = TempDir::new("agree-unscored");
+    healthbench_case(&dir);
+    dir.file(
+        "verdicts.jsonl",
+        concat!(
+            "{\"row\": 0, \"verdicts\": {\"a\": {\"unscored\": \"judge_timeout\"}, \"b\": \"unmet\"}}\n",
+            "{\"row\": 1, \"verdicts\": {\"a\": \"unmet\", \"b\": \"unmet\"}}\n",
+            "{\"row\": 2, \"verdicts\": {\"a\": \"met\", \"b\": \"met\"}}\n",
+        ),
+    );
+    let args = scored_args(&dir);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let r = agree(&dir, "main.rubric", &args);
+    let a = group(&r, "criterion", "a");
+    assert_eq!(a["unscored"], serde_json::json!({"judge_timeout": 1}));
+    // Only row 1's item is compared: the judge's unmet against met and unmet.
+    assert_eq!((a["items"].as_u64(), a["pairs"].as_u64()), (Some(1), Some(2)));
+    assert_eq!(metric(a, "accuracy"), 0.5);
+    // The same seed gives the same report; the records of a run give the same report as
+    // scoring again; another seed moves the intervals.
+    let again = agree(&dir, "main.rubric", &args);
+    assert_eq!(r, again);
+    let out = dir.path("out.jsonl");
+    let o = rubric(&[
+        &"run",
+        &dir.path("main.rubric"),
+        &"--input",
+        &dir.path("rows.jsonl"),
+        &"--verdicts",
+        &dir.path("verdicts.jsonl"),
+        &"--output",
+        &out,
+        &"--no-progress",
+        &"--allow-errors",
+    ]);
+    assert!(o.status.success(), "{}", describe(&o));
+    let labels = dir.path("labels.jsonl").display().to_string();
+    let results = out.display().to_string();
+    let from_results =
+        agree(&dir, "main.rubric", &["--input", "rows.jsonl", "--labels", &labels, "--results", &results]);
+    assert_eq!(r, from_results);
+}
+
+/// The example directory, re-derived from its files: every label against the judge's
+/// verdict for its item, counted here independently of `src/agree`.
+#[test]
+fn the_example_directory_agrees_with_a_count_from_its_files() {
+    let ex = crate_root().join("examples/judge-agreement");
+    let main = ex.join("main.rubric");
+    let o = rubric(&[
+        &"agree",
+        &main,
+        &"--input",
+        &ex.join("inputs.jsonl"),
+        &"--verdicts",
+        &ex.join("verdicts.jsonl"),
+        &"--labels",
+        &ex.join("labels.jsonl"),
+        &"--format",
+        &"json",
+        &"--no-progress",
+    ]);
+    assert!(o.status.success(), "{}", describe(&o));
+    let r: Json = serde_json::from_slice(&o.stdout).unwrap();
+    let read = |name: &str| -> Vec<Json> {
+        std::fs::read_to_string(ex.join(name))
+            .unwrap_or_else(|e| panic!("examples/judge-agreement/{name} is needed: {e}"))
+            .lines()
+            .filter(|l| !l.trim().is_empty())
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    };
+    let mut verdict: HashMap<(String, String), Json> = HashMap::new();
+    for v in read("verdicts.jsonl") {
+        for (c, x) in v["verdicts"].as_object().unwrap() {
+            verdict.insert((v["row"].as_str().unwrap().to_string(), c.clone()), x.clone());
+        }
+    }
+    let (mut pairs, mut agree_pairs, mut unscored_items) = (0, 0, std::collections::HashSet::new());
+    let labels = read("labels.jsonl");
+    for l in &labels {
+        let key = (l["row"].as_str().unwrap().to_string(), l["criterion"].as_str().unwrap().to_string());
+        match &verdict[&key] {
+            Json::String(v) => {
+                pairs += 1;
+                agree_pairs += usize::from(*v == l["label"]);
+            }
+            _ => {
+                unscored_items.insert(key);
+            }
+        }
+    }
+    let all = group(&r, "overall", "all");
+    assert_eq!(r["labels"].as_u64(), Some(labels.len() as u64));
+    assert_eq!(r["annotators"], serde_json::json!(["physician-a", "physician-b"]));
+    assert_eq!(all["pairs"].as_u64(), Some(pairs));
+    assert_eq!(metric(all, "accuracy"), agree_pairs as f64 / pairs as f64);
+    assert_eq!(all["unscored"]["judge_timeout"].as_u64(), Some(unscored_items.len() as u64));
+    for axis in ["accuracy", "completeness", "context_seeking"] {
+        assert!(group(&r, "axis", axis)["metrics"]["kappa"]["value"].is_number());
+    }
+    assert!(all["human"]["metrics"]["alpha"]["value"].is_number());
+    assert!(all["corrected"]["rogan_gladen"]["value"].is_number());
+    // Another seed draws other resamples: the same figures, other intervals.
+    let o = rubric(&[
+        &"agree",
+        &main,
+        &"--input",
+        &ex.join("inputs.jsonl"),
+        &"--verdicts",
+        &ex.join("verdicts.jsonl"),
+        &"--labels",
+        &ex.join("labels.jsonl"),
+        &"--format",
+        &"json",
+        &"--no-progress",
+        &"--seed",
+        &"9",
+    ]);
+    let seeded: Json = serde_json::from_slice(&o.stdout).unwrap();
+    let ci = |rep: &Json| group(rep, "overall", "all")["metrics"]["accuracy"]["ci"].clone();
+    assert!(ci(&r).is_array(), "{r:#}");
+    assert_eq!(metric(group(&seeded, "overall", "all"), "accuracy"), metric(all, "accuracy"));
+    assert_ne!(ci(&seeded), ci(&r), "another seed, other resamples");
+    // The text report says the same.
+    let o = rubric(&[
+        &"agree",
+        &main,
+        &"--input",
+        &ex.join("inputs.jsonl"),
+        &"--verdicts",
+        &ex.join("verdicts.jsonl"),
+        &"--labels",
+        &ex.join("labels.jsonl"),
+        &"--no-progress",
+    ]);
+    let text = String::from_utf8_lossy(&o.stdout);
+    let acc = format!("{:.3}", agree_pairs as f64 / pairs as f64);
+    assert!(text.lines().any(|l| l.contains("overall all") && l.contains(&acc)), "{text}");
+    assert!(text.contains("unscored (not compared): 1 × judge_timeout"), "{text}");
+}
+
+#[test]
+fn ordinal_and_nominal_criteria_use_their_own_statistics() {
+    let dir = TempDir::new("agree-kinds");
+    dir.file(
+        "main.rubric",
+        r#"rubric agree.kinds @ 1.0.0
+
+input response: Text
+
+judge leveller {
+  model "m"
+  sees response
+  returns level
+}
+
+judge labeller {
+  model "m"
+  sees response
+  returns label
+}
+
+criterion clarity "How clear" ordinal [1 "unclear", 2 "somewhat", 3 "clear"] by leveller
+criterion tone "Tone" nominal {warm: 1, neutral: 0.5, curt: 0} by labeller
+"#,
+    );
+    dir.file("rows.jsonl", &(0..4).map(|i| format!("{{\"response\": \"r{i}\"}}\n")).collect::<String>());
+    let judged = [(1, "warm"), (2, "neutral"), (3, "curt"), (3, "warm")];
+    let labelled = [(1, "warm"), (3, "curt"), (3, "curt"), (2, "neutral")];
+    let mut verdicts = String::new();
+    let mut labels = String::new();
+    for (i, ((jl, jt), (ll, lt))) in judged.iter().zip(&labelled).enumerate() {
+        verdicts += &format!("{{\"row\": {i}, \"verdicts\": {{\"clarity\": {jl}, \"tone\": \"{jt}\"}}}}\n");
+        labels += &format!("{{\"row\": {i}, \"labels\": {{\"clarity\": {ll}, \"tone\": \"{lt}\"}}}}\n");
+    }
+    dir.file("verdicts.jsonl", &verdicts);
+    dir.file("labels.jsonl", &labels);
+    let args = scored_args(&dir);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let r = agree(&dir, "main.rubric", &[&args[..], &["--bootstrap", "0"]].concat());
+    let clarity = group(&r, "criterion", "clarity");
+    assert_eq!(clarity["kind"], "ordinal");
+    // Levels judged 1, 2, 3, 3 against 1, 3, 3, 2: two exact, absolute errors 0, 1, 0, 1.
+    assert_eq!(metric(clarity, "accuracy"), 0.5);
+    assert_eq!(metric(clarity, "mae"), 0.5);
+    assert!(metric(clarity, "kappa_quadratic").as_f64().unwrap() > metric(clarity, "kappa").as_f64().unwrap());
+    let tone = group(&r, "criterion", "tone");
+    assert_eq!(tone["kind"], "nominal");
+    assert_eq!(metric(tone, "accuracy"), 0.5);
+    // Cohen's κ by hand: p_o = 2/4; the judge said warm 2, neutral 1, curt 1, the labels warm
+    // 1, neutral 1, curt 2; p_e = (2·1 + 1·1 + 1·2) / 16 = 5/16; κ = (8/16 - 5/16) / (11/16).
+    let k = metric(tone, "kappa").as_f64().unwrap();
+    assert!((k - 3.0 / 11.0).abs() < 1e-12, "{k}");
+    assert!(tone["metrics"]["accuracy"]["ci"].is_null(), "no intervals with --bootstrap 0");
+    assert!(tone.get("corrected").is_none(), "corrected rates are for binary criteria");
+}
+
+/// The mock judge as a noisy grader over HTTP: its rules say the truth, it answers with the
+/// TPR and TNR they give, the same answers on every run (seeded), and `rubric agree` measures
+/// about those rates against labels that are the truth.
+#[test]
+fn a_noisy_mock_grader_over_http_has_the_rates_its_rules_give() {
+    let dir = TempDir::new("agree-noisy");
+    dir.file(
+        "main.rubric",
+        r#"rubric agree.noisy @ 1.0.0
+
+input response: Text
+input rubrics: List[{criterion: Text, points: Number}]
+
+judge grader {
+  model "m"
+  sees response
+}
+
+criteria items each item in rubrics by grader {
+  criterion item.criterion points item.points
+}
+"#,
+    );
+    let (mut rows, mut labels) = (String::new(), String::new());
+    for r in 0..20 {
+        let items: Vec<String> = (0..10)
+            .map(|i| {
+                let truth = if (r + i) % 2 == 0 { "does" } else { "misses" };
+                format!("{{\"criterion\": \"item {r}-{i}: the reply {truth} it\", \"points\": 1}}")
+            })
+            .collect();
+        rows += &format!("{{\"id\": \"r{r}\", \"response\": \"reply {r}\", \"rubrics\": [{}]}}\n", items.join(", "));
+        for i in 0..10 {
+            let label = if (r + i) % 2 == 0 { "met" } else { "unmet" };
+            labels += &format!("{{\"row\": \"r{r}\", \"criterion\": \"items[{i}]\", \"label\": \"{label}\", \"annotator\": \"truth\"}}\n");
+        }
+    }
+    dir.file("rows.jsonl", &rows);
+    dir.file("labels.jsonl", &labels);
+    let rules = dir.file(
+        "rules.toml",
+        "[default]\nverdict = \"unmet\"\ntpr = 0.8\ntnr = 0.6\nseed = 3\n\n[[rule]]\ncriterion = \"the reply does it\"\nverdict = \"met\"\ntpr = 0.8\ntnr = 0.6\nseed = 3\n",
+    );
+    let (_mock, base) = crate::common::Spawned::start(
+        std::process::Command::new(env!("CARGO_BIN_EXE_rubric"))
+            .args(["mock-judge", "--addr", "127.0.0.1:0", "--rules"])
+            .arg(&rules),
+    );
+    dir.file("judges.toml", &format!("default = \"mock\"\n[endpoints.mock]\nbase_url = \"{base}\"\n"));
+    let args: Vec<String> = ["--input", "rows.jsonl", "--labels", "labels.jsonl", "--judges", "judges.toml"]
+        .iter()
+        .map(|s| if s.contains('.') { dir.path(s).display().to_string() } else { s.to_string() })
+        .collect();
+    let mut args: Vec<&str> = args.iter().map(String::as_str).collect();
+    args.push("--no-cache");
+    let first = agree(&dir, "main.rubric", &args);
+    let again = agree(&dir, "main.rubric", &args);
+    assert_eq!(first, again, "the noisy grader answers the same requests alike");
+    let all = group(&first, "overall", "all");
+    assert_eq!(all["pairs"].as_u64(), Some(200));
+    let (tpr, tnr) = (metric(all, "tpr").as_f64().unwrap(), metric(all, "tnr").as_f64().unwrap());
+    assert!((tpr - 0.8).abs() < 0.1 && (tnr - 0.6).abs() < 0.1, "TPR {tpr}, TNR {tnr}");
+    // The truth's met rate is 0.5; the judge's is about 0.5·0.8 + 0.5·0.4 = 0.6, and the
+    // corrections bring it back to the labels' rate.
+    let c = &all["corrected"];
+    assert_eq!(c["label_rate"]["value"], 0.5);
+    let judge = c["judge_rate"]["value"].as_f64().unwrap();
+    let rg = c["rogan_gladen"]["value"].as_f64().unwrap();
+    assert!((judge - 0.6).abs() < 0.1, "judge rate {judge}");
+    assert!((rg - 0.5).abs() < 1e-9, "Rogan–Gladen with the measured TPR/TNR recovers the labelled rate exactly: {rg}");
+}
