@@ -303,6 +303,9 @@ fn the_example_directory_agrees_with_a_count_from_its_files() {
     let acc = format!("{:.3}", agree_pairs as f64 / pairs as f64);
     assert!(text.lines().any(|l| l.contains("overall all") && l.contains(&acc)), "{text}");
     assert!(text.contains("unscored (not compared): 1 × judge_timeout"), "{text}");
+    // The example's README quotes the figures.
+    let readme = std::fs::read_to_string(ex.join("README.md")).unwrap();
+    assert!(readme.contains(&format!("accuracy {acc} [")), "examples/judge-agreement/README.md quotes accuracy {acc}");
 }
 
 #[test]
