@@ -92,8 +92,18 @@ pub struct CriterionResult {
     /// For a judge that takes several samples: how many it took and how many voted (the
     /// others failed or broke the evidence rule).
     pub votes: Option<Votes>,
+    /// A binary criterion of a calibrated judge: the calibrated probability of met, and what
+    /// the judge said before calibration (the status is the calibrated decision).
+    pub calibrated: Option<Calibrated>,
     /// Names of the sets the criterion belongs to directly.
     pub sets: Vec<String>,
+}
+
+/// A calibrated verdict: the calibrated probability and the judge's own status.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Calibrated {
+    pub p: f64,
+    pub raw: Status,
 }
 
 /// The samples a criterion's judge took and those that voted.
@@ -145,6 +155,10 @@ impl CriterionResult {
         }
         if let Some(p) = self.p_yes {
             m.insert("p_yes".into(), number_to_json(p));
+        }
+        if let Some(c) = self.calibrated {
+            m.insert("calibrated".into(), number_to_json(c.p));
+            m.insert("raw".into(), json!(c.raw.as_str()));
         }
         if let Some(v) = self.votes {
             m.insert("votes".into(), json!({"samples": v.samples, "voted": v.voted, "failed": v.samples - v.voted}));

@@ -435,3 +435,139 @@ criteria items each item in rubrics by grader {
     assert!((judge - 0.6).abs() < 0.1, "judge rate {judge}");
     assert!((rg - 0.5).abs() < 1e-9, "Rogan–Gladen with the measured TPR/TNR recovers the labelled rate exactly: {rg}");
 }
+
+/// `rubric calibrate` over HTTP against a logprob-scoring noisy grader: an isotonic map of
+/// P(yes) that the rubric then names (`calibration "FILE"`); applied to its own training rows
+/// it gives every item its fitted value (the mean of the fitted values is the mean label, a
+/// property of the isotonic fit), the status is the calibrated decision, records keep the raw
+/// verdict; a bundle's hash changes with the calibration, `inspect` and `diff` show it.
+#[test]
+fn a_fitted_calibration_is_named_by_the_rubric_applied_and_frozen_into_bundles() {
+    let dir = TempDir::new("agree-calibrate");
+    let rubric_text = |calibration: &str| {
+        format!(
+            r#"rubric agree.calibrated @ 1.0.0
+
+input response: Text
+input rubrics: List[{{criterion: Text, points: Number}}]
+
+judge grader {{
+  model "m"
+  sees response
+  scoring logprob
+{calibration}}}
+
+criteria items each item in rubrics by grader {{
+  criterion item.criterion points item.points
+}}
+"#
+        )
+    };
+    dir.file("main.rubric", &rubric_text(""));
+    let (mut rows, mut labels) = (String::new(), String::new());
+    for r in 0..12 {
+        let items: Vec<String> = (0..10)
+            .map(|i| {
+                let truth = if (r * 3 + i) % 5 < 2 { "does" } else { "misses" };
+                format!("{{\"criterion\": \"item {r}-{i}: the reply {truth} it\", \"points\": 1}}")
+            })
+            .collect();
+        rows += &format!("{{\"id\": \"r{r}\", \"response\": \"reply {r}\", \"rubrics\": [{}]}}\n", items.join(", "));
+        for i in 0..10 {
+            let label = if (r * 3 + i) % 5 < 2 { "met" } else { "unmet" };
+            labels += &format!("{{\"row\": {r}, \"criterion\": \"items[{i}]\", \"label\": \"{label}\"}}\n");
+        }
+    }
+    dir.file("rows.jsonl", &rows);
+    dir.file("labels.jsonl", &labels);
+    let rules = dir.file(
+        "rules.toml",
+        "[default]\nverdict = \"unmet\"\ntpr = 0.85\ntnr = 0.7\nseed = 5\n\n[[rule]]\ncriterion = \"the reply does it\"\nverdict = \"met\"\ntpr = 0.85\ntnr = 0.7\nseed = 5\n",
+    );
+    let (_mock, base) = crate::common::Spawned::start(
+        std::process::Command::new(env!("CARGO_BIN_EXE_rubric"))
+            .args(["mock-judge", "--addr", "127.0.0.1:0", "--rules"])
+            .arg(&rules),
+    );
+    let judges = dir.file("judges.toml", &format!("default = \"mock\"\n[endpoints.mock]\nbase_url = \"{base}\"\n"));
+    let (main, input, label_file) = (dir.path("main.rubric"), dir.path("rows.jsonl"), dir.path("labels.jsonl"));
+    let cal = dir.path("grader.cal.json");
+    let o = rubric(&[
+        &"calibrate",
+        &main,
+        &"--input",
+        &input,
+        &"--labels",
+        &label_file,
+        &"--judges",
+        &judges,
+        &"--no-cache",
+        &"--no-progress",
+        &"-o",
+        &cal,
+    ]);
+    assert!(o.status.success(), "{}", describe(&o));
+    let file: Json = serde_json::from_str(&std::fs::read_to_string(&cal).unwrap()).unwrap();
+    assert_eq!(file["judge"], "grader");
+    let map = &file["maps"][0];
+    assert_eq!((map["criteria"].as_str(), map["map"]["method"].as_str()), (Some("*"), Some("isotonic")));
+    assert_eq!(map["pairs"].as_u64(), Some(120));
+    let threshold = map["threshold"].as_f64().unwrap();
+    // The rubric names it; its records carry the calibrated probability and the raw verdict.
+    dir.file("main.rubric", &rubric_text("  calibration \"grader.cal.json\"\n"));
+    let out = dir.path("out.jsonl");
+    let o = rubric(&[
+        &"run",
+        &main,
+        &"--input",
+        &input,
+        &"--judges",
+        &judges,
+        &"--no-cache",
+        &"--no-progress",
+        &"--output",
+        &out,
+    ]);
+    assert!(o.status.success(), "{}", describe(&o));
+    let records = crate::common::json_lines(&std::fs::read_to_string(&out).unwrap());
+    let (mut sum, mut n, mut flipped) = (0.0, 0, 0);
+    for r in &records {
+        for c in r["criteria"].as_array().unwrap() {
+            let p = c["calibrated"].as_f64().unwrap_or_else(|| panic!("no calibrated value: {c}"));
+            assert!(c["p_yes"].is_number() && c["raw"].is_string(), "{c}");
+            let met = p >= threshold;
+            assert_eq!(c["status"], if met { "met" } else { "unmet" }, "{c}");
+            flipped += usize::from(c["status"] != c["raw"]);
+            sum += p;
+            n += 1;
+        }
+    }
+    assert_eq!(n, 120);
+    let mean_label = 48.0 / 120.0;
+    assert!((sum / n as f64 - mean_label).abs() < 1e-9, "mean fitted {} vs mean label {mean_label}", sum / n as f64);
+    // The calibrated judge measured against the same labels: never worse balanced accuracy on
+    // its own training pairs than the raw judge.
+    let (i, l, r) = (input.display().to_string(), label_file.display().to_string(), out.display().to_string());
+    let calibrated = agree(&dir, "main.rubric", &["--input", &i, "--labels", &l, "--results", &r, "--bootstrap", "0"]);
+    let all = group(&calibrated, "overall", "all");
+    assert_eq!(all["pairs"].as_u64(), Some(120));
+    assert!(metric(all, "balanced_accuracy").is_number());
+    eprintln!("calibration flipped {flipped} of {n} verdicts");
+    // Frozen into the bundle: another threshold, another hash; inspect and diff show it.
+    let b1 = dir.path("one.rbk");
+    let o = rubric(&[&"build", &main, &"-o", &b1]);
+    assert!(o.status.success(), "{}", describe(&o));
+    let inspect = rubric(&[&"inspect", &b1]);
+    let shown = String::from_utf8_lossy(&inspect.stdout).to_string();
+    assert!(shown.contains("calibrated grader.cal.json: * isotonic ("), "{shown}");
+    let mut changed = file.clone();
+    changed["maps"][0]["threshold"] = serde_json::json!(if threshold > 0.5 { 0.25 } else { 0.75 });
+    std::fs::write(&cal, serde_json::to_string(&changed).unwrap()).unwrap();
+    let b2 = dir.path("two.rbk");
+    let o = rubric(&[&"build", &main, &"-o", &b2]);
+    assert!(o.status.success(), "{}", describe(&o));
+    assert_ne!(std::fs::read(&b1).unwrap(), std::fs::read(&b2).unwrap());
+    let d = rubric(&[&"diff", &b1, &b2]);
+    let diff = String::from_utf8_lossy(&d.stdout).to_string();
+    assert!(diff.contains("calibration"), "{diff}");
+}

@@ -168,6 +168,7 @@ fn result(seed: u64, id: String, r: usize, k: usize) -> CriterionResult {
         extracted: None,
         p_yes: None,
         votes: None,
+        calibrated: None,
         sets: vec![],
     }
 }

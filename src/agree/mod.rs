@@ -15,6 +15,7 @@
 //! Pipeline position: after `runtime` (it reads records, so it works the same on a bundle, a
 //! replayed transcript or a live judge); the statistics are [`metrics`].
 
+pub mod calibrate;
 pub mod labels;
 pub mod metrics;
 
@@ -74,6 +75,10 @@ pub struct Criterion {
     pub tags: Vec<String>,
     /// `judge:NAME`, `check`, `value`, `extract:NAME`.
     pub source: String,
+    /// P(yes) the judge reported (a binary criterion scored by log-probability).
+    pub p_yes: Option<f64>,
+    /// What the judge said before its calibration (`raw`), when it is calibrated.
+    pub raw_met: Option<bool>,
 }
 
 /// One result record: its row, and its criteria (none for an error record).
@@ -144,6 +149,8 @@ pub fn read_records(text: &str) -> Result<Vec<Record>, String> {
                 axis: c.get("axis").and_then(Json::as_str).map(String::from),
                 tags,
                 source: c.get("source").and_then(Json::as_str).unwrap_or("check").into(),
+                p_yes: c.get("p_yes").and_then(Json::as_f64),
+                raw_met: c.get("raw").and_then(Json::as_str).map(|s| s == "met"),
             });
         }
         out.push(Record { row, id, criteria, error: None });

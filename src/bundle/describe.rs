@@ -74,6 +74,10 @@ pub struct JudgeView {
     /// The model directory of a local judge.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub local: Option<String>,
+    /// Its calibration: the file, each map (criteria, method, threshold, pairs) and a hash of
+    /// the maps, so that any change to them shows.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub calibration: Option<String>,
     /// The criteria it decides (a per-instance block as `name[]`).
     pub criteria: Vec<String>,
 }
@@ -292,6 +296,7 @@ fn judge_view(p: &Program, index: usize, j: &JudgeDecl) -> JudgeView {
         .into(),
         per_call: j.per_call,
         local: j.local.clone(),
+        calibration: j.calibration.as_ref().map(calibration_summary),
         criteria,
     }
 }
@@ -526,4 +531,26 @@ fn next(p: Prec) -> Prec {
 /// Print one expression of `p` (inspect's score line, diff's details).
 pub fn print_expr(p: &Program, e: &Expr) -> String {
     Printer { p, locals: Locals::new() }.expr(e)
+}
+
+/// A calibration in one line: `FILE: * isotonic (9 points) at 0.55 over 69 pairs; ...
+/// (maps sha256:…)`.
+fn calibration_summary(c: &crate::ir::calibration::Calibration) -> String {
+    use crate::ir::calibration::Method;
+    use sha2::{Digest, Sha256};
+    let maps: Vec<String> = c
+        .maps
+        .iter()
+        .map(|m| {
+            let method = match &m.map {
+                Method::Isotonic { points } => format!("isotonic ({} points)", points.len()),
+                Method::Platt { a, b } => format!("platt (a {}, b {})", num(*a), num(*b)),
+                Method::Confusion { met, unmet } => format!("confusion (met {}, unmet {})", num(*met), num(*unmet)),
+            };
+            format!("{} {method} at {} over {} pairs", m.criteria, num(m.threshold), m.pairs)
+        })
+        .collect();
+    let bytes = serde_json::to_vec(&c.maps).unwrap_or_default();
+    let hash: String = Sha256::digest(&bytes).iter().take(6).map(|b| format!("{b:02x}")).collect();
+    format!("{}: {} (maps sha256:{hash})", c.file, maps.join("; "))
 }

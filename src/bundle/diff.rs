@@ -16,7 +16,7 @@ pub struct Change {
     /// `added`, `removed`, `renamed`, or the aspect that changed: `reworded`, `points`,
     /// `sign`, `weight`, `kind`, `scale`, `pass`, `axis`, `tags`, `moved`, `verifier`,
     /// `condition`, `action`, `value`, `reason`, `order`, `model`, `sampling`, `sees`,
-    /// `template`, `system`, `returns`, `evidence`, `scoring`, `per_call`, `local`, `type`, `default`,
+    /// `template`, `system`, `returns`, `evidence`, `scoring`, `per_call`, `local`, `calibration`, `type`, `default`,
     /// `weight`, `kind`, `members`, `expression`, `version`, `title`.
     pub change: &'static str,
     pub from: Option<String>,
@@ -172,6 +172,7 @@ fn judges(out: &mut Out, a: &JudgeView, b: &JudgeView) {
     out.cmp("judge", n, "scoring", &a.scoring, &b.scoring);
     out.cmp("judge", n, "per_call", &a.per_call, &b.per_call);
     out.cmp_opt("judge", n, "local", &a.local, &b.local);
+    out.cmp_opt("judge", n, "calibration", &a.calibration, &b.calibration);
 }
 
 fn gates(out: &mut Out, a: &GateView, b: &GateView) {

@@ -1,5 +1,6 @@
 //! `rubric agree RUBRIC --input ROWS --labels LABELS`: the judge's verdicts against human
-//! labels (`crate::agree`). The verdicts come from scoring the rows exactly as `rubric run`
+//! labels (`crate::agree`), and `rubric calibrate`, which fits a judge's calibration from them
+//! (`crate::agree::calibrate`). The verdicts come from scoring the rows exactly as `rubric run`
 //! does (recorded verdicts, `judges.toml`, a replayed transcript, the cache), or from the
 //! records of an earlier run (`--results`).
 
@@ -9,24 +10,122 @@ use crate::runtime::{self, RunOptions, VerdictFile};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
+/// The rubric, its rows and labels, and where the verdicts compared with the labels come from.
+#[derive(clap::Args, Debug)]
+pub struct Scoring {
+    pub file: PathBuf,
+    /// The rows, JSONL.
+    #[arg(long)]
+    pub input: PathBuf,
+    /// Human labels, JSONL: `{"row": 0 | "ID", "criterion": "C", "label": X, "annotator": "A"}`
+    /// or `{"row": ..., "annotator": ..., "labels": {"C": X, ...}}`.
+    #[arg(long)]
+    pub labels: PathBuf,
+    /// The records of an earlier `rubric run` of these rows: use those verdicts instead of
+    /// scoring the rows again.
+    #[arg(long, conflicts_with_all = ["verdicts", "judges", "judge"])]
+    pub results: Option<PathBuf>,
+    /// Recorded judge verdicts, JSONL keyed by row and criterion.
+    #[arg(long)]
+    pub verdicts: Option<PathBuf>,
+    /// Call judges for criteria without a recorded verdict: the endpoints of `judges.toml`.
+    #[arg(long)]
+    pub judges: Option<PathBuf>,
+    /// `replay:TRANSCRIPT.jsonl`: answer judge calls from a recorded transcript, offline.
+    #[arg(long)]
+    pub judge: Option<String>,
+    /// The judge cache (SQLite); default: the user's cache directory.
+    #[arg(long)]
+    pub cache: Option<PathBuf>,
+    /// Do not read or write the judge cache.
+    #[arg(long)]
+    pub no_cache: bool,
+    #[command(flatten)]
+    pub engine: EngineArgs,
+    /// Never show a progress bar.
+    #[arg(long)]
+    pub no_progress: bool,
+}
+
 /// What `rubric agree` was asked.
 pub struct AgreeArgs {
-    pub file: PathBuf,
-    pub input: PathBuf,
-    pub labels: PathBuf,
-    pub results: Option<PathBuf>,
-    pub verdicts: Option<PathBuf>,
-    pub judges: Option<PathBuf>,
-    pub judge: Option<String>,
-    pub cache: Option<PathBuf>,
-    pub no_cache: bool,
-    pub engine: EngineArgs,
+    pub scoring: Scoring,
     pub by: Vec<String>,
     pub bootstrap: usize,
     pub seed: u64,
     pub confidence: f64,
     pub json: bool,
-    pub no_progress: bool,
+}
+
+/// What `rubric calibrate` was asked.
+pub struct CalibrateArgs {
+    pub scoring: Scoring,
+    pub output: PathBuf,
+    pub judge: Option<String>,
+    pub method: Option<agree::calibrate::Fit>,
+    pub per_criterion: Option<usize>,
+}
+
+/// The records and the checked labels, or the exit code after reporting why not.
+fn records_and_labels(s: &Scoring) -> Result<(Vec<agree::Record>, Vec<agree::labels::LabelEntry>), ExitCode> {
+    let text = match &s.results {
+        Some(p) => {
+            std::fs::read_to_string(p).map_err(|e| fail(&format!("cannot read the results {}: {e}", p.display()), 1))?
+        }
+        None => score(s)?,
+    };
+    let records = agree::read_records(&text).map_err(|e| fail(&e, 1))?;
+    let labels_text = std::fs::read_to_string(&s.labels)
+        .map_err(|e| fail(&format!("cannot read the labels {}: {e}", s.labels.display()), 1))?;
+    let labels = match agree::labels::read(&labels_text, &records) {
+        Ok(l) => l,
+        Err(errors) => {
+            for e in &errors {
+                eprintln!("error: {e}");
+            }
+            eprintln!("{} label{} could not be used: nothing was compared", errors.len(), plural(errors.len()));
+            return Err(ExitCode::from(1));
+        }
+    };
+    if labels.is_empty() {
+        return Err(fail(&format!("{} holds no label", s.labels.display()), 1));
+    }
+    Ok((records, labels))
+}
+
+pub fn calibrate(a: CalibrateArgs) -> ExitCode {
+    let (records, labels) = match records_and_labels(&a.scoring) {
+        Ok(x) => x,
+        Err(code) => return code,
+    };
+    let opts = agree::calibrate::Options { judge: a.judge, fit: a.method, per_criterion: a.per_criterion };
+    let provenance = serde_json::json!({
+        "rubric": a.scoring.file.display().to_string(),
+        "labels": a.scoring.labels.display().to_string(),
+        "rows": records.len(),
+        "labels_used": labels.len(),
+    });
+    let fitted = match agree::calibrate::fit(&records, &labels, &opts, provenance) {
+        Ok(f) => f,
+        Err(e) => return fail(&e, 1),
+    };
+    let text = match serde_json::to_string_pretty(&fitted.file) {
+        Ok(t) => t + "\n",
+        Err(e) => return fail(&e.to_string(), 1),
+    };
+    if let Err(e) = std::fs::write(&a.output, text) {
+        return fail(&format!("cannot write {}: {e}", a.output.display()), 1);
+    }
+    eprintln!("calibration of judge `{}` → {}", fitted.file.judge, a.output.display());
+    for line in &fitted.summary {
+        eprintln!("  {line}");
+    }
+    eprintln!(
+        "  (figures on the pairs it was fitted on; measure it on other labels with `rubric agree`; use it with `calibration \"{}\"` in judge `{}`)",
+        a.output.display(),
+        fitted.file.judge
+    );
+    ExitCode::SUCCESS
 }
 
 pub fn run(a: AgreeArgs) -> ExitCode {
@@ -46,47 +145,10 @@ pub fn run(a: AgreeArgs) -> ExitCode {
         eprintln!("error: `--confidence {}` must lie strictly between 0 and 1", a.confidence);
         return ExitCode::from(2);
     }
-    let text = match &a.results {
-        Some(p) => match std::fs::read_to_string(p) {
-            Ok(t) => t,
-            Err(e) => {
-                eprintln!("error: cannot read the results {}: {e}", p.display());
-                return ExitCode::from(1);
-            }
-        },
-        None => match score(&a) {
-            Ok(t) => t,
-            Err(code) => return code,
-        },
+    let (records, labels) = match records_and_labels(&a.scoring) {
+        Ok(x) => x,
+        Err(code) => return code,
     };
-    let records = match agree::read_records(&text) {
-        Ok(r) => r,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return ExitCode::from(1);
-        }
-    };
-    let labels_text = match std::fs::read_to_string(&a.labels) {
-        Ok(t) => t,
-        Err(e) => {
-            eprintln!("error: cannot read the labels {}: {e}", a.labels.display());
-            return ExitCode::from(1);
-        }
-    };
-    let labels = match agree::labels::read(&labels_text, &records) {
-        Ok(l) => l,
-        Err(errors) => {
-            for e in &errors {
-                eprintln!("error: {e}");
-            }
-            eprintln!("{} label{} could not be used: nothing was compared", errors.len(), plural(errors.len()));
-            return ExitCode::from(1);
-        }
-    };
-    if labels.is_empty() {
-        eprintln!("error: {} holds no label", a.labels.display());
-        return ExitCode::from(1);
-    }
     let defaults = Options::default();
     let opts = Options {
         by: if by.is_empty() { defaults.by } else { by },
@@ -118,7 +180,7 @@ fn plural(n: usize) -> &'static str {
 }
 
 /// Score the rows as `rubric run` would, into a temporary file, and return the records.
-fn score(a: &AgreeArgs) -> Result<String, ExitCode> {
+fn score(a: &Scoring) -> Result<String, ExitCode> {
     let Some(rubric) = bundle::load_or_report_as(&a.file, ErrorFormat::Human, false) else {
         return Err(ExitCode::from(1));
     };

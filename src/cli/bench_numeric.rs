@@ -123,6 +123,7 @@ fn criterion_result(p: &Program, c: usize, (status, value): (u8, f64)) -> Criter
         extracted: None,
         p_yes: None,
         votes: None,
+        calibrated: None,
         sets: vec![],
     }
 }

@@ -296,6 +296,9 @@ fn inspect_body(d: &Description) {
             if let Some(d) = &j.local {
                 outln!("    local     {d}");
             }
+            if let Some(c) = &j.calibration {
+                outln!("    calibrated {c}");
+            }
             outln!("    decides   {}", j.criteria.join(", "));
             for (label, text) in [("system", &j.system), ("template", &j.template)] {
                 if let Some(t) = text {

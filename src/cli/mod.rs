@@ -61,6 +61,14 @@ pub struct Cli {
     pub embedding_model: Option<PathBuf>,
 }
 
+/// The fit of `rubric calibrate`.
+#[derive(Clone, Copy, Debug, ValueEnum, PartialEq)]
+pub enum CalibrationMethod {
+    Isotonic,
+    Platt,
+    Confusion,
+}
+
 /// How a report is printed.
 #[derive(Clone, Copy, Debug, ValueEnum, PartialEq)]
 pub enum ReportFormat {
@@ -238,35 +246,8 @@ pub enum Command {
     /// balanced forms, Cohen's κ, Krippendorff's α), the annotators' own agreement, and binary
     /// met rates corrected for the judge's errors, with bootstrap intervals (docs/agreement.md).
     Agree {
-        file: PathBuf,
-        /// The rows, JSONL.
-        #[arg(long)]
-        input: PathBuf,
-        /// Human labels, JSONL: `{"row": 0 | "ID", "criterion": "C", "label": X, "annotator": "A"}`
-        /// or `{"row": ..., "annotator": ..., "labels": {"C": X, ...}}`.
-        #[arg(long)]
-        labels: PathBuf,
-        /// The records of an earlier `rubric run` of these rows: compare those verdicts
-        /// instead of scoring the rows again.
-        #[arg(long, conflicts_with_all = ["verdicts", "judges", "judge"])]
-        results: Option<PathBuf>,
-        /// Recorded judge verdicts, JSONL keyed by row and criterion.
-        #[arg(long)]
-        verdicts: Option<PathBuf>,
-        /// Call judges for criteria without a recorded verdict: the endpoints of `judges.toml`.
-        #[arg(long)]
-        judges: Option<PathBuf>,
-        /// `replay:TRANSCRIPT.jsonl`: answer judge calls from a recorded transcript, offline.
-        #[arg(long)]
-        judge: Option<String>,
-        /// The judge cache (SQLite); default: the user's cache directory.
-        #[arg(long)]
-        cache: Option<PathBuf>,
-        /// Do not read or write the judge cache.
-        #[arg(long)]
-        no_cache: bool,
         #[command(flatten)]
-        engine: EngineArgs,
+        scoring: agree::Scoring,
         /// Groups to report, comma-separated: overall, criterion, axis, tag, judge (default
         /// overall,criterion,axis,judge).
         #[arg(long, value_name = "GROUPS")]
@@ -283,9 +264,27 @@ pub enum Command {
         /// `json`: the whole report as one JSON document on stdout.
         #[arg(long, value_enum, default_value = "text")]
         format: ReportFormat,
-        /// Never show a progress bar.
-        #[arg(long)]
-        no_progress: bool,
+    },
+    /// Fit a judge's calibration from human labels: a monotone map of its P(yes) (isotonic or
+    /// Platt) or, for a judge without P(yes), the probability of met given its verdict, with
+    /// the threshold of best balanced accuracy; the rubric names the file with `calibration
+    /// "FILE"` in the judge (docs/agreement.md).
+    Calibrate {
+        #[command(flatten)]
+        scoring: agree::Scoring,
+        /// Where the calibration goes (JSON).
+        #[arg(long, short)]
+        output: PathBuf,
+        /// The judge to calibrate (default: the only one with labelled binary items).
+        #[arg(long = "for", value_name = "JUDGE")]
+        for_judge: Option<String>,
+        /// The fit; default `isotonic` when every pair has P(yes), else `confusion`.
+        #[arg(long, value_enum)]
+        method: Option<CalibrationMethod>,
+        /// Also fit one map per criterion (a block's instances together) that has at least
+        /// this many labelled pairs.
+        #[arg(long, value_name = "PAIRS")]
+        per_criterion: Option<usize>,
     },
     /// Run the `example` blocks of rubric files; for a directory, also score its
     /// `inputs.jsonl` and compare with `expected.jsonl`.
@@ -759,41 +758,27 @@ pub fn main_with(cli: Cli) -> ExitCode {
         Command::BenchNumeric { rows, criteria, group_size, block, seed } => {
             bench_numeric::command(&bench_numeric::Options { rows, criteria, group_size, block, seed })
         }
-        Command::Agree {
-            file,
-            input,
-            labels,
-            results,
-            verdicts,
-            judges,
-            judge,
-            cache,
-            no_cache,
-            engine,
-            by,
-            bootstrap,
-            seed,
-            confidence,
-            format,
-            no_progress,
-        } => agree::run(agree::AgreeArgs {
-            file,
-            input,
-            labels,
-            results,
-            verdicts,
-            judges,
-            judge,
-            cache,
-            no_cache,
-            engine,
+        Command::Agree { scoring, by, bootstrap, seed, confidence, format } => agree::run(agree::AgreeArgs {
+            scoring,
             by,
             bootstrap,
             seed,
             confidence,
             json: format == ReportFormat::Json,
-            no_progress,
         }),
+        Command::Calibrate { scoring, output, for_judge, method, per_criterion } => {
+            agree::calibrate(agree::CalibrateArgs {
+                scoring,
+                output,
+                judge: for_judge,
+                method: method.map(|m| match m {
+                    CalibrationMethod::Isotonic => crate::agree::calibrate::Fit::Isotonic,
+                    CalibrationMethod::Platt => crate::agree::calibrate::Fit::Platt,
+                    CalibrationMethod::Confusion => crate::agree::calibrate::Fit::Confusion,
+                }),
+                per_criterion,
+            })
+        }
         Command::Explain { file, input, row, verdicts, engine } => {
             explain(&file, &input, row, verdicts.as_deref(), &engine)
         }

@@ -193,6 +193,7 @@ pub fn bench_prompts(rows: usize, criteria: usize, words: usize) -> Vec<Vec<Chat
         scoring: Scoring::Logprob,
         per_call: 1,
         local: Some("bench".into()),
+        calibration: None,
     };
     let mut out = Vec::with_capacity(rows * criteria);
     for r in 0..rows {

@@ -553,6 +553,7 @@ impl Driver<'_, '_> {
             extracted: None,
             p_yes: None,
             votes: None,
+            calibrated: None,
             sets: d.sets.iter().filter_map(|s| p.sets.get(*s as usize)).map(|s| s.name.clone()).collect(),
         }
     }
@@ -611,7 +612,9 @@ impl Driver<'_, '_> {
                     .evidence_from
                     .and_then(|i| self.inputs.get(i as usize))
                     .and_then(|v| v.as_text().map(str::to_string));
-                verdict::apply(&mut r, &d.kind, pass, j, self.verdicts.verdict(id), evidence_text.as_deref());
+                // A block's instances (`items[3]`) share the block's calibration key `items[]`.
+                let key = if id == d.id { d.id.clone() } else { format!("{}[]", d.id) };
+                verdict::apply(&mut r, &d.kind, pass, j, &key, self.verdicts.verdict(id), evidence_text.as_deref());
             }
             Verifier::Extract { judge, ty, local, check, .. } => {
                 let j = &p.judges[*judge as usize];

@@ -17,8 +17,40 @@ struct Sample {
     p_yes: Option<f64>,
 }
 
-/// Fill `r` from a recorded verdict.
+/// Fill `r` from a recorded verdict. `key` is the criterion's calibration key: its id, or
+/// `NAME[]` for an instance of block `NAME`.
 pub fn apply(
+    r: &mut CriterionResult,
+    kind: &CriterionKind,
+    pass: Option<f64>,
+    judge: &JudgeDecl,
+    key: &str,
+    verdict: Option<&Json>,
+    evidence_text: Option<&str>,
+) {
+    decide(r, kind, pass, judge, verdict, evidence_text);
+    if let (CriterionKind::Binary, Some(cal), Status::Met | Status::Unmet) = (kind, &judge.calibration, r.status) {
+        calibrate(r, cal, key);
+    }
+}
+
+/// A binary verdict through its judge's calibration: the calibrated probability decides met
+/// at the map's threshold; the record keeps the probability and what the judge said. A map of
+/// P(yes) leaves a verdict without P(yes) (a recorded one) as the judge gave it.
+fn calibrate(r: &mut CriterionResult, cal: &crate::ir::calibration::Calibration, key: &str) {
+    let Some(m) = cal.map_for(key) else { return };
+    let raw = r.status;
+    let Some(p) = m.map.apply(r.p_yes, raw == Status::Met) else { return };
+    r.status = if p >= m.threshold { Status::Met } else { Status::Unmet };
+    r.value = Some(if r.status == Status::Met { 1.0 } else { 0.0 });
+    if r.status != Status::Met {
+        // Evidence is shown for a met result only.
+        r.evidence = None;
+    }
+    r.calibrated = Some(crate::engine::Calibrated { p, raw });
+}
+
+fn decide(
     r: &mut CriterionResult,
     kind: &CriterionKind,
     pass: Option<f64>,

@@ -11,6 +11,7 @@
 //! beside the program and is never part of `canonical_bytes`, so comments, whitespace and
 //! `rubric fmt` leave the `ir_hash` unchanged (decision record 0009).
 
+pub mod calibration;
 mod print;
 mod typing;
 pub mod validate;
@@ -24,7 +25,7 @@ pub use typing::{assignable, consistent, join, subst, unify, Bindings};
 
 /// Bumped whenever the meaning or the serialised shape of the IR changes (2: the site table
 /// left the IR for a `SiteTable` beside it; the program keeps `site_count`; 3: the node
-/// `Narrowed`, an optional value proven not null).
+/// `Narrowed`, an optional value proven not null, and judge calibrations).
 pub const IR_VERSION: u32 = 3;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -251,6 +252,10 @@ pub struct JudgeDecl {
     /// judges are unchanged.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub local: Option<String>,
+    /// `calibration "FILE"`: the maps read from the file when the rubric was compiled (so the
+    /// calibration is part of the IR hash). Absent when unset.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub calibration: Option<calibration::Calibration>,
 }
 
 /// The `{{name}}` slots of a judge template, each once, in order of appearance (what the checker

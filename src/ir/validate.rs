@@ -572,6 +572,18 @@ impl<'p> Validator<'p> {
                 v.want(j.scoring == super::Scoring::Logprob, || "a local judge scores by log-probability".into())
             })?;
         }
+        if let Some(cal) = &j.calibration {
+            self.at("calibration", |v| {
+                v.string(&cal.file)?;
+                super::calibration::check(&cal.maps).map_err(|e| v.err(e))?;
+                for m in &cal.maps {
+                    v.string(&m.criteria)?;
+                }
+                v.want(j.scoring == super::Scoring::Logprob || cal.maps.iter().all(|m| !m.map.reads_p_yes()), || {
+                    "a map of P(yes) needs a judge that scores by log-probability".into()
+                })
+            })?;
+        }
         Ok(())
     }
 

@@ -371,6 +371,7 @@ mod tests {
             scoring: crate::ir::Scoring::Label,
             per_call: 1,
             local: None,
+            calibration: None,
         };
         assert_eq!(cfg.endpoint_for(&j).unwrap().0, "b");
         assert_eq!(cfg.model_for(&j).as_deref(), Some("m-b"));

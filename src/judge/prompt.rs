@@ -846,6 +846,7 @@ mod tests {
             scoring: Scoring::Label,
             per_call: 2,
             local: None,
+            calibration: None,
         }
     }
 

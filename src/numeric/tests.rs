@@ -102,6 +102,7 @@ fn result(id: String, c: &Cell) -> CriterionResult {
         extracted: None,
         p_yes: None,
         votes: None,
+        calibrated: None,
         sets: vec![],
     }
 }

@@ -130,6 +130,8 @@ pub enum JudgeSettingKind {
     PerCall(f64),
     /// `local "DIR"`: a local model answers, scoring P(yes).
     Local(StrLit),
+    /// `calibration "FILE"`: maps from the judge's answers to calibrated probabilities.
+    Calibration(StrLit),
 }
 
 #[derive(Debug, Clone, PartialEq)]

@@ -902,6 +902,7 @@ impl Lower {
             Rule::js_template => JudgeSettingKind::Template(self.string(k.next().unwrap())),
             Rule::js_system => JudgeSettingKind::System(self.string(k.next().unwrap())),
             Rule::js_local => JudgeSettingKind::Local(self.string(k.next().unwrap())),
+            Rule::js_calibration => JudgeSettingKind::Calibration(self.string(k.next().unwrap())),
             r => unreachable!("judge setting {r:?}"),
         };
         JudgeSetting { kind, span }

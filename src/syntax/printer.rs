@@ -499,6 +499,10 @@ impl Printer {
                 self.w("local ");
                 self.str_lit(&dir.value);
             }
+            JudgeSettingKind::Calibration(file) => {
+                self.w("calibration ");
+                self.str_lit(&file.value);
+            }
         }
     }
 
@@ -1004,7 +1008,8 @@ fn erase_item(item: &mut Item) {
                     JudgeSettingKind::Model(s)
                     | JudgeSettingKind::Template(s)
                     | JudgeSettingKind::System(s)
-                    | JudgeSettingKind::Local(s) => str_lit(s),
+                    | JudgeSettingKind::Local(s)
+                    | JudgeSettingKind::Calibration(s) => str_lit(s),
                     JudgeSettingKind::Temperature(_)
                     | JudgeSettingKind::TopP(_)
                     | JudgeSettingKind::MaxTokens(_)

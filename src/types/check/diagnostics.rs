@@ -365,6 +365,12 @@ pub(super) fn judge_sees_nothing(judge: &ast::Name) -> Diagnostic {
         )
 }
 
+/// `calibration "FILE"` that cannot be used: `why` says what is wrong, `help` how to fix it.
+pub(super) fn judge_bad_calibration(at: Span, file: &str, why: &str, help: &str) -> Diagnostic {
+    error("rubric::judge::bad_calibration", format!("calibration `{file}`: {why}"), at, "this calibration")
+        .with_help(help.to_string())
+}
+
 /// `input NAME: T from ""`.
 pub(super) fn input_empty_field(at: Span) -> Diagnostic {
     error("rubric::input::empty_field", "an input cannot read a field with an empty name", at, "empty").with_help(

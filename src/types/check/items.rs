@@ -52,6 +52,7 @@ impl Checker<'_> {
             }
         }
         self.fill_set_all();
+        self.calibration_criteria();
         for item in &file.items {
             if let ast::Item::Example(e) = item {
                 self.example(e);
@@ -87,6 +88,33 @@ impl Checker<'_> {
                 },
                 ty: Type::Number,
             };
+        }
+    }
+
+    /// Every map of a judge's calibration names `*` or a criterion the judge decides (a
+    /// per-instance block as `NAME[]`).
+    fn calibration_criteria(&mut self) {
+        for (j, span) in std::mem::take(&mut self.calibrations) {
+            let decided_by = |v: &ir::Verifier| matches!(v, ir::Verifier::Judge { judge } if *judge == j);
+            let mut keys: Vec<String> =
+                self.p.criteria.iter().filter(|c| decided_by(&c.verifier)).map(|c| c.id.clone()).collect();
+            for step in &self.p.steps {
+                if let ir::Step::Each(e) = step {
+                    if decided_by(&e.template.verifier) {
+                        keys.push(format!("{}[]", e.template.id));
+                    }
+                }
+            }
+            let Some(cal) = self.p.judges.get(j as usize).and_then(|d| d.calibration.clone()) else { continue };
+            for m in cal.maps.iter().filter(|m| m.criteria != "*" && !keys.contains(&m.criteria)) {
+                let why = format!(
+                    "a map is for `{}`, which judge `{}` does not decide",
+                    m.criteria, self.p.judges[j as usize].name
+                );
+                let known = if keys.is_empty() { "none".to_string() } else { keys.join(", ") };
+                let help = format!("maps name `*` or a criterion of the judge (`NAME[]` for a block): {known}");
+                self.report(diagnostics::judge_bad_calibration(span, &cal.file, &why, &help));
+            }
         }
     }
 

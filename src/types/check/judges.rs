@@ -17,6 +17,8 @@ struct SettingSpans {
     template: Option<Span>,
     local: Option<Span>,
     min_samples: Option<Span>,
+    /// `calibration "FILE"`, and the judge the file was fitted for.
+    calibration: Option<(Span, String)>,
     /// Settings a local judge cannot honour, with where they were given.
     not_local: Vec<(Span, &'static str)>,
 }
@@ -42,6 +44,7 @@ fn default_judge(name: &str) -> ir::JudgeDecl {
         scoring: ir::Scoring::Label,
         per_call: 1,
         local: None,
+        calibration: None,
     }
 }
 
@@ -87,6 +90,21 @@ impl Checker<'_> {
                     InvalidSetting::MinSamples { min, samples: d.samples },
                 ));
             }
+        }
+        if let (Some(cal), Some((span, fitted_for))) = (&d.calibration, &spans.calibration) {
+            let file = cal.file.clone();
+            if *fitted_for != j.name.text {
+                let why = format!("it was fitted for judge `{fitted_for}`, not `{}`", j.name.text);
+                let help = "fit one for this judge: `rubric calibrate ... --for NAME`";
+                self.report(diagnostics::judge_bad_calibration(*span, &file, &why, help));
+            }
+            if cal.maps.iter().any(|m| m.map.reads_p_yes()) && d.scoring != ir::Scoring::Logprob {
+                let why = "an isotonic or Platt map reads P(yes), which this judge does not report";
+                let help = "add `scoring logprob` to the judge, or fit a `confusion` calibration from its verdicts";
+                self.report(diagnostics::judge_bad_calibration(*span, &file, why, help));
+            }
+            let idx = self.p.judges.len() as u32;
+            self.calibrations.push((idx, *span));
         }
         if d.sees.is_empty() && !j.settings.iter().any(|s| matches!(s.kind, ast::JudgeSettingKind::Sees(_))) {
             self.report(diagnostics::judge_sees_nothing(&j.name));
@@ -143,6 +161,26 @@ impl Checker<'_> {
                     self.report(diagnostics::judge_invalid_setting(s.span, InvalidSetting::EmptyLocal));
                 }
                 d.local = Some(dir.value.clone());
+            }
+            K::Calibration(file) => {
+                let path = match &self.root_dir {
+                    Some(dir) => dir.join(&file.value),
+                    None => std::path::PathBuf::from(&file.value),
+                };
+                let read = std::fs::read_to_string(&path)
+                    .map_err(|e| format!("cannot read {}: {e}", path.display()))
+                    .and_then(|text| ir::calibration::parse(&text));
+                match read {
+                    Ok(f) => {
+                        spans.calibration = Some((s.span, f.judge.clone()));
+                        d.calibration = Some(ir::calibration::Calibration { file: file.value.clone(), maps: f.maps });
+                    }
+                    Err(why) => {
+                        let help =
+                            "a calibration file is written by `rubric calibrate`; its path is relative to the rubric";
+                        self.report(diagnostics::judge_bad_calibration(s.span, &file.value, &why, help));
+                    }
+                }
             }
             K::Vote(v) => d.vote = self.vote(v),
             K::Scoring(v) => {

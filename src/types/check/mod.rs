@@ -79,6 +79,11 @@ pub(super) struct Checker<'a> {
     broken: HashSet<String>,
     /// Paths proven not null where the checker is (`narrow.rs`), innermost last.
     narrowed: Vec<String>,
+    /// The root rubric's directory: what a judge's `calibration "FILE"` is relative to.
+    root_dir: Option<std::path::PathBuf>,
+    /// Judges with a calibration, and where it was named (its maps' criteria are checked
+    /// once every criterion is known).
+    calibrations: Vec<(u32, Span)>,
 }
 
 /// Diagnostics that only repeat an earlier syntax error when a declaration failed to parse:
@@ -104,6 +109,10 @@ pub(super) fn check_modules(sources: &SourceMap, modules: &[Module]) -> (Program
         return (empty_program(info), SiteTable::default(), vec![]);
     };
     let mut c = Checker::new(sources, modules, &root.ast);
+    c.root_dir = {
+        let name = std::path::Path::new(&sources.get(root.file).name);
+        name.is_file().then(|| name.parent().map(std::path::Path::to_path_buf).unwrap_or_default())
+    };
     c.check_header(root);
     c.declare_modules(modules);
     c.check_module_bodies(modules);
@@ -173,6 +182,8 @@ impl<'a> Checker<'a> {
             all_criterion_ids: scope::criterion_ids(root),
             broken: root.broken.iter().cloned().collect(),
             narrowed: vec![],
+            root_dir: None,
+            calibrations: vec![],
         };
         c.globals.insert("all".into(), (Global::Set(0), Span::default()));
         c
