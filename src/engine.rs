@@ -95,6 +95,9 @@ pub struct CriterionResult {
     /// A binary criterion of a calibrated judge: the calibrated probability of met, and what
     /// the judge said before calibration (the status is the calibrated decision).
     pub calibrated: Option<Calibrated>,
+    /// An ordinal or nominal verdict of a judge with `order shuffled`: the position (1 =
+    /// first) of the answer among the options as the judge was shown them.
+    pub position: Option<u32>,
     /// Names of the sets the criterion belongs to directly.
     pub sets: Vec<String>,
 }
@@ -155,6 +158,9 @@ impl CriterionResult {
         }
         if let Some(p) = self.p_yes {
             m.insert("p_yes".into(), number_to_json(p));
+        }
+        if let Some(at) = self.position {
+            m.insert("position".into(), json!(at));
         }
         if let Some(c) = self.calibrated {
             m.insert("calibrated".into(), number_to_json(c.p));

@@ -571,3 +571,88 @@ criteria items each item in rubrics by grader {{
     let diff = String::from_utf8_lossy(&d.stdout).to_string();
     assert!(diff.contains("calibration"), "{diff}");
 }
+
+/// `order shuffled`: a nominal judge is shown its labels in a per-request order (the same
+/// order for the same request), its records say at which position the answer was shown, and
+/// `rubric agree` exposes a mock grader's position bias: answers at the first position are
+/// over-represented and less accurate.
+#[test]
+fn shuffled_options_record_positions_and_expose_a_position_bias() {
+    let dir = TempDir::new("agree-order");
+    dir.file(
+        "main.rubric",
+        r#"rubric agree.order @ 1.0.0
+
+input response: Text
+
+judge toner {
+  model "m"
+  sees response
+  returns label
+  order shuffled
+}
+
+criterion tone "Tone" nominal {warm: 1, neutral: 0.5, curt: 0} by toner
+"#,
+    );
+    let tones = ["warm", "neutral", "curt"];
+    let (mut rows, mut labels) = (String::new(), String::new());
+    for r in 0..60 {
+        let t = tones[r % 3];
+        rows += &format!("{{\"response\": \"reply {r}, tone: {t}\"}}\n");
+        labels += &format!("{{\"row\": {r}, \"criterion\": \"tone\", \"label\": \"{t}\"}}\n");
+    }
+    dir.file("rows.jsonl", &rows);
+    dir.file("labels.jsonl", &labels);
+    let mut rules = String::from("[default]\nlabel = \"warm\"\n");
+    for t in tones {
+        rules += &format!("\n[[rule]]\nprompt = \"tone: {t}\"\nlabel = \"{t}\"\nfirst_bias = 0.4\nseed = 2\n");
+    }
+    let rules = dir.file("rules.toml", &rules);
+    let (_mock, base) = crate::common::Spawned::start(
+        std::process::Command::new(env!("CARGO_BIN_EXE_rubric"))
+            .args(["mock-judge", "--addr", "127.0.0.1:0", "--rules"])
+            .arg(&rules),
+    );
+    dir.file("judges.toml", &format!("default = \"mock\"\n[endpoints.mock]\nbase_url = \"{base}\"\n"));
+    let args: Vec<String> = ["--input", "rows.jsonl", "--labels", "labels.jsonl", "--judges", "judges.toml"]
+        .iter()
+        .map(|s| if s.contains('.') { dir.path(s).display().to_string() } else { s.to_string() })
+        .collect();
+    let mut args: Vec<&str> = args.iter().map(String::as_str).collect();
+    args.extend(["--no-cache", "--bootstrap", "0"]);
+    let r = agree(&dir, "main.rubric", &args);
+    assert_eq!(r, agree(&dir, "main.rubric", &args), "the same requests, the same orders and answers");
+    let tone = group(&r, "criterion", "tone");
+    let at: Vec<&Json> = tone["by_position"].as_array().unwrap().iter().collect();
+    assert_eq!(at.iter().map(|p| p["position"].as_u64().unwrap()).collect::<Vec<_>>(), vec![1, 2, 3], "{tone:#}");
+    let items = |k: usize| at[k]["items"].as_u64().unwrap();
+    let accuracy = |k: usize| at[k]["accuracy"].as_f64().unwrap();
+    assert_eq!(items(0) + items(1) + items(2), 60);
+    assert!(items(0) > items(1) && items(0) > items(2), "the first position is over-represented: {tone:#}");
+    // An answer not at the first position is the rule's own: always right; the first
+    // position holds the biased answers too.
+    assert_eq!((accuracy(1), accuracy(2)), (1.0, 1.0));
+    assert!(accuracy(0) < 1.0, "{tone:#}");
+    // The judge saw the labels in more than one order (the mock keeps every body it received).
+    let bodies = mock_get(&base, "/requests");
+    let orders: std::collections::BTreeSet<String> = bodies
+        .as_array()
+        .unwrap_or_else(|| panic!("GET /requests: {bodies}"))
+        .iter()
+        .map(|b| b["response_format"]["json_schema"]["schema"]["properties"]["label"]["enum"].to_string())
+        .collect();
+    assert!(orders.len() > 1, "one order only: {orders:?}");
+}
+
+/// `GET PATH` on the mock judge whose base URL is `base` (`http://127.0.0.1:PORT/v1`), as JSON.
+fn mock_get(base: &str, path: &str) -> Json {
+    use std::io::{Read, Write};
+    let host = base.trim_start_matches("http://").split('/').next().unwrap();
+    let mut s = std::net::TcpStream::connect(host).unwrap();
+    write!(s, "GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n").unwrap();
+    let mut text = String::new();
+    s.read_to_string(&mut text).unwrap();
+    let body = text.split_once("\r\n\r\n").map(|(_, b)| b).unwrap_or_default();
+    serde_json::from_str(body).unwrap_or_else(|e| panic!("GET {path}: {e}: {text}"))
+}

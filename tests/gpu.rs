@@ -169,6 +169,7 @@ fn result(seed: u64, id: String, r: usize, k: usize) -> CriterionResult {
         p_yes: None,
         votes: None,
         calibrated: None,
+        position: None,
         sets: vec![],
     }
 }

@@ -79,6 +79,8 @@ pub struct Criterion {
     pub p_yes: Option<f64>,
     /// What the judge said before its calibration (`raw`), when it is calibrated.
     pub raw_met: Option<bool>,
+    /// The answer's position among the options as shown (`order shuffled`).
+    pub position: Option<u32>,
 }
 
 /// One result record: its row, and its criteria (none for an error record).
@@ -151,6 +153,7 @@ pub fn read_records(text: &str) -> Result<Vec<Record>, String> {
                 source: c.get("source").and_then(Json::as_str).unwrap_or("check").into(),
                 p_yes: c.get("p_yes").and_then(Json::as_f64),
                 raw_met: c.get("raw").and_then(Json::as_str).map(|s| s == "met"),
+                position: c.get("position").and_then(Json::as_u64).and_then(|p| u32::try_from(p).ok()),
             });
         }
         out.push(Record { row, id, criteria, error: None });
@@ -215,6 +218,18 @@ pub struct Stat {
     pub ci: Option<[f64; 2]>,
 }
 
+/// The judge's answers at one position among the options as shown (`order shuffled`): a judge
+/// without position bias answers each position about equally often, and as accurately.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct AtPosition {
+    /// 1 = the option shown first.
+    pub position: u32,
+    /// Labelled items whose answer was shown there.
+    pub items: usize,
+    pub pairs: usize,
+    pub accuracy: Option<f64>,
+}
+
 /// Agreement among the annotators themselves: the ceiling a judge is measured against.
 #[derive(Debug, Clone, Serialize)]
 pub struct Human {
@@ -258,6 +273,10 @@ pub struct Group {
     pub human: Option<Human>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub corrected: Option<Corrected>,
+    /// Ordinal and nominal verdicts of a judge with shuffled options, by the position their
+    /// answer was shown at.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub by_position: Vec<AtPosition>,
 }
 
 /// Everything `rubric agree` reports.
@@ -564,7 +583,38 @@ fn group(by: By, key: String, kind: Kind, items: &[&Item], opts: &Options) -> Gr
         Human { items: hu.len(), pairs: hp.len(), metrics: stats(kind, values, &intervals) }
     });
     let corrected = (kind == Kind::Binary).then(|| corrected(items, opts));
-    Group { by, key, kind, items: units.len(), pairs: pairs.len(), unscored, skipped, metrics, human, corrected }
+    let mut at: BTreeMap<u32, (usize, usize, usize)> = BTreeMap::new();
+    for it in &labelled {
+        let (Some(p), Judged::Value(j)) = (it.criterion.position, &it.criterion.judged) else { continue };
+        let e = at.entry(p).or_default();
+        e.0 += 1;
+        for (_, l) in &it.labels {
+            e.1 += 1;
+            e.2 += usize::from(category(j) == category(l));
+        }
+    }
+    let by_position = at
+        .into_iter()
+        .map(|(position, (items, pairs, agree))| AtPosition {
+            position,
+            items,
+            pairs,
+            accuracy: metrics::ratio(agree as f64, pairs as f64),
+        })
+        .collect();
+    Group {
+        by,
+        key,
+        kind,
+        items: units.len(),
+        pairs: pairs.len(),
+        unscored,
+        skipped,
+        metrics,
+        human,
+        corrected,
+        by_position,
+    }
 }
 
 /// The judge's met rate over every scored item, the labels' over labelled ones, Rogan–Gladen
@@ -691,6 +741,14 @@ pub fn render(r: &Report) -> String {
             .collect();
         for (why, n) in reasons {
             let _ = writeln!(s, "  unscored (not compared): {n} × {why}");
+        }
+        for g in gs.iter().filter(|g| !g.by_position.is_empty()) {
+            let at: Vec<String> = g
+                .by_position
+                .iter()
+                .map(|p| format!("{}: {} items, accuracy {}", p.position, p.items, num(p.accuracy)))
+                .collect();
+            let _ = writeln!(s, "  {} {}: answers by the position shown: {}", by_name(g.by), g.key, at.join("; "));
         }
         if kind == Kind::Binary {
             let _ = writeln!(s, "\nbinary criteria: met rates, the judge's corrected for its errors");

@@ -78,6 +78,9 @@ pub struct JudgeView {
     /// the maps, so that any change to them shows.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub calibration: Option<String>,
+    /// `shuffled` when ordinal and nominal options are shown in a per-request order.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub order: Option<String>,
     /// The criteria it decides (a per-instance block as `name[]`).
     pub criteria: Vec<String>,
 }
@@ -297,6 +300,7 @@ fn judge_view(p: &Program, index: usize, j: &JudgeDecl) -> JudgeView {
         per_call: j.per_call,
         local: j.local.clone(),
         calibration: j.calibration.as_ref().map(calibration_summary),
+        order: (!j.order.is_fixed()).then(|| "shuffled".to_string()),
         criteria,
     }
 }

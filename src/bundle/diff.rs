@@ -16,7 +16,7 @@ pub struct Change {
     /// `added`, `removed`, `renamed`, or the aspect that changed: `reworded`, `points`,
     /// `sign`, `weight`, `kind`, `scale`, `pass`, `axis`, `tags`, `moved`, `verifier`,
     /// `condition`, `action`, `value`, `reason`, `order`, `model`, `sampling`, `sees`,
-    /// `template`, `system`, `returns`, `evidence`, `scoring`, `per_call`, `local`, `calibration`, `type`, `default`,
+    /// `template`, `system`, `returns`, `evidence`, `scoring`, `per_call`, `local`, `calibration`, `order`, `type`, `default`,
     /// `weight`, `kind`, `members`, `expression`, `version`, `title`.
     pub change: &'static str,
     pub from: Option<String>,
@@ -173,6 +173,7 @@ fn judges(out: &mut Out, a: &JudgeView, b: &JudgeView) {
     out.cmp("judge", n, "per_call", &a.per_call, &b.per_call);
     out.cmp_opt("judge", n, "local", &a.local, &b.local);
     out.cmp_opt("judge", n, "calibration", &a.calibration, &b.calibration);
+    out.cmp_opt("judge", n, "order", &a.order, &b.order);
 }
 
 fn gates(out: &mut Out, a: &GateView, b: &GateView) {

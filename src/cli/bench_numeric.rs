@@ -124,6 +124,7 @@ fn criterion_result(p: &Program, c: usize, (status, value): (u8, f64)) -> Criter
         p_yes: None,
         votes: None,
         calibrated: None,
+        position: None,
         sets: vec![],
     }
 }

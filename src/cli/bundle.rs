@@ -287,6 +287,9 @@ fn inspect_body(d: &Description) {
             head.push(format!("samples {} vote {}", j.samples, j.vote));
             head.push(format!("scoring {}", j.scoring));
             head.push(format!("per_call {}", j.per_call));
+            if let Some(o) = &j.order {
+                head.push(format!("order {o}"));
+            }
             outln!("  {}", head.join("  "));
             outln!("    sees      {}", if j.sees.is_empty() { "(nothing)".into() } else { j.sees.join(", ") });
             outln!("    returns   {}", returns(j));

@@ -194,6 +194,7 @@ pub fn bench_prompts(rows: usize, criteria: usize, words: usize) -> Vec<Vec<Chat
         per_call: 1,
         local: Some("bench".into()),
         calibration: None,
+        order: crate::ir::Order::Fixed,
     };
     let mut out = Vec::with_capacity(rows * criteria);
     for r in 0..rows {

@@ -554,6 +554,7 @@ impl Driver<'_, '_> {
             p_yes: None,
             votes: None,
             calibrated: None,
+            position: None,
             sets: d.sets.iter().filter_map(|s| p.sets.get(*s as usize)).map(|s| s.name.clone()).collect(),
         }
     }

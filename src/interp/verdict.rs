@@ -15,6 +15,8 @@ struct Sample {
     evidence: Option<String>,
     /// P(yes) at the answer token, for a binary sample scored by log-probability.
     p_yes: Option<f64>,
+    /// The answer's position among shuffled options (`order shuffled`).
+    position: Option<u32>,
 }
 
 /// Fill `r` from a recorded verdict. `key` is the criterion's calibration key: its id, or
@@ -184,7 +186,7 @@ fn decide(
                 // For ordinal criteria the mean level is what `pass` is compared with.
                 let levels: Vec<f64> = decided.iter().filter_map(|s| s.level).collect();
                 let level = (levels.len() == n).then(|| levels.iter().sum::<f64>() / n as f64);
-                Some(Sample { value: mean, level, label: None, evidence: None, p_yes: None })
+                Some(Sample { value: mean, level, label: None, evidence: None, p_yes: None, position: None })
             }
             Vote::Unanimous => {
                 if decided.iter().all(&threshold) {
@@ -231,6 +233,7 @@ fn decide(
     r.value = Some(chosen.value);
     r.level = chosen.level;
     r.label = chosen.label;
+    r.position = chosen.position;
     r.p_yes = p_yes;
 }
 
@@ -251,17 +254,27 @@ fn sample(kind: &CriterionKind, v: &Json) -> Result<Sample, String> {
     let mut s = match kind {
         CriterionKind::Binary => match core {
             Json::String(x) if x == "met" => {
-                Sample { value: 1.0, level: None, label: None, evidence: None, p_yes: None }
+                Sample { value: 1.0, level: None, label: None, evidence: None, p_yes: None, position: None }
             }
             Json::String(x) if x == "unmet" => {
-                Sample { value: 0.0, level: None, label: None, evidence: None, p_yes: None }
+                Sample { value: 0.0, level: None, label: None, evidence: None, p_yes: None, position: None }
             }
-            Json::Bool(b) => {
-                Sample { value: if *b { 1.0 } else { 0.0 }, level: None, label: None, evidence: None, p_yes: None }
-            }
-            Json::Number(n) if n.as_f64() == Some(1.0) || n.as_f64() == Some(0.0) => {
-                Sample { value: n.as_f64().unwrap_or_default(), level: None, label: None, evidence: None, p_yes: None }
-            }
+            Json::Bool(b) => Sample {
+                value: if *b { 1.0 } else { 0.0 },
+                level: None,
+                label: None,
+                evidence: None,
+                p_yes: None,
+                position: None,
+            },
+            Json::Number(n) if n.as_f64() == Some(1.0) || n.as_f64() == Some(0.0) => Sample {
+                value: n.as_f64().unwrap_or_default(),
+                level: None,
+                label: None,
+                evidence: None,
+                p_yes: None,
+                position: None,
+            },
             other => return Err(format!("invalid_verdict: a binary verdict is met or unmet, found {other}")),
         },
         CriterionKind::Ordinal { levels } => {
@@ -274,7 +287,7 @@ fn sample(kind: &CriterionKind, v: &Json) -> Result<Sample, String> {
             let lo = levels.first().map_or(0.0, |x| x.0);
             let hi = levels.last().map_or(1.0, |x| x.0);
             let value = if hi > lo { (l - lo) / (hi - lo) } else { 1.0 };
-            Sample { value, level: Some(l), label: None, evidence: None, p_yes: None }
+            Sample { value, level: Some(l), label: None, evidence: None, p_yes: None, position: None }
         }
         CriterionKind::Nominal { labels } => {
             let name = core.as_str().ok_or(format!("invalid_verdict: a nominal verdict is a label, found {core}"))?;
@@ -282,18 +295,26 @@ fn sample(kind: &CriterionKind, v: &Json) -> Result<Sample, String> {
                 let all: Vec<&str> = labels.iter().map(|(n, _)| n.as_str()).collect();
                 format!("invalid_label: `{name}` is not one of {}", all.join(", "))
             })?;
-            Sample { value: *value, level: None, label: Some(name.to_string()), evidence: None, p_yes: None }
+            Sample {
+                value: *value,
+                level: None,
+                label: Some(name.to_string()),
+                evidence: None,
+                p_yes: None,
+                position: None,
+            }
         }
         CriterionKind::Continuous => {
             let x = core.as_f64().ok_or(format!("invalid_verdict: a continuous verdict is a number, found {core}"))?;
             if !(0.0..=1.0).contains(&x) {
                 return Err(format!("value_out_of_range: {x} is outside [0, 1]"));
             }
-            Sample { value: x, level: None, label: None, evidence: None, p_yes: None }
+            Sample { value: x, level: None, label: None, evidence: None, p_yes: None, position: None }
         }
     };
     s.evidence = evidence;
     s.p_yes = v.get("p_yes").and_then(Json::as_f64).filter(|_| matches!(kind, CriterionKind::Binary));
+    s.position = v.get("position").and_then(Json::as_u64).and_then(|p| u32::try_from(p).ok());
     Ok(s)
 }
 

@@ -220,6 +220,25 @@ pub enum Scoring {
     Logprob,
 }
 
+/// The order in which a judge is shown an ordinal or nominal criterion's options.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Order {
+    /// As declared.
+    #[default]
+    Fixed,
+    /// Permuted per request, by a seed drawn from what the request asks (so the same request
+    /// is the same request again, for the cache and replays); the position of the answer as
+    /// shown is recorded.
+    Shuffled,
+}
+
+impl Order {
+    pub fn is_fixed(&self) -> bool {
+        *self == Order::Fixed
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct JudgeDecl {
@@ -256,6 +275,9 @@ pub struct JudgeDecl {
     /// calibration is part of the IR hash). Absent when unset.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub calibration: Option<calibration::Calibration>,
+    /// `order shuffled`: ordinal and nominal options in a per-request order. Absent when fixed.
+    #[serde(default, skip_serializing_if = "Order::is_fixed")]
+    pub order: Order,
 }
 
 /// The `{{name}}` slots of a judge template, each once, in order of appearance (what the checker

@@ -372,6 +372,7 @@ mod tests {
             per_call: 1,
             local: None,
             calibration: None,
+            order: crate::ir::Order::Fixed,
         };
         assert_eq!(cfg.endpoint_for(&j).unwrap().0, "b");
         assert_eq!(cfg.model_for(&j).as_deref(), Some("m-b"));

@@ -12,7 +12,7 @@
 //! pull in an input.
 
 use super::{Ask, Criterion, SeenInput};
-use crate::ir::{CriterionKind, JudgeDecl, Scoring, Type};
+use crate::ir::{CriterionKind, JudgeDecl, Order, Scoring, Type};
 use crate::value::{number_to_json, Value};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value as Json};
@@ -80,6 +80,9 @@ pub struct EntrySpec {
     pub logprob: bool,
     /// The input that evidence quotes (for the field description).
     pub quote_from: Option<String>,
+    /// The options of `answer` are in a shuffled order (`order shuffled`): the answer's
+    /// position among them is recorded.
+    pub shuffled: bool,
 }
 
 impl EntrySpec {
@@ -271,12 +274,17 @@ fn render_as(judge: &JudgeDecl, criteria: &[&Criterion], seen: &[SeenInput], loc
                     fields: vec![("answer".into(), Role::Answer)],
                     logprob: true,
                     quote_from: None,
+                    shuffled: false,
                 }
             } else {
                 entry_spec(judge, c, key, seen)
             }
         })
         .collect();
+    let mut entries = entries;
+    if judge.order == Order::Shuffled && !local {
+        shuffle_options(judge, criteria, seen, &mut entries);
+    }
     // Every fence of the request — the inputs, then the criteria from the data — so that each
     // tag is chosen knowing every text it must not occur in.
     let mut all: Vec<Fence> = seen.iter().map(Fence::of_input).collect();
@@ -302,8 +310,8 @@ fn render_as(judge: &JudgeDecl, criteria: &[&Criterion], seen: &[SeenInput], loc
         Some(t) => fill(t, |slot| match slot {
             "criterion" | "criteria" if !multi => Some(shown[0].text().to_string()),
             "criterion" | "criteria" => Some(criteria_block(criteria, &entries, &shown)),
-            "levels" => criteria.iter().find_map(|c| levels_text(c)),
-            "labels" => criteria.iter().find_map(|c| labels_text(c)),
+            "levels" => criteria.iter().zip(&entries).find_map(|(c, e)| levels_text(c, e)),
+            "labels" => criteria.iter().zip(&entries).find_map(|(c, e)| labels_text(c, e)),
             name => fence_of(name),
         }),
         None => {
@@ -531,7 +539,7 @@ fn entry_spec(judge: &JudgeDecl, c: &Criterion, key: Option<String>, seen: &[See
             fields.push((name.clone(), role));
         }
     }
-    EntrySpec { key, criterion: c.id.clone(), target, answer, fields, logprob, quote_from }
+    EntrySpec { key, criterion: c.id.clone(), target, answer, fields, logprob, quote_from, shuffled: false }
 }
 
 /// The JSON Schema of a value of type `ty`.
@@ -617,23 +625,76 @@ fn reply_schema(entries: &[EntrySpec], shown: &[Shown]) -> Json {
     json!({"type": "object", "properties": props, "required": req, "additionalProperties": false})
 }
 
-fn levels_text(c: &Criterion) -> Option<String> {
+/// An ordinal criterion's levels with their descriptions, in the order the entry shows them.
+fn levels_text(c: &Criterion, e: &EntrySpec) -> Option<String> {
     let Ask::Verdict(CriterionKind::Ordinal { levels }) = &c.ask else { return None };
-    Some(levels.iter().map(|(l, d)| format!("{} = {d}", number_to_json(*l))).collect::<Vec<_>>().join("; "))
+    let order: Vec<f64> = match &e.answer {
+        Answer::Level(ls) => ls.clone(),
+        _ => levels.iter().map(|l| l.0).collect(),
+    };
+    let shown = order.iter().filter_map(|l| levels.iter().find(|(x, _)| x == l));
+    Some(shown.map(|(l, d)| format!("{} = {d}", number_to_json(*l))).collect::<Vec<_>>().join("; "))
 }
 
-fn labels_text(c: &Criterion) -> Option<String> {
+/// A nominal criterion's labels, in the order the entry shows them.
+fn labels_text(c: &Criterion, e: &EntrySpec) -> Option<String> {
     let Ask::Verdict(CriterionKind::Nominal { labels }) = &c.ask else { return None };
-    Some(labels.iter().map(|(l, _)| format!("\"{l}\"")).collect::<Vec<_>>().join(", "))
+    let order: Vec<String> = match &e.answer {
+        Answer::Label(ls) => ls.clone(),
+        _ => labels.iter().map(|l| l.0.clone()).collect(),
+    };
+    Some(order.iter().map(|l| format!("\"{l}\"")).collect::<Vec<_>>().join(", "))
+}
+
+/// `order shuffled`: each ordinal or nominal entry's options in an order drawn from what the
+/// request asks (the judge, each criterion's id and text, the inputs it sees): options sorted
+/// by the SHA-256 of that seed, the entry's position and the option. The same request gets the
+/// same order (the cache and replays hold), another request another one.
+fn shuffle_options(judge: &JudgeDecl, criteria: &[&Criterion], seen: &[SeenInput], entries: &mut [EntrySpec]) {
+    let mut h = Sha256::new();
+    h.update(judge.name.as_bytes());
+    for c in criteria {
+        for part in [c.id.as_str(), c.text.as_str()] {
+            h.update([0]);
+            h.update(part.as_bytes());
+        }
+    }
+    for s in seen {
+        h.update([1]);
+        h.update(s.name.as_bytes());
+        h.update([0]);
+        h.update(s.value.to_string().as_bytes());
+    }
+    let seed = h.finalize();
+    for (i, e) in entries.iter_mut().enumerate() {
+        let key = |option: &str| -> Vec<u8> {
+            let mut k = Sha256::new();
+            k.update(seed);
+            k.update((i as u64).to_le_bytes());
+            k.update(option.as_bytes());
+            k.finalize().to_vec()
+        };
+        match &mut e.answer {
+            Answer::Level(ls) => {
+                ls.sort_by_cached_key(|l| key(&number_to_json(*l).to_string()));
+                e.shuffled = true;
+            }
+            Answer::Label(ls) => {
+                ls.sort_by_cached_key(|l| key(l));
+                e.shuffled = true;
+            }
+            _ => {}
+        }
+    }
 }
 
 /// What follows a criterion's text: its levels or labels, and how to score a continuous one.
 fn criterion_extras(c: &Criterion, e: &EntrySpec) -> String {
     let mut s = String::new();
-    if let Some(l) = levels_text(c) {
+    if let Some(l) = levels_text(c, e) {
         let _ = write!(s, "\nLevels (choose one): {l}");
     }
-    if let Some(l) = labels_text(c) {
+    if let Some(l) = labels_text(c, e) {
         let _ = write!(s, "\nLabels (choose one): {l}");
     }
     if e.target == Target::Continuous && !e.logprob {
@@ -847,6 +908,7 @@ mod tests {
             per_call: 2,
             local: None,
             calibration: None,
+            order: crate::ir::Order::Fixed,
         }
     }
 

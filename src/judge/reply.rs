@@ -211,6 +211,11 @@ fn entry_verdict(e: &EntrySpec, obj: &Json, p_yes: Option<f64>, model: &str) -> 
                 return Err(bad(&format!("one of {}", all.join(", "))));
             }
             m.insert("level".into(), number_to_json(l));
+            if e.shuffled {
+                // The answer's position among the options as shown (1 = first).
+                let at = levels.iter().position(|x| *x == l).map_or(0, |i| i + 1);
+                m.insert("position".into(), json!(at));
+            }
         }
         Answer::Label(labels) => {
             let s = raw.as_str().map(str::trim).ok_or_else(|| bad("a label"))?;
@@ -222,6 +227,10 @@ fn entry_verdict(e: &EntrySpec, obj: &Json, p_yes: Option<f64>, model: &str) -> 
                     let all: Vec<String> = labels.iter().map(|l| format!("\"{l}\"")).collect();
                     bad(&format!("one of {}", all.join(", ")))
                 })?;
+            if e.shuffled {
+                let at = labels.iter().position(|x| x == l).map_or(0, |i| i + 1);
+                m.insert("position".into(), json!(at));
+            }
             m.insert("label".into(), json!(l));
         }
         Answer::Unit => {

@@ -103,6 +103,7 @@ fn result(id: String, c: &Cell) -> CriterionResult {
         p_yes: None,
         votes: None,
         calibrated: None,
+        position: None,
         sets: vec![],
     }
 }

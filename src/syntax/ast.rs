@@ -132,6 +132,8 @@ pub enum JudgeSettingKind {
     Local(StrLit),
     /// `calibration "FILE"`: maps from the judge's answers to calibrated probabilities.
     Calibration(StrLit),
+    /// `order fixed | shuffled`: the order of ordinal and nominal options.
+    Order(Name),
 }
 
 #[derive(Debug, Clone, PartialEq)]

@@ -903,6 +903,7 @@ impl Lower {
             Rule::js_system => JudgeSettingKind::System(self.string(k.next().unwrap())),
             Rule::js_local => JudgeSettingKind::Local(self.string(k.next().unwrap())),
             Rule::js_calibration => JudgeSettingKind::Calibration(self.string(k.next().unwrap())),
+            Rule::js_order => JudgeSettingKind::Order(self.name(k.next().unwrap())),
             r => unreachable!("judge setting {r:?}"),
         };
         JudgeSetting { kind, span }

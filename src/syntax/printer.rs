@@ -503,6 +503,10 @@ impl Printer {
                 self.w("calibration ");
                 self.str_lit(&file.value);
             }
+            JudgeSettingKind::Order(n) => {
+                self.w("order ");
+                self.w(&n.text);
+            }
         }
     }
 
@@ -1017,9 +1021,10 @@ fn erase_item(item: &mut Item) {
                     | JudgeSettingKind::Samples(_)
                     | JudgeSettingKind::MinSamples(_)
                     | JudgeSettingKind::PerCall(_) => {}
-                    JudgeSettingKind::Vote(n) | JudgeSettingKind::EvidenceQuote(n) | JudgeSettingKind::Scoring(n) => {
-                        name(n)
-                    }
+                    JudgeSettingKind::Vote(n)
+                    | JudgeSettingKind::EvidenceQuote(n)
+                    | JudgeSettingKind::Scoring(n)
+                    | JudgeSettingKind::Order(n) => name(n),
                     JudgeSettingKind::Sees(ns) => ns.iter_mut().for_each(name),
                     JudgeSettingKind::Returns { kind, fields } => {
                         name(kind);

@@ -268,6 +268,7 @@ pub(super) enum InvalidSetting<'a> {
     Vote(&'a str),
     Scoring(&'a str),
     ReplyKind(&'a str),
+    Order(&'a str),
 }
 
 /// The reply kinds a judge may return.
@@ -300,6 +301,8 @@ pub(super) fn judge_invalid_setting(at: Span, what: InvalidSetting<'_>) -> Diagn
         InvalidSetting::Scoring(other) => {
             error(CODE, format!("unknown scoring `{other}`"), at, "here").with_help("scoring is `label` or `logprob`")
         }
+        InvalidSetting::Order(other) => error(CODE, format!("unknown order `{other}`"), at, "here")
+            .with_help("the order of a judge's options is `fixed` (as declared) or `shuffled` (per request)"),
         InvalidSetting::ReplyKind(other) => {
             let help = did_you_mean(other, REPLY_KINDS)
                 .unwrap_or_else(|| "a judge returns `verdict`, `level`, `label`, `value` or `extract`".into());

@@ -45,6 +45,7 @@ fn default_judge(name: &str) -> ir::JudgeDecl {
         per_call: 1,
         local: None,
         calibration: None,
+        order: ir::Order::Fixed,
     }
 }
 
@@ -181,6 +182,16 @@ impl Checker<'_> {
                         self.report(diagnostics::judge_bad_calibration(s.span, &file.value, &why, help));
                     }
                 }
+            }
+            K::Order(o) => {
+                d.order = match o.text.as_str() {
+                    "fixed" => ir::Order::Fixed,
+                    "shuffled" => ir::Order::Shuffled,
+                    other => {
+                        self.report(diagnostics::judge_invalid_setting(o.span, InvalidSetting::Order(other)));
+                        ir::Order::Fixed
+                    }
+                };
             }
             K::Vote(v) => d.vote = self.vote(v),
             K::Scoring(v) => {
