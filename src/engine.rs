@@ -114,6 +114,8 @@ pub struct Calibrated {
 pub struct Votes {
     pub samples: u32,
     pub voted: u32,
+    /// Of those that voted, how many decided as the result did (met or unmet).
+    pub agreed: u32,
 }
 
 impl CriterionResult {
@@ -167,7 +169,10 @@ impl CriterionResult {
             m.insert("raw".into(), json!(c.raw.as_str()));
         }
         if let Some(v) = self.votes {
-            m.insert("votes".into(), json!({"samples": v.samples, "voted": v.voted, "failed": v.samples - v.voted}));
+            m.insert(
+                "votes".into(),
+                json!({"samples": v.samples, "voted": v.voted, "failed": v.samples - v.voted, "agreed": v.agreed}),
+            );
         }
         if !self.sets.is_empty() {
             m.insert("sets".into(), json!(self.sets));

@@ -656,3 +656,102 @@ fn mock_get(base: &str, path: &str) -> Json {
     let body = text.split_once("\r\n\r\n").map(|(_, b)| b).unwrap_or_default();
     serde_json::from_str(body).unwrap_or_else(|e| panic!("GET {path}: {e}: {text}"))
 }
+
+/// A jury over HTTP: three mock judges with their own personalities (by model), asked for every
+/// criterion; their verdicts vote as the jury's samples (majority, or weighted), each record
+/// says how many members agreed, a rubric acts on the split through `.agreement`, and the run
+/// report counts where the members were unanimous.
+#[test]
+fn a_jury_asks_its_members_and_exposes_their_disagreement() {
+    let dir = TempDir::new("agree-jury");
+    let rubric_text = |vote: &str| {
+        format!(
+            r#"rubric agree.jury @ 1.0.0
+
+input response: Text
+
+judge a {{
+  model "m-a"
+  sees response
+}}
+
+judge b {{
+  model "m-b"
+  sees response
+}}
+
+judge c {{
+  model "m-c"
+  sees response
+}}
+
+judge panel {{
+  jury a, b, c
+{vote}}}
+
+criterion good "The reply is good" by panel
+criterion contested "The members split on it" check good.agreement < 1
+"#
+        )
+    };
+    let mut rows = String::new();
+    for r in 0..12 {
+        let q = if r % 3 == 0 { "bad" } else { "good" };
+        rows += &format!("{{\"response\": \"reply {r}: quality={q}\"}}\n");
+    }
+    let input = dir.file("rows.jsonl", &rows);
+    // m-a and m-b say met for a good reply; m-c always says unmet.
+    let rules = dir.file(
+        "rules.toml",
+        "[default]\nverdict = \"unmet\"\n\n[[rule]]\nmodel = \"m-[ab]\"\nprompt = \"quality=good\"\nverdict = \"met\"\n",
+    );
+    let (_mock, base) = crate::common::Spawned::start(
+        std::process::Command::new(env!("CARGO_BIN_EXE_rubric"))
+            .args(["mock-judge", "--addr", "127.0.0.1:0", "--rules"])
+            .arg(&rules),
+    );
+    let judges = dir.file("judges.toml", &format!("default = \"mock\"\n[endpoints.mock]\nbase_url = \"{base}\"\n"));
+    let run = |vote: &str| {
+        let main = dir.file("main.rubric", &rubric_text(vote));
+        let out = dir.path("out.jsonl");
+        let o = rubric(&[
+            &"run",
+            &main,
+            &"--input",
+            &input,
+            &"--judges",
+            &judges,
+            &"--no-cache",
+            &"--no-progress",
+            &"--output",
+            &out,
+        ]);
+        assert!(o.status.success(), "{}", describe(&o));
+        (
+            crate::common::json_lines(&std::fs::read_to_string(&out).unwrap()),
+            String::from_utf8_lossy(&o.stderr).to_string(),
+        )
+    };
+    let (records, report) = run("");
+    for (r, rec) in records.iter().enumerate() {
+        let good = &rec["criteria"][0];
+        let contested = &rec["criteria"][1];
+        let is_good = r % 3 != 0;
+        assert_eq!(good["source"], "judge:panel");
+        assert_eq!(good["status"], if is_good { "met" } else { "unmet" }, "majority: {good}");
+        assert_eq!(good["votes"]["samples"], 3);
+        // A good reply: two of three said met; a bad one: all three said unmet.
+        assert_eq!(good["votes"]["agreed"], if is_good { 2 } else { 3 }, "{good}");
+        assert_eq!(contested["status"], if is_good { "met" } else { "unmet" }, "{contested}");
+        assert_eq!(good["model"], "m-a,m-b,m-c", "the members' models: {good}");
+    }
+    assert!(report.contains("jury `panel`: members unanimous on 4 of 12 criteria (least: `good` 4/12)"), "{report}");
+    // Weighted: m-c weighs more than the other two together, so its unmet wins.
+    let (records, _) = run("  vote weighted\n  weights 1, 1, 3\n");
+    for rec in &records {
+        assert_eq!(rec["criteria"][0]["status"], "unmet", "{rec}");
+    }
+    // Unanimous: a split is unmet.
+    let (records, _) = run("  vote unanimous\n");
+    assert!(records.iter().all(|rec| rec["criteria"][0]["status"] == "unmet"));
+}

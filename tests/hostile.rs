@@ -441,9 +441,9 @@ fn votes_say_how_many_voted_and_min_samples_holds_them_to_it() {
     assert_eq!(o.status.code(), Some(0), "{}", describe(&o));
     let (a, b) = votes_of(&std::fs::read_to_string(&out).unwrap());
     assert_eq!(a["status"], "met", "{a}");
-    assert_eq!(a["votes"], serde_json::json!({"samples": 3, "voted": 1, "failed": 2}), "{a}");
+    assert_eq!(a["votes"], serde_json::json!({"samples": 3, "voted": 1, "failed": 2, "agreed": 1}), "{a}");
     assert_eq!(b["status"], "unscored", "{b}");
-    assert_eq!(b["votes"], serde_json::json!({"samples": 3, "voted": 1, "failed": 2}), "{b}");
+    assert_eq!(b["votes"], serde_json::json!({"samples": 3, "voted": 1, "failed": 2, "agreed": 0}), "{b}");
     let reason = b["reason"].as_str().unwrap();
     assert!(reason.starts_with("too_few_samples: 1 of 3 samples voted, judge `strict` needs 2"), "{reason}");
     assert!(reason.contains("judge_http_400"), "the others' failure is named: {reason}");

@@ -81,6 +81,9 @@ pub struct JudgeView {
     /// `shuffled` when ordinal and nominal options are shown in a per-request order.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub order: Option<String>,
+    /// A jury's members (and weights), by name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub jury: Option<String>,
     /// The criteria it decides (a per-instance block as `name[]`).
     pub criteria: Vec<String>,
 }
@@ -284,6 +287,7 @@ fn judge_view(p: &Program, index: usize, j: &JudgeDecl) -> JudgeView {
             Vote::Majority => "majority",
             Vote::Mean => "mean",
             Vote::Unanimous => "unanimous",
+            Vote::Weighted => "weighted",
         }
         .into(),
         sees: j.sees.iter().map(|i| input_name(p, *i)).collect(),
@@ -301,6 +305,18 @@ fn judge_view(p: &Program, index: usize, j: &JudgeDecl) -> JudgeView {
         local: j.local.clone(),
         calibration: j.calibration.as_ref().map(calibration_summary),
         order: (!j.order.is_fixed()).then(|| "shuffled".to_string()),
+        jury: j.jury.as_ref().map(|jy| {
+            let names: Vec<String> =
+                jy.members.iter().map(|m| p.judges.get(*m as usize).map_or("?".into(), |d| d.name.clone())).collect();
+            match &jy.weights {
+                Some(w) => format!(
+                    "{} (weights {})",
+                    names.join(", "),
+                    w.iter().map(|x| num(*x)).collect::<Vec<_>>().join(", ")
+                ),
+                None => names.join(", "),
+            }
+        }),
         criteria,
     }
 }

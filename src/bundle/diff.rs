@@ -16,7 +16,7 @@ pub struct Change {
     /// `added`, `removed`, `renamed`, or the aspect that changed: `reworded`, `points`,
     /// `sign`, `weight`, `kind`, `scale`, `pass`, `axis`, `tags`, `moved`, `verifier`,
     /// `condition`, `action`, `value`, `reason`, `order`, `model`, `sampling`, `sees`,
-    /// `template`, `system`, `returns`, `evidence`, `scoring`, `per_call`, `local`, `calibration`, `order`, `type`, `default`,
+    /// `template`, `system`, `returns`, `evidence`, `scoring`, `per_call`, `local`, `calibration`, `order`, `jury`, `type`, `default`,
     /// `weight`, `kind`, `members`, `expression`, `version`, `title`.
     pub change: &'static str,
     pub from: Option<String>,
@@ -174,6 +174,7 @@ fn judges(out: &mut Out, a: &JudgeView, b: &JudgeView) {
     out.cmp_opt("judge", n, "local", &a.local, &b.local);
     out.cmp_opt("judge", n, "calibration", &a.calibration, &b.calibration);
     out.cmp_opt("judge", n, "order", &a.order, &b.order);
+    out.cmp_opt("judge", n, "jury", &a.jury, &b.jury);
 }
 
 fn gates(out: &mut Out, a: &GateView, b: &GateView) {

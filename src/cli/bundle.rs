@@ -302,6 +302,9 @@ fn inspect_body(d: &Description) {
             if let Some(c) = &j.calibration {
                 outln!("    calibrated {c}");
             }
+            if let Some(members) = &j.jury {
+                outln!("    jury      {members}");
+            }
             outln!("    decides   {}", j.criteria.join(", "));
             for (label, text) in [("system", &j.system), ("template", &j.template)] {
                 if let Some(t) = text {

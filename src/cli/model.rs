@@ -195,6 +195,7 @@ pub fn bench_prompts(rows: usize, criteria: usize, words: usize) -> Vec<Vec<Chat
         local: Some("bench".into()),
         calibration: None,
         order: crate::ir::Order::Fixed,
+        jury: None,
     };
     let mut out = Vec::with_capacity(rows * criteria);
     for r in 0..rows {

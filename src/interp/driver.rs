@@ -667,6 +667,13 @@ pub fn verdict_value(decided: &Decided, c: u32) -> Value {
     m.insert(Arc::from("points"), Value::Number(r.points.unwrap_or(0.0)));
     m.insert(Arc::from("weight"), Value::Number(r.weight));
     m.insert(Arc::from("unscored"), Value::Bool(!scored));
+    // The share of a jury's members (or a judge's samples) that voted as the result decided:
+    // 1 for a single verdict.
+    let agreement = match r.votes {
+        Some(v) if v.voted > 0 => Value::Number(f64::from(v.agreed) / f64::from(v.voted)),
+        _ => Value::Number(1.0),
+    };
+    m.insert(Arc::from("agreement"), if scored { agreement } else { reason() });
     Value::Record(Arc::new(m))
 }
 

@@ -17,6 +17,8 @@ struct Sample {
     p_yes: Option<f64>,
     /// The answer's position among shuffled options (`order shuffled`).
     position: Option<u32>,
+    /// Its weight in a weighted vote (1 otherwise).
+    weight: f64,
 }
 
 /// Fill `r` from a recorded verdict. `key` is the criterion's calibration key: its id, or
@@ -86,19 +88,24 @@ fn decide(
     // How many voted, in the record of a judge that takes several samples.
     let count = |r: &mut CriterionResult, voted: usize| {
         if several {
-            r.votes = Some(crate::engine::Votes { samples: taken, voted: voted as u32 });
+            r.votes = Some(crate::engine::Votes { samples: taken, voted: voted as u32, agreed: 0 });
         }
     };
     // A sample the judge failed to give (`{"unscored": ...}`) leaves the vote; the others vote.
     let mut decided = Vec::new();
     let mut failed_sample: Option<String> = None;
-    for s in samples {
+    // Each sample's weight: a weighted jury's member weight (samples are in member order).
+    let weights = judge.jury.as_ref().and_then(|j| j.weights.as_ref());
+    for (i, s) in samples.into_iter().enumerate() {
         if let Some(reason) = s.get("unscored") {
             failed_sample.get_or_insert(reason.as_str().map(str::to_string).unwrap_or_else(|| reason.to_string()));
             continue;
         }
         match sample(kind, s) {
-            Ok(x) => decided.push(x),
+            Ok(mut x) => {
+                x.weight = weights.and_then(|w| w.get(i).copied()).unwrap_or(1.0);
+                decided.push(x)
+            }
             Err(reason) => {
                 r.reason = Some(reason);
                 return;
@@ -177,6 +184,8 @@ fn decide(
         let p: Vec<f64> = decided.iter().filter_map(|s| s.p_yes).collect();
         (p.len() == n).then(|| p.iter().sum::<f64>() / n as f64)
     };
+    // Each voting sample's own decision, to count how many the result agrees with.
+    let sides: Vec<bool> = decided.iter().map(&threshold).collect();
     let chosen: Option<Sample> = if n == 1 {
         decided.pop()
     } else {
@@ -186,7 +195,30 @@ fn decide(
                 // For ordinal criteria the mean level is what `pass` is compared with.
                 let levels: Vec<f64> = decided.iter().filter_map(|s| s.level).collect();
                 let level = (levels.len() == n).then(|| levels.iter().sum::<f64>() / n as f64);
-                Some(Sample { value: mean, level, label: None, evidence: None, p_yes: None, position: None })
+                Some(Sample {
+                    value: mean,
+                    level,
+                    label: None,
+                    evidence: None,
+                    p_yes: None,
+                    position: None,
+                    weight: 1.0,
+                })
+            }
+            Vote::Weighted => {
+                let total: f64 = decided.iter().map(|s| s.weight).sum();
+                let mean = decided.iter().map(|s| s.weight * s.value).sum::<f64>() / total;
+                let levels: Vec<f64> = decided.iter().filter_map(|s| s.level.map(|l| l * s.weight)).collect();
+                let level = (levels.len() == n).then(|| levels.iter().sum::<f64>() / total);
+                Some(Sample {
+                    value: mean,
+                    level,
+                    label: None,
+                    evidence: None,
+                    p_yes: None,
+                    position: None,
+                    weight: 1.0,
+                })
             }
             Vote::Unanimous => {
                 if decided.iter().all(&threshold) {
@@ -227,6 +259,10 @@ fn decide(
         return;
     };
     r.status = if threshold(&chosen) { Status::Met } else { Status::Unmet };
+    if let Some(v) = r.votes.as_mut() {
+        let met = r.status == Status::Met;
+        v.agreed = sides.iter().filter(|s| **s == met).count() as u32;
+    }
     if r.status == Status::Met {
         r.evidence = chosen.evidence.clone().or(met_evidence);
     }
@@ -253,12 +289,24 @@ fn sample(kind: &CriterionKind, v: &Json) -> Result<Sample, String> {
     };
     let mut s = match kind {
         CriterionKind::Binary => match core {
-            Json::String(x) if x == "met" => {
-                Sample { value: 1.0, level: None, label: None, evidence: None, p_yes: None, position: None }
-            }
-            Json::String(x) if x == "unmet" => {
-                Sample { value: 0.0, level: None, label: None, evidence: None, p_yes: None, position: None }
-            }
+            Json::String(x) if x == "met" => Sample {
+                value: 1.0,
+                level: None,
+                label: None,
+                evidence: None,
+                p_yes: None,
+                position: None,
+                weight: 1.0,
+            },
+            Json::String(x) if x == "unmet" => Sample {
+                value: 0.0,
+                level: None,
+                label: None,
+                evidence: None,
+                p_yes: None,
+                position: None,
+                weight: 1.0,
+            },
             Json::Bool(b) => Sample {
                 value: if *b { 1.0 } else { 0.0 },
                 level: None,
@@ -266,6 +314,7 @@ fn sample(kind: &CriterionKind, v: &Json) -> Result<Sample, String> {
                 evidence: None,
                 p_yes: None,
                 position: None,
+                weight: 1.0,
             },
             Json::Number(n) if n.as_f64() == Some(1.0) || n.as_f64() == Some(0.0) => Sample {
                 value: n.as_f64().unwrap_or_default(),
@@ -274,6 +323,7 @@ fn sample(kind: &CriterionKind, v: &Json) -> Result<Sample, String> {
                 evidence: None,
                 p_yes: None,
                 position: None,
+                weight: 1.0,
             },
             other => return Err(format!("invalid_verdict: a binary verdict is met or unmet, found {other}")),
         },
@@ -287,7 +337,7 @@ fn sample(kind: &CriterionKind, v: &Json) -> Result<Sample, String> {
             let lo = levels.first().map_or(0.0, |x| x.0);
             let hi = levels.last().map_or(1.0, |x| x.0);
             let value = if hi > lo { (l - lo) / (hi - lo) } else { 1.0 };
-            Sample { value, level: Some(l), label: None, evidence: None, p_yes: None, position: None }
+            Sample { value, level: Some(l), label: None, evidence: None, p_yes: None, position: None, weight: 1.0 }
         }
         CriterionKind::Nominal { labels } => {
             let name = core.as_str().ok_or(format!("invalid_verdict: a nominal verdict is a label, found {core}"))?;
@@ -302,6 +352,7 @@ fn sample(kind: &CriterionKind, v: &Json) -> Result<Sample, String> {
                 evidence: None,
                 p_yes: None,
                 position: None,
+                weight: 1.0,
             }
         }
         CriterionKind::Continuous => {
@@ -309,7 +360,7 @@ fn sample(kind: &CriterionKind, v: &Json) -> Result<Sample, String> {
             if !(0.0..=1.0).contains(&x) {
                 return Err(format!("value_out_of_range: {x} is outside [0, 1]"));
             }
-            Sample { value: x, level: None, label: None, evidence: None, p_yes: None, position: None }
+            Sample { value: x, level: None, label: None, evidence: None, p_yes: None, position: None, weight: 1.0 }
         }
     };
     s.evidence = evidence;

@@ -209,6 +209,9 @@ pub enum Vote {
     Majority,
     Mean,
     Unanimous,
+    /// A jury's weighted mean: each member's value times its weight (`weights`), over the
+    /// weights of the members that voted; met from 0.5 up.
+    Weighted,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -278,6 +281,19 @@ pub struct JudgeDecl {
     /// `order shuffled`: ordinal and nominal options in a per-request order. Absent when fixed.
     #[serde(default, skip_serializing_if = "Order::is_fixed")]
     pub order: Order,
+    /// `jury A, B, C`: the judge is a panel; its members (other judges, by index) are each asked
+    /// and their verdicts are its samples, combined by its `vote`. Absent for other judges.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub jury: Option<Jury>,
+}
+
+/// A jury's members and, for `vote weighted`, their weights (in member order).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Jury {
+    pub members: Vec<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub weights: Option<Vec<f64>>,
 }
 
 /// The `{{name}}` slots of a judge template, each once, in order of appearance (what the checker

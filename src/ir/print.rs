@@ -167,6 +167,7 @@ fn vote(v: Vote) -> &'static str {
         Vote::Majority => "majority",
         Vote::Mean => "mean",
         Vote::Unanimous => "unanimous",
+        Vote::Weighted => "weighted",
     }
 }
 

@@ -572,6 +572,27 @@ impl<'p> Validator<'p> {
                 v.want(j.scoring == super::Scoring::Logprob, || "a local judge scores by log-probability".into())
             })?;
         }
+        if let Some(jury) = &j.jury {
+            self.at("jury", |v| {
+                v.want(jury.members.len() >= 2, || "a jury has at least two members".into())?;
+                v.want(j.samples as usize == jury.members.len(), || "a jury takes one sample per member".into())?;
+                for (k, m) in jury.members.iter().enumerate() {
+                    v.index("judge", *m, p.judges.len())?;
+                    let member = &p.judges[*m as usize];
+                    v.want(*m as usize != i && member.jury.is_none(), || {
+                        "a jury's members are judges, not juries".into()
+                    })?;
+                    v.want(member.samples == 1, || format!("member {k} takes more than one sample"))?;
+                }
+                if let Some(w) = &jury.weights {
+                    v.want(w.len() == jury.members.len(), || "one weight per member".into())?;
+                    v.want(w.iter().all(|x| x.is_finite() && *x > 0.0), || "weights are positive".into())?;
+                }
+                Ok(())
+            })?;
+        }
+        let weighted = j.jury.as_ref().is_some_and(|jy| jy.weights.is_some());
+        self.want(j.vote != super::Vote::Weighted || weighted, || "`vote weighted` needs a jury with weights".into())?;
         if let Some(cal) = &j.calibration {
             self.at("calibration", |v| {
                 v.string(&cal.file)?;
@@ -1172,7 +1193,7 @@ impl<'p> Validator<'p> {
                     },
                     Type::Verdict => match name.as_str() {
                         "met" | "unscored" => Type::Bool,
-                        "value" | "points" | "weight" => Type::Number,
+                        "value" | "points" | "weight" | "agreement" => Type::Number,
                         _ => return Err(self.err(format!("a verdict has no field `{name}`"))),
                     },
                     other => return Err(self.err(format!("`{other}` has no fields"))),

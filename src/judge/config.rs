@@ -373,6 +373,7 @@ mod tests {
             local: None,
             calibration: None,
             order: crate::ir::Order::Fixed,
+            jury: None,
         };
         assert_eq!(cfg.endpoint_for(&j).unwrap().0, "b");
         assert_eq!(cfg.model_for(&j).as_deref(), Some("m-b"));

@@ -909,6 +909,7 @@ mod tests {
             local: None,
             calibration: None,
             order: crate::ir::Order::Fixed,
+            jury: None,
         }
     }
 

@@ -60,6 +60,11 @@ impl super::ChunkJudge for Dispatching {
             p.gated += s.gated;
             p.not_needed += s.not_needed;
             p.rounds += s.rounds;
+            for (k, (asked, unanimous)) in s.juries {
+                let e = p.juries.entry(k).or_default();
+                e.0 += asked;
+                e.1 += unanimous;
+            }
         }
         pending.into_iter().map(|r| (r.result.unwrap_or_default(), r.models)).collect()
     }
@@ -75,6 +80,14 @@ impl super::ChunkJudge for Dispatching {
             o.insert("criteria_skipped_by_gates".into(), json!(p.gated));
             o.insert("criteria_not_needed".into(), json!(p.not_needed));
             o.insert("planning_rounds".into(), json!(p.rounds));
+            if !p.juries.is_empty() {
+                let mut juries = serde_json::Map::new();
+                for ((jury, criterion), (asked, unanimous)) in &p.juries {
+                    let e = juries.entry(jury.clone()).or_insert_with(|| json!({}));
+                    e[criterion] = json!({"asked": asked, "unanimous": unanimous});
+                }
+                o.insert("juries".into(), Json::Object(juries));
+            }
         }
         j
     }
@@ -147,6 +160,28 @@ pub fn report(stats: &Json) -> String {
             ms / 1000.0
         ));
     }
+    if let Some(juries) = stats.get("juries").and_then(Json::as_object) {
+        for (jury, by) in juries {
+            let Some(by) = by.as_object() else { continue };
+            let count = |c: &Json, k: &str| c.get(k).and_then(Json::as_u64).unwrap_or(0);
+            let asked: u64 = by.values().map(|c| count(c, "asked")).sum();
+            let unanimous: u64 = by.values().map(|c| count(c, "unanimous")).sum();
+            let mut split: Vec<(f64, &String, u64, u64)> = by
+                .iter()
+                .map(|(k, c)| {
+                    let (a, u) = (count(c, "asked"), count(c, "unanimous"));
+                    (if a == 0 { 1.0 } else { u as f64 / a as f64 }, k, u, a)
+                })
+                .filter(|s| s.0 < 1.0)
+                .collect();
+            split.sort_by(|a, b| a.0.total_cmp(&b.0).then_with(|| a.1.cmp(b.1)));
+            let least: Vec<String> = split.iter().take(3).map(|(_, k, u, a)| format!("`{k}` {u}/{a}")).collect();
+            out.push_str(&format!(
+                "\njury `{jury}`: members unanimous on {unanimous} of {asked} criteria{}",
+                if least.is_empty() { String::new() } else { format!(" (least: {})", least.join(", ")) }
+            ));
+        }
+    }
     if let Some(lat) = stats.get("latency_ms").and_then(Json::as_object) {
         for (endpoint, p) in lat {
             let f = |k: &str| p.get(k).and_then(Json::as_f64).unwrap_or(f64::NAN);
@@ -173,8 +208,11 @@ pub struct PendingRow {
 }
 
 /// What planning saved, counted over the chunk.
-#[derive(Debug, Default, Clone, Copy, PartialEq)]
+#[derive(Debug, Default, Clone, PartialEq)]
 pub struct ChunkStats {
+    /// Per jury and criterion (a block's instances as `NAME[]`): the criteria its members were
+    /// asked, and on how many they were unanimous (every member answered, alike).
+    pub juries: BTreeMap<(String, String), (u64, u64)>,
     /// Judge criteria that were asked for and dispatched.
     pub dispatched: u64,
     /// Judge criteria never asked for because a gate stopped evaluation before them.
@@ -256,15 +294,44 @@ pub fn evaluate_chunk(
             }
             for (j, criteria) in by_judge {
                 stats.dispatched += criteria.len() as u64;
-                if let Some(t) = Task::for_program(program, j, criteria, &row.inputs) {
-                    tasks.push(t);
-                    owners.push(ri);
+                // A jury asks each of its members; their verdicts become its samples below.
+                let members = program.judges.get(j as usize).and_then(|d| d.jury.as_ref()).map(|jy| jy.members.clone());
+                match members {
+                    Some(members) => {
+                        for (at, m) in members.iter().enumerate() {
+                            if let Some(t) = Task::for_program(program, *m, criteria.clone(), &row.inputs) {
+                                tasks.push(t);
+                                owners.push((ri, Some((j, at))));
+                            }
+                        }
+                    }
+                    None => {
+                        if let Some(t) = Task::for_program(program, j, criteria, &row.inputs) {
+                            tasks.push(t);
+                            owners.push((ri, None));
+                        }
+                    }
                 }
             }
         }
         let answers = dispatcher.resolve_blocking(&tasks);
-        for ((ri, task), verdicts) in owners.iter().zip(&tasks).zip(answers) {
-            let row = &mut rows[*ri];
+        // Jury members' verdicts, by (row, jury, criterion): one per member, in member order.
+        let mut panels: BTreeMap<(usize, u32, String), Vec<MemberVerdict>> = BTreeMap::new();
+        for ((owner, task), verdicts) in owners.iter().zip(&tasks).zip(answers) {
+            let (ri, jury) = *owner;
+            if let Some((j, at)) = jury {
+                let mut answered: Vec<String> = Vec::new();
+                for v in verdicts {
+                    answered.push(v.id.clone());
+                    panels.entry((ri, j, v.id)).or_default().push((at, v.verdict, v.models));
+                }
+                for c in task.criteria().iter().filter(|c| !answered.contains(&c.id)) {
+                    let none = json!({"unscored": "judge_internal: no reply for this criterion"});
+                    panels.entry((ri, j, c.id.clone())).or_default().push((at, none, vec![]));
+                }
+                continue;
+            }
+            let row = &mut rows[ri];
             let mut answered: Vec<&str> = Vec::new();
             for v in verdicts {
                 answered.push(task.criteria().iter().find(|c| c.id == v.id).map_or("", |c| c.id.as_str()));
@@ -277,6 +344,29 @@ pub fn evaluate_chunk(
                         .push((c.id.clone(), json!({"unscored": "judge_internal: no reply for this criterion"})));
                 }
             }
+        }
+        for ((ri, j, id), mut members) in panels {
+            members.sort_by_key(|m| m.0);
+            let jury = &program.judges[j as usize];
+            let key = match id.split_once('[') {
+                Some((name, _)) => format!("{name}[]"),
+                None => id.clone(),
+            };
+            let e = stats.juries.entry((jury.name.clone(), key)).or_default();
+            e.0 += 1;
+            e.1 += u64::from(unanimous(members.iter().map(|m| &m.1)));
+            let mut models: Vec<String> = Vec::new();
+            for m in &members {
+                for x in &m.2 {
+                    if !models.contains(x) {
+                        models.push(x.clone());
+                    }
+                }
+            }
+            let samples: Vec<Json> = members.into_iter().map(|m| m.1).collect();
+            let row = &mut rows[ri];
+            row.models.insert(id.clone(), models);
+            row.verdicts.push((id, json!({ "samples": samples })));
         }
         // A demanded id that got no verdict at all would be asked again forever: settle it.
         for row in rows.iter_mut() {
@@ -298,4 +388,15 @@ pub fn evaluate_chunk(
         }
     }
     stats
+}
+
+/// A jury member's verdict: its position among the members, the verdict, the models that gave it.
+type MemberVerdict = (usize, Json, Vec<String>);
+
+/// Whether a jury's member verdicts all answered, alike (the same verdict, level, label or
+/// value).
+fn unanimous<'a>(verdicts: impl Iterator<Item = &'a Json>) -> bool {
+    let answers: Vec<Option<&Json>> =
+        verdicts.map(|v| ["verdict", "level", "label", "value"].iter().find_map(|k| v.get(*k))).collect();
+    answers.iter().all(|a| a.is_some()) && answers.windows(2).all(|w| w[0] == w[1])
 }

@@ -134,6 +134,10 @@ pub enum JudgeSettingKind {
     Calibration(StrLit),
     /// `order fixed | shuffled`: the order of ordinal and nominal options.
     Order(Name),
+    /// `jury A, B, C`: a panel of other judges.
+    Jury(Vec<Name>),
+    /// `weights 2, 1, 1`: a jury's members' weights for `vote weighted`.
+    Weights(Vec<f64>),
 }
 
 #[derive(Debug, Clone, PartialEq)]

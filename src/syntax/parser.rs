@@ -904,6 +904,8 @@ impl Lower {
             Rule::js_local => JudgeSettingKind::Local(self.string(k.next().unwrap())),
             Rule::js_calibration => JudgeSettingKind::Calibration(self.string(k.next().unwrap())),
             Rule::js_order => JudgeSettingKind::Order(self.name(k.next().unwrap())),
+            Rule::js_jury => JudgeSettingKind::Jury(k.map(|n| self.name(n)).collect()),
+            Rule::js_weights => JudgeSettingKind::Weights(k.map(|n| self.number(n)).collect()),
             r => unreachable!("judge setting {r:?}"),
         };
         JudgeSetting { kind, span }

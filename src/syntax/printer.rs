@@ -507,6 +507,24 @@ impl Printer {
                 self.w("order ");
                 self.w(&n.text);
             }
+            JudgeSettingKind::Jury(names) => {
+                self.w("jury ");
+                for (i, n) in names.iter().enumerate() {
+                    if i > 0 {
+                        self.w(", ");
+                    }
+                    self.w(&n.text);
+                }
+            }
+            JudgeSettingKind::Weights(ws) => {
+                self.w("weights ");
+                for (i, w) in ws.iter().enumerate() {
+                    if i > 0 {
+                        self.w(", ");
+                    }
+                    self.num(*w);
+                }
+            }
         }
     }
 
@@ -1025,7 +1043,8 @@ fn erase_item(item: &mut Item) {
                     | JudgeSettingKind::EvidenceQuote(n)
                     | JudgeSettingKind::Scoring(n)
                     | JudgeSettingKind::Order(n) => name(n),
-                    JudgeSettingKind::Sees(ns) => ns.iter_mut().for_each(name),
+                    JudgeSettingKind::Sees(ns) | JudgeSettingKind::Jury(ns) => ns.iter_mut().for_each(name),
+                    JudgeSettingKind::Weights(_) => {}
                     JudgeSettingKind::Returns { kind, fields } => {
                         name(kind);
                         fields.iter_mut().for_each(erase_field_type);

@@ -242,7 +242,7 @@ impl Facts<'_> {
             ExprKind::Field { base, name, .. } if matches!(base.kind, ExprKind::Criterion(_)) => {
                 let ExprKind::Criterion(c) = base.kind else { unreachable!() };
                 match name.as_str() {
-                    "value" => Range::UNIT,
+                    "value" | "agreement" => Range::UNIT,
                     "points" => self.points_of(c).map_or(Range::ANY, Range::point),
                     _ => Range::ANY,
                 }

@@ -294,8 +294,8 @@ pub(super) fn judge_invalid_setting(at: Span, what: InvalidSetting<'_>) -> Diagn
         }
         InvalidSetting::EmptyLocal => error(CODE, "`local` needs a model directory", at, "empty"),
         InvalidSetting::Vote(other) => {
-            let help = did_you_mean(other, ["majority", "mean", "unanimous"])
-                .unwrap_or_else(|| "votes are `majority`, `mean` and `unanimous`".into());
+            let help = did_you_mean(other, ["majority", "mean", "unanimous", "weighted"])
+                .unwrap_or_else(|| "votes are `majority`, `mean`, `unanimous` and (a jury's) `weighted`".into());
             error(CODE, format!("unknown vote `{other}`"), at, "here").with_help(help)
         }
         InvalidSetting::Scoring(other) => {
@@ -366,6 +366,12 @@ pub(super) fn judge_sees_nothing(judge: &ast::Name) -> Diagnostic {
         .with_help(
             "its prompt holds only the criterion text; name what it judges with `sees response` (or other inputs)",
         )
+}
+
+/// A jury that cannot sit: `why` says what is wrong, `help` how to fix it.
+pub(super) fn judge_bad_jury(judge: &str, is_jury: bool, at: Span, why: &str, help: &str) -> Diagnostic {
+    let who = if is_jury { "jury" } else { "judge" };
+    error("rubric::judge::bad_jury", format!("{who} `{judge}`: {why}"), at, "here").with_help(help.to_string())
 }
 
 /// `calibration "FILE"` that cannot be used: `why` says what is wrong, `help` how to fix it.

@@ -247,7 +247,7 @@ impl Checker<'_> {
             },
             Type::Verdict => match name.text.as_str() {
                 "met" | "unscored" => Type::Bool,
-                "value" | "points" | "weight" => Type::Number,
+                "value" | "points" | "weight" | "agreement" => Type::Number,
                 _ => {
                     self.report(diagnostics::type_unknown_field(name, span, UnknownField::Verdict));
                     Type::Any

@@ -19,6 +19,12 @@ struct SettingSpans {
     min_samples: Option<Span>,
     /// `calibration "FILE"`, and the judge the file was fitted for.
     calibration: Option<(Span, String)>,
+    /// `jury ...` and `weights ...`.
+    jury: Option<Span>,
+    weights: Option<(Span, Vec<f64>)>,
+    vote: Option<Span>,
+    /// Settings a jury leaves to its members, with where they were given.
+    not_jury: Vec<(Span, &'static str)>,
     /// Settings a local judge cannot honour, with where they were given.
     not_local: Vec<(Span, &'static str)>,
 }
@@ -46,6 +52,7 @@ fn default_judge(name: &str) -> ir::JudgeDecl {
         local: None,
         calibration: None,
         order: ir::Order::Fixed,
+        jury: None,
     }
 }
 
@@ -62,6 +69,9 @@ impl Checker<'_> {
                 continue;
             }
             seen.push((disc, s.span));
+            if let Some(what) = member_only(&s.kind) {
+                spans.not_jury.push((s.span, what));
+            }
             self.judge_setting(&mut d, s, &mut spans);
         }
         if let Some(local) = spans.local {
@@ -107,12 +117,125 @@ impl Checker<'_> {
             let idx = self.p.judges.len() as u32;
             self.calibrations.push((idx, *span));
         }
-        if d.sees.is_empty() && !j.settings.iter().any(|s| matches!(s.kind, ast::JudgeSettingKind::Sees(_))) {
+        self.jury_checks(&j.name.text, &mut d, &spans);
+        if d.jury.is_none()
+            && d.sees.is_empty()
+            && !j.settings.iter().any(|s| matches!(s.kind, ast::JudgeSettingKind::Sees(_)))
+        {
             self.report(diagnostics::judge_sees_nothing(&j.name));
         }
         let idx = self.p.judges.len() as u32;
         self.p.judges.push(d);
         self.define(&j.name.text, Global::Judge(idx), j.name.span);
+    }
+
+    /// A jury: two or more distinct members that are not juries and take one sample each, all
+    /// returning the same kind of answer, the settings only members can honour left to them,
+    /// and `weights` exactly for `vote weighted`. The jury takes its members' reply kind, sees
+    /// what they see, takes one sample per member, and scores by log-probability when they all
+    /// do.
+    fn jury_checks(&mut self, name: &str, d: &mut ir::JudgeDecl, spans: &SettingSpans) {
+        let is_jury = spans.jury.is_some();
+        let invalid = |c: &mut Self, at: Span, why: String, help: &str| {
+            c.report(diagnostics::judge_bad_jury(name, is_jury, at, &why, help));
+        };
+        let Some(at) = spans.jury else {
+            if let Some((w, _)) = &spans.weights {
+                invalid(
+                    self,
+                    *w,
+                    "`weights` are for a jury".into(),
+                    "give the judge `jury A, B, ...` and `vote weighted`",
+                );
+            }
+            if let (ir::Vote::Weighted, Some(v)) = (d.vote, spans.vote) {
+                invalid(
+                    self,
+                    v,
+                    "`vote weighted` weighs a jury's members".into(),
+                    "use `majority`, `mean` or `unanimous`",
+                );
+            }
+            return;
+        };
+        for (span, what) in &spans.not_jury {
+            let why = format!("a jury asks its members, so {what} belongs to them");
+            invalid(self, *span, why, "give the setting to the member judges");
+        }
+        let Some(jury) = d.jury.clone() else { return };
+        if jury.members.len() < 2 {
+            invalid(self, at, "a jury needs at least two members".into(), "name two or more judges declared before it");
+        }
+        let mut kinds: Vec<String> = Vec::new();
+        for (i, m) in jury.members.iter().enumerate() {
+            let member = self.p.judges[*m as usize].clone();
+            if jury.members[..i].contains(m) {
+                invalid(self, at, format!("judge `{}` sits on the jury twice", member.name), "name each member once");
+            }
+            if member.jury.is_some() {
+                let why = format!("judge `{}` is a jury itself", member.name);
+                invalid(self, at, why, "name its members instead");
+            }
+            if member.samples != 1 {
+                let why = format!("judge `{}` takes {} samples; a member answers once", member.name, member.samples);
+                invalid(self, at, why, "give the jury the members you want, each with one sample");
+            }
+            if !kinds.contains(&member.returns) {
+                kinds.push(member.returns.clone());
+            }
+        }
+        if kinds.len() > 1 {
+            let why = format!("its members return different kinds of answer ({})", kinds.join(", "));
+            invalid(self, at, why, "members of one jury all return `verdict`, or all `level`, `label` or `value`");
+        }
+        let members: Vec<ir::JudgeDecl> = jury.members.iter().map(|m| self.p.judges[*m as usize].clone()).collect();
+        if let Some(first) = members.first() {
+            d.returns = first.returns.clone();
+            d.reply_fields = first.reply_fields.clone();
+        }
+        d.samples = jury.members.len() as u32;
+        d.scoring = if members.iter().all(|m| m.scoring == ir::Scoring::Logprob) {
+            ir::Scoring::Logprob
+        } else {
+            ir::Scoring::Label
+        };
+        for m in &members {
+            for i in &m.sees {
+                if !d.sees.contains(i) {
+                    d.sees.push(*i);
+                }
+            }
+        }
+        match (&spans.weights, d.vote) {
+            (Some((w, ws)), ir::Vote::Weighted) => {
+                if ws.len() != jury.members.len() {
+                    let why = format!("{} weights for {} members", ws.len(), jury.members.len());
+                    invalid(self, *w, why, "give one weight per member, in the order of `jury`");
+                } else if ws.iter().any(|x| !(x.is_finite() && *x > 0.0)) {
+                    invalid(self, *w, "weights must be positive numbers".into(), "weigh each member above 0");
+                }
+                if let Some(j) = d.jury.as_mut() {
+                    j.weights = Some(ws.clone());
+                }
+            }
+            (Some((w, _)), _) => {
+                invalid(
+                    self,
+                    *w,
+                    "`weights` are for `vote weighted`".into(),
+                    "add `vote weighted` or drop the weights",
+                );
+            }
+            (None, ir::Vote::Weighted) => {
+                invalid(
+                    self,
+                    spans.vote.unwrap_or(at),
+                    "`vote weighted` needs `weights`".into(),
+                    "give `weights W1, W2, ...` in member order",
+                );
+            }
+            (None, _) => {}
+        }
     }
 
     /// One setting of judge `d`, not given before.
@@ -193,7 +316,16 @@ impl Checker<'_> {
                     }
                 };
             }
-            K::Vote(v) => d.vote = self.vote(v),
+            K::Vote(v) => {
+                spans.vote = Some(s.span);
+                d.vote = self.vote(v);
+            }
+            K::Jury(names) => {
+                spans.jury = Some(s.span);
+                let members: Vec<u32> = names.iter().filter_map(|n| self.lookup_judge(n)).collect();
+                d.jury = Some(ir::Jury { members, weights: None });
+            }
+            K::Weights(ws) => spans.weights = Some((s.span, ws.clone())),
             K::Scoring(v) => {
                 if v.text == "label" {
                     spans.not_local.push((s.span, "`scoring label` (a local judge scores by P(yes))"));
@@ -230,6 +362,7 @@ impl Checker<'_> {
             "majority" => ir::Vote::Majority,
             "mean" => ir::Vote::Mean,
             "unanimous" => ir::Vote::Unanimous,
+            "weighted" => ir::Vote::Weighted,
             other => {
                 self.report(diagnostics::judge_invalid_setting(v.span, InvalidSetting::Vote(other)));
                 ir::Vote::Majority
@@ -287,4 +420,28 @@ impl Checker<'_> {
         }
         n as u32
     }
+}
+
+/// The settings a jury leaves to its members (they decide what is asked and how the reply
+/// is read), named for the diagnostic.
+fn member_only(kind: &ast::JudgeSettingKind) -> Option<&'static str> {
+    use ast::JudgeSettingKind as K;
+    Some(match kind {
+        K::Model(_) => "`model`",
+        K::Temperature(_) => "`temperature`",
+        K::TopP(_) => "`top_p`",
+        K::MaxTokens(_) => "`max_tokens`",
+        K::Seed(_) => "`seed`",
+        K::Samples(_) => "`samples`",
+        K::PerCall(_) => "`per_call`",
+        K::Local(_) => "`local`",
+        K::Scoring(_) => "`scoring`",
+        K::Sees(_) => "`sees`",
+        K::Returns { .. } => "`returns`",
+        K::EvidenceQuote(_) => "an evidence rule",
+        K::Template(_) => "`template`",
+        K::System(_) => "`system`",
+        K::Order(_) => "`order`",
+        _ => return None,
+    })
 }

@@ -371,8 +371,10 @@ pub(in crate::types::check) fn type_unknown_field(field: &ast::Name, at: Span, w
             error(CODE, format!("no field `{name}` in `{record}`"), field.span, "unknown field").with_help(help)
         }
         UnknownField::Verdict => {
-            let help = did_you_mean(name, ["met", "value", "points", "weight", "unscored"])
-                .unwrap_or_else(|| "a verdict has `met`, `value`, `points`, `weight` and `unscored`".into());
+            let help = did_you_mean(name, ["met", "value", "points", "weight", "unscored", "agreement"])
+                .unwrap_or_else(|| {
+                    "a verdict has `met`, `value`, `points`, `weight`, `unscored` and `agreement`".into()
+                });
             error(CODE, format!("a verdict has no field `{name}`"), field.span, "unknown field").with_help(help)
         }
         UnknownField::Json => error(CODE, "fields of `Json` values are read with `json_get`", at, "Json")
