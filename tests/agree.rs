@@ -201,8 +201,8 @@ fn unscored_verdicts_are_counted_apart_and_intervals_are_reproducible() {
     assert!(o.status.success(), "{}", describe(&o));
     let labels = dir.path("labels.jsonl").display().to_string();
     let results = out.display().to_string();
-    let from_results =
-        agree(&dir, "main.rubric", &["--input", "rows.jsonl", "--labels", &labels, "--results", &results]);
+    let rows = dir.path("rows.jsonl").display().to_string();
+    let from_results = agree(&dir, "main.rubric", &["--input", &rows, "--labels", &labels, "--results", &results]);
     assert_eq!(r, from_results);
 }
 
@@ -754,4 +754,42 @@ criterion contested "The members split on it" check good.agreement < 1
     // Unanimous: a split is unmet.
     let (records, _) = run("  vote unanimous\n");
     assert!(records.iter().all(|rec| rec["criteria"][0]["status"] == "unmet"));
+}
+
+/// The benchmark score corrected for the judge: rows whose every judged criterion an annotator
+/// labelled are scored again with the labels as verdicts (annotators averaged); PPI combines
+/// the judge's mean over all rows with its error on those. Checked against a count by hand.
+#[test]
+fn the_mean_score_is_corrected_from_rows_scored_with_the_labels() {
+    let dir = TempDir::new("agree-score");
+    healthbench_case(&dir);
+    dir.file(
+        "verdicts.jsonl",
+        concat!(
+            "{\"row\": 0, \"verdicts\": {\"a\": \"met\", \"b\": \"met\"}}\n",
+            "{\"row\": 1, \"verdicts\": {\"a\": \"unmet\", \"b\": \"met\"}}\n",
+            "{\"row\": 2, \"verdicts\": {\"a\": \"met\", \"b\": \"unmet\"}}\n",
+        ),
+    );
+    dir.file(
+        "labels.jsonl",
+        concat!(
+            "{\"row\": 0, \"annotator\": \"x\", \"labels\": {\"a\": \"met\", \"b\": \"unmet\"}}\n",
+            "{\"row\": 1, \"annotator\": \"x\", \"labels\": {\"a\": \"met\", \"b\": \"met\"}}\n",
+            "{\"row\": 1, \"annotator\": \"y\", \"labels\": {\"a\": \"unmet\", \"b\": \"unmet\"}}\n",
+            "{\"row\": 2, \"annotator\": \"x\", \"labels\": {\"a\": \"met\"}}\n",
+        ),
+    );
+    let args = scored_args(&dir);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let r = agree(&dir, "main.rubric", &args);
+    let sc = &r["score"];
+    // Judge scores 1, 0.5, 0.5; human scores 0.5 (row 0) and (1 + 0)/2 (row 1); row 2 has no
+    // label for `b`, so no human score.
+    assert_eq!((sc["rows"].as_u64(), sc["labelled_rows"].as_u64()), (Some(3), Some(2)));
+    let v = |k: &str| sc[k]["value"].as_f64().unwrap();
+    assert!((v("judge_mean") - 2.0 / 3.0).abs() < 1e-12);
+    assert_eq!(v("label_mean"), 0.5);
+    assert_eq!(v("judge_mean_labelled"), 0.75);
+    assert!((v("ppi") - (2.0 / 3.0 - 0.25)).abs() < 1e-12, "{sc}");
 }

@@ -414,6 +414,10 @@ mod tests {
         // The package's string-label case, as codes: pos 0, neg 1, neu 2.
         let c = units(&[&[0., 1., 2., NA], &[0., 1., 2., 0.], &[0., 1., 0., 0.]]);
         close(krippendorff_alpha(&c, Level::Nominal), 0.722222, 6);
+        // By hand: 2 coders, units (1, 1), (1, 2), (2, 2): o11 = 2, o12 = o21 = 1, o22 = 2,
+        // n1 = n2 = 3, n = 6; D_o = 2/6, D_e = (3·3 + 3·3) / (6·5) = 0.6; α = 1 - (1/3)/0.6 = 4/9.
+        let h = units(&[&[1., 1., 2.], &[1., 2., 2.]]);
+        close(krippendorff_alpha(&h, Level::Nominal), 4.0 / 9.0, 12);
         // Perfect agreement; nothing pairable; one value only.
         let d = units(&[&[1., 2., 3., 4.], &[1., 2., 3., 4.], &[1., 2., 3., 4.]]);
         assert_eq!(krippendorff_alpha(&d, Level::Nominal), Some(1.0));

@@ -88,6 +88,8 @@ pub struct Criterion {
 pub struct Record {
     pub row: usize,
     pub id: Option<String>,
+    /// The row's score (`None` when unscored or an error).
+    pub score: Option<f64>,
     pub criteria: Vec<Criterion>,
     pub error: Option<String>,
 }
@@ -107,7 +109,7 @@ pub fn read_records(text: &str) -> Result<Vec<Record>, String> {
         };
         if let Some(e) = v.get("error") {
             let code = e.get("code").and_then(Json::as_str).unwrap_or("error").to_string();
-            out.push(Record { row, id, criteria: vec![], error: Some(code) });
+            out.push(Record { row, id, score: None, criteria: vec![], error: Some(code) });
             continue;
         }
         let Some(crits) = v.get("criteria").and_then(Json::as_array) else {
@@ -156,7 +158,8 @@ pub fn read_records(text: &str) -> Result<Vec<Record>, String> {
                 position: c.get("position").and_then(Json::as_u64).and_then(|p| u32::try_from(p).ok()),
             });
         }
-        out.push(Record { row, id, criteria, error: None });
+        let score = v.get("score").and_then(Json::as_f64);
+        out.push(Record { row, id, score, criteria, error: None });
     }
     Ok(out)
 }
@@ -279,6 +282,54 @@ pub struct Group {
     pub by_position: Vec<AtPosition>,
 }
 
+/// The benchmark's score (the mean row score) corrected for the judge's errors: the judge's
+/// mean over every scored row, the labels' mean over the rows whose every judged criterion an
+/// annotator labelled (each such row scored with that annotator's labels as its verdicts, and
+/// the annotators' scores averaged), and the prediction-powered estimate from both.
+#[derive(Debug, Clone, Serialize)]
+pub struct ScoreCorrection {
+    /// Rows with a judge score.
+    pub rows: usize,
+    /// Of those, rows with a human score.
+    pub labelled_rows: usize,
+    pub judge_mean: Stat,
+    /// The human scores' mean, over labelled rows.
+    pub label_mean: Stat,
+    /// The judge's mean on the labelled rows alone.
+    pub judge_mean_labelled: Stat,
+    pub ppi: Stat,
+    pub ppi_se: Option<f64>,
+}
+
+/// The score correction of rows given as (judge score, human score if the row has one).
+pub fn score_correction(rows: &[(f64, Option<f64>)], opts: &Options) -> ScoreCorrection {
+    fn figures(rows: &[&(f64, Option<f64>)]) -> (Vec<Option<f64>>, Option<f64>) {
+        let all: Vec<f64> = rows.iter().map(|r| r.0).collect();
+        let labelled: Vec<(f64, f64)> = rows.iter().filter_map(|r| Some((r.0, r.1?))).collect();
+        let mean = |xs: &[f64]| metrics::ratio(xs.iter().sum(), xs.len() as f64);
+        let ppi = metrics::ppi_mean(&all, &labelled);
+        let label: Vec<f64> = labelled.iter().map(|p| p.1).collect();
+        let judged: Vec<f64> = labelled.iter().map(|p| p.0).collect();
+        (vec![mean(&all), mean(&label), mean(&judged), ppi.map(|p| p.0)], ppi.map(|p| p.1))
+    }
+    let refs: Vec<&(f64, Option<f64>)> = rows.iter().collect();
+    let (values, se) = figures(&refs);
+    let intervals = metrics::bootstrap(rows, opts.resamples, opts.seed, opts.confidence, |s| figures(s).0);
+    let stat = |i: usize| Stat {
+        value: values[i],
+        ci: intervals.get(i).copied().flatten().filter(|_| values[i].is_some()).map(|(a, b)| [a, b]),
+    };
+    ScoreCorrection {
+        rows: rows.len(),
+        labelled_rows: rows.iter().filter(|r| r.1.is_some()).count(),
+        judge_mean: stat(0),
+        label_mean: stat(1),
+        judge_mean_labelled: stat(2),
+        ppi: stat(3),
+        ppi_se: se,
+    }
+}
+
 /// Everything `rubric agree` reports.
 #[derive(Debug, Clone, Serialize)]
 pub struct Report {
@@ -292,6 +343,10 @@ pub struct Report {
     pub seed: u64,
     pub confidence: f64,
     pub groups: Vec<Group>,
+    /// The mean score corrected for the judge's errors (`rubric agree` computes it when rows
+    /// have human scores).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub score: Option<ScoreCorrection>,
 }
 
 /// The criterion key of an id: a per-instance criterion (`items[3]`) by its block (`items[]`).
@@ -361,6 +416,7 @@ pub fn report(records: &[Record], labels: &[LabelEntry], opts: &Options) -> Repo
         seed: opts.seed,
         confidence: opts.confidence,
         groups,
+        score: None,
     }
 }
 
@@ -689,6 +745,22 @@ pub fn render(r: &Report) -> String {
             writeln!(s, "{} labels are on rows whose result is an error record: not compared", r.labels_on_error_rows);
     }
     let num = |x: Option<f64>| x.map_or_else(|| "-".to_string(), |v| format!("{v:.3}"));
+    if let Some(sc) = &r.score {
+        let ci = |st: &Stat| match st {
+            Stat { value: Some(v), ci: Some([a, b]) } => format!("{v:.3} [{a:.3}, {b:.3}]"),
+            st => num(st.value),
+        };
+        let _ = writeln!(
+            s,
+            "\nscore (mean over rows): judge {} over {} rows; on the {} rows with human scores: labels {}, judge {}; corrected (PPI) {}",
+            ci(&sc.judge_mean),
+            sc.rows,
+            sc.labelled_rows,
+            ci(&sc.label_mean),
+            ci(&sc.judge_mean_labelled),
+            ci(&sc.ppi)
+        );
+    }
     let with_ci = |st: Option<&Stat>| match st {
         Some(Stat { value: Some(v), ci: Some([a, b]) }) => format!("{v:.3} [{a:.3}, {b:.3}]"),
         Some(st) => num(st.value),

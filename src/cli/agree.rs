@@ -156,7 +156,12 @@ pub fn run(a: AgreeArgs) -> ExitCode {
         seed: a.seed,
         confidence: a.confidence,
     };
-    let report = agree::report(&records, &labels, &opts);
+    let mut report = agree::report(&records, &labels, &opts);
+    match human_scores(&a.scoring, &records, &labels) {
+        Ok(rows) if rows.iter().any(|r| r.1.is_some()) => report.score = Some(agree::score_correction(&rows, &opts)),
+        Ok(_) => {}
+        Err(code) => return code,
+    }
     if a.json {
         match serde_json::to_string_pretty(&report) {
             Ok(s) => outln!("{s}"),
@@ -177,6 +182,77 @@ fn plural(n: usize) -> &'static str {
     } else {
         "s"
     }
+}
+
+/// Every scored row's judge score with its human score, when an annotator labelled every judged
+/// criterion of the row (not those behind a gate that fired): the row scored with that
+/// annotator's labels as its verdicts, averaged over such annotators.
+fn human_scores(
+    s: &Scoring,
+    records: &[agree::Record],
+    labels: &[agree::labels::LabelEntry],
+) -> Result<Vec<(f64, Option<f64>)>, ExitCode> {
+    use agree::labels::Label;
+    let Some(rubric) = bundle::load_or_report_as(&s.file, ErrorFormat::Human, false) else {
+        return Err(ExitCode::from(1));
+    };
+    let program = rubric.program();
+    let ident = rubric.identity();
+    let engine = s.engine.kind(&rubric).engine_for(program, s.engine.limits());
+    let text = std::fs::read_to_string(&s.input)
+        .map_err(|e| fail(&format!("cannot read the rows {}: {e}", s.input.display()), 1))?;
+    let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+    let mut by_row: std::collections::BTreeMap<usize, std::collections::BTreeMap<&str, Vec<(&str, &Label)>>> =
+        Default::default();
+    for l in labels {
+        by_row
+            .entry(l.row)
+            .or_default()
+            .entry(l.annotator.as_str())
+            .or_default()
+            .push((l.criterion.as_str(), &l.label));
+    }
+    let mut out = Vec::new();
+    for r in records {
+        let Some(f) = r.score else { continue };
+        let judged: Vec<&str> = r
+            .criteria
+            .iter()
+            .filter(|c| c.source.starts_with("judge:") || c.source.starts_with("extract:"))
+            .filter(|c| !matches!(&c.judged, agree::Judged::Unscored(why) if why.starts_with("gated")))
+            .map(|c| c.id.as_str())
+            .collect();
+        let mut human = Vec::new();
+        if let (Some(annotators), Some(line)) = (by_row.get(&r.row), lines.get(r.row)) {
+            for given in annotators.values() {
+                if judged.is_empty() || !judged.iter().all(|id| given.iter().any(|(c, _)| c == id)) {
+                    continue;
+                }
+                let verdicts: serde_json::Map<String, serde_json::Value> = given
+                    .iter()
+                    .map(|(c, l)| {
+                        let v = match l {
+                            Label::Bool(b) => serde_json::json!(if *b { "met" } else { "unmet" }),
+                            Label::Number(x) => serde_json::json!(x),
+                            Label::Name(n) => serde_json::json!(n),
+                        };
+                        (c.to_string(), v)
+                    })
+                    .collect();
+                let mut vf = VerdictFile::default();
+                if vf.add(&serde_json::json!({"row": r.row, "verdicts": verdicts})).is_err() {
+                    continue;
+                }
+                let rec = runtime::score_line(engine.as_ref(), program, &ident, r.row, line, Some(&vf));
+                if let Some(y) = rec.get("score").and_then(serde_json::Value::as_f64) {
+                    human.push(y);
+                }
+            }
+        }
+        let y = (!human.is_empty()).then(|| human.iter().sum::<f64>() / human.len() as f64);
+        out.push((f, y));
+    }
+    Ok(out)
 }
 
 /// Score the rows as `rubric run` would, into a temporary file, and return the records.
