@@ -202,8 +202,9 @@ fn human_scores(
     let text = std::fs::read_to_string(&s.input)
         .map_err(|e| fail(&format!("cannot read the rows {}: {e}", s.input.display()), 1))?;
     let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
-    let mut by_row: std::collections::BTreeMap<usize, std::collections::BTreeMap<&str, Vec<(&str, &Label)>>> =
-        Default::default();
+    // Row → annotator → the (criterion, label) pairs it gave.
+    type Given<'a> = std::collections::BTreeMap<&'a str, Vec<(&'a str, &'a Label)>>;
+    let mut by_row: std::collections::BTreeMap<usize, Given> = Default::default();
     for l in labels {
         by_row
             .entry(l.row)
