@@ -793,3 +793,81 @@ fn the_mean_score_is_corrected_from_rows_scored_with_the_labels() {
     assert_eq!(v("judge_mean_labelled"), 0.75);
     assert!((v("ppi") - (2.0 / 3.0 - 0.25)).abs() < 1e-12, "{sc}");
 }
+
+/// With `samples 3` and `order shuffled`, each sample of a request is shown its own order, so a
+/// grader that always answers the first option it sees gives different answers across the
+/// samples, and the vote averages that position bias out instead of repeating it three times.
+#[test]
+fn shuffled_samples_see_their_own_orders() {
+    let dir = TempDir::new("agree-order-samples");
+    dir.file(
+        "main.rubric",
+        r#"rubric agree.order_samples @ 1.0.0
+
+input response: Text
+
+judge toner {
+  model "m"
+  sees response
+  returns label
+  order shuffled
+  samples 3
+  vote majority
+}
+
+criterion tone "Tone" nominal {warm: 1, neutral: 0.5, curt: 0} by toner
+"#,
+    );
+    let rows: String = (0..30).map(|r| format!("{{\"response\": \"reply {r}\"}}\n")).collect();
+    let input = dir.file("rows.jsonl", &rows);
+    let rules = dir.file("rules.toml", "[default]\nlabel = \"warm\"\nfirst_bias = 1.0\n");
+    let (_mock, base) = crate::common::Spawned::start(
+        std::process::Command::new(env!("CARGO_BIN_EXE_rubric"))
+            .args(["mock-judge", "--addr", "127.0.0.1:0", "--rules"])
+            .arg(&rules),
+    );
+    let judges = dir.file("judges.toml", &format!("default = \"mock\"\n[endpoints.mock]\nbase_url = \"{base}\"\n"));
+    let out = dir.path("out.jsonl");
+    let run = || {
+        let o = rubric(&[
+            &"run",
+            &dir.path("main.rubric"),
+            &"--input",
+            &input,
+            &"--judges",
+            &judges,
+            &"--no-cache",
+            &"--no-progress",
+            &"--allow-errors",
+            &"--output",
+            &out,
+        ]);
+        assert!(o.status.success(), "{}", describe(&o));
+        std::fs::read_to_string(&out).unwrap()
+    };
+    let first = run();
+    assert_eq!(first, run(), "the same requests, the same orders");
+    let records = crate::common::json_lines(&first);
+    let split = records.iter().filter(|r| r["criteria"][0]["votes"]["agreed"].as_u64() != Some(3)).count();
+    // Three independent orders of three labels agree on the first one with probability 1/9.
+    assert!(split >= 15, "only {split} of 30 rows saw their samples disagree: {first}");
+    // 90 requests (30 rows × 3 samples), and the samples of a row are shown different orders.
+    let bodies = mock_get(&base, "/requests");
+    let bodies = bodies.as_array().unwrap();
+    assert_eq!(bodies.len(), 180, "two runs of 30 rows × 3 samples");
+    let order = |b: &Json| b["response_format"]["json_schema"]["schema"]["properties"]["label"]["enum"].to_string();
+    let prompt = |b: &Json| b["messages"].to_string().replace(&order(b), "");
+    let mut by_row: std::collections::BTreeMap<String, std::collections::BTreeSet<String>> = Default::default();
+    for b in &bodies[..90] {
+        let p = prompt(b);
+        let row = p
+            .split("reply ")
+            .nth(1)
+            .and_then(|s| s.split(|c: char| !c.is_ascii_digit()).next())
+            .unwrap_or("")
+            .to_string();
+        by_row.entry(row).or_default().insert(order(b));
+    }
+    assert_eq!(by_row.len(), 30, "{:?}", by_row.keys().collect::<Vec<_>>());
+    assert!(by_row.values().filter(|orders| orders.len() > 1).count() >= 25, "{by_row:?}");
+}

@@ -446,9 +446,15 @@ impl Dispatcher {
                 let refs: Vec<&Criterion> = chunk.iter().collect();
                 // Identified by the stable rendering; the secret one, sent, is rendered only
                 // for a request not seen before (once for all its samples).
-                let canonical = prompt::render(&t.judge, &refs, &t.seen, &prompt::Fences::Stable);
+                // A judge with shuffled options shows each sample its own order.
+                let per_sample = t.judge.order == crate::ir::Order::Shuffled && samples > 1;
+                let mut canonical = prompt::render(&t.judge, &refs, &t.seen, &prompt::Fences::Stable);
                 let mut sent: Option<prompt::Rendered> = None;
                 for k in 0..samples {
+                    if per_sample && k > 0 {
+                        canonical = prompt::render_sample(&t.judge, &refs, &t.seen, &prompt::Fences::Stable, k);
+                        sent = None;
+                    }
                     let slot = match &route {
                         Err(reason) => Err(reason.clone()),
                         Ok(Route::Local { .. }) => Err("judge_internal: a local route".to_string()),
@@ -460,7 +466,7 @@ impl Dispatcher {
                                 None => {
                                     let rendered = sent
                                         .get_or_insert_with(|| {
-                                            prompt::render(&t.judge, &refs, &t.seen, &self.inner.fences)
+                                            prompt::render_sample(&t.judge, &refs, &t.seen, &self.inner.fences, k)
                                         })
                                         .clone();
                                     let p = request::prepare(

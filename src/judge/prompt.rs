@@ -238,7 +238,20 @@ impl Fences {
 /// Render the messages and the reply schema for `criteria` (one call) of `judge`, with fence
 /// tags chosen by `fences`.
 pub fn render(judge: &JudgeDecl, criteria: &[&Criterion], seen: &[SeenInput], fences: &Fences) -> Rendered {
-    render_as(judge, criteria, seen, false, fences)
+    render_as(judge, criteria, seen, false, fences, 0)
+}
+
+/// [`render`] for sample `sample` of a judge with `order shuffled`: each sample is shown its
+/// own order of the options (sample 0 the order [`render`] gives), so a vote over samples
+/// averages position bias out.
+pub fn render_sample(
+    judge: &JudgeDecl,
+    criteria: &[&Criterion],
+    seen: &[SeenInput],
+    fences: &Fences,
+    sample: u32,
+) -> Rendered {
+    render_as(judge, criteria, seen, false, fences, sample)
 }
 
 /// Render one criterion for a local judge: the same messages as [`render`] gives an HTTP
@@ -246,7 +259,7 @@ pub fn render(judge: &JudgeDecl, criteria: &[&Criterion], seen: &[SeenInput], fe
 /// object (and the default system prompt says so). The one entry reads the answer `yes`/`no`
 /// with P(yes) from the first answer token.
 pub fn render_local(judge: &JudgeDecl, criterion: &Criterion, seen: &[SeenInput], fences: &Fences) -> Rendered {
-    render_as(judge, &[criterion], seen, true, fences)
+    render_as(judge, &[criterion], seen, true, fences, 0)
 }
 
 /// The name of the fence around criterion `i`'s text (`-` keeps it apart from input names).
@@ -258,7 +271,14 @@ fn criterion_fence_name(multi: bool, i: usize) -> String {
     }
 }
 
-fn render_as(judge: &JudgeDecl, criteria: &[&Criterion], seen: &[SeenInput], local: bool, fences: &Fences) -> Rendered {
+fn render_as(
+    judge: &JudgeDecl,
+    criteria: &[&Criterion],
+    seen: &[SeenInput],
+    local: bool,
+    fences: &Fences,
+    sample: u32,
+) -> Rendered {
     let multi = criteria.len() > 1;
     let entries: Vec<EntrySpec> = criteria
         .iter()
@@ -283,7 +303,7 @@ fn render_as(judge: &JudgeDecl, criteria: &[&Criterion], seen: &[SeenInput], loc
         .collect();
     let mut entries = entries;
     if judge.order == Order::Shuffled && !local {
-        shuffle_options(judge, criteria, seen, &mut entries);
+        shuffle_options(judge, criteria, seen, sample, &mut entries);
     }
     // Every fence of the request — the inputs, then the criteria from the data — so that each
     // tag is chosen knowing every text it must not occur in.
@@ -647,10 +667,17 @@ fn labels_text(c: &Criterion, e: &EntrySpec) -> Option<String> {
 }
 
 /// `order shuffled`: each ordinal or nominal entry's options in an order drawn from what the
-/// request asks (the judge, each criterion's id and text, the inputs it sees): options sorted
-/// by the SHA-256 of that seed, the entry's position and the option. The same request gets the
-/// same order (the cache and replays hold), another request another one.
-fn shuffle_options(judge: &JudgeDecl, criteria: &[&Criterion], seen: &[SeenInput], entries: &mut [EntrySpec]) {
+/// request asks (the judge, each criterion's id and text, the inputs it sees, and the sample
+/// after the first): options sorted by the SHA-256 of that seed, the entry's position and the
+/// option. The same request gets the same order (the cache and replays hold), another request
+/// or another sample another one.
+fn shuffle_options(
+    judge: &JudgeDecl,
+    criteria: &[&Criterion],
+    seen: &[SeenInput],
+    sample: u32,
+    entries: &mut [EntrySpec],
+) {
     let mut h = Sha256::new();
     h.update(judge.name.as_bytes());
     for c in criteria {
@@ -664,6 +691,10 @@ fn shuffle_options(judge: &JudgeDecl, criteria: &[&Criterion], seen: &[SeenInput
         h.update(s.name.as_bytes());
         h.update([0]);
         h.update(s.value.to_string().as_bytes());
+    }
+    if sample > 0 {
+        h.update([2]);
+        h.update(sample.to_le_bytes());
     }
     let seed = h.finalize();
     for (i, e) in entries.iter_mut().enumerate() {
