@@ -471,11 +471,53 @@ fn category(l: &Label) -> String {
     }
 }
 
-/// Every metric of `kind` over pairs of (predicted, truth) labels and α units, by name.
-fn compute(kind: Kind, pairs: &[(&Label, &Label)], units: &[Vec<&Label>]) -> Vec<Option<f64>> {
-    let all = pairs.iter().flat_map(|(a, b)| [*a, *b]).chain(units.iter().flatten().copied());
-    let code = codes(all);
-    let coded: Vec<(usize, usize)> = pairs.iter().map(|(a, b)| (code[&category(a)], code[&category(b)])).collect();
+/// A label coded once per group: its category (the group's categories in order) and its
+/// number (met 1, unmet 0, a level, a value; NaN for a name).
+#[derive(Debug, Clone, Copy)]
+struct Code {
+    cat: usize,
+    num: f64,
+}
+
+/// An item with its judge's answer (if a value) and its labels, coded.
+struct Coded {
+    row: usize,
+    judge: Option<Code>,
+    labels: Vec<(usize, Code)>,
+}
+
+/// The labelled `items` coded with one category map over every value they hold, and the
+/// number of categories.
+fn coded(items: &[&Item]) -> (Vec<Coded>, usize) {
+    let judged = items.iter().filter_map(|i| match &i.criterion.judged {
+        Judged::Value(j) => Some(j),
+        _ => None,
+    });
+    let code = codes(judged.chain(items.iter().flat_map(|i| i.labels.iter().map(|(_, l)| *l))));
+    let one = |l: &Label| Code { cat: code[&category(l)], num: as_number(l).unwrap_or(f64::NAN) };
+    let annotator: BTreeMap<&str, usize> = {
+        let mut names: Vec<&str> = items.iter().flat_map(|i| i.labels.iter().map(|(a, _)| *a)).collect();
+        names.sort_unstable();
+        names.dedup();
+        names.into_iter().enumerate().map(|(i, a)| (a, i)).collect()
+    };
+    let out = items
+        .iter()
+        .map(|i| Coded {
+            row: i.row,
+            judge: match &i.criterion.judged {
+                Judged::Value(j) => Some(one(j)),
+                _ => None,
+            },
+            labels: i.labels.iter().map(|(a, l)| (annotator[a], one(l))).collect(),
+        })
+        .collect();
+    (out, code.len())
+}
+
+/// Every metric of `kind` over pairs of (predicted, truth) codes and α units, by name; `k`
+/// categories.
+fn compute(kind: Kind, pairs: &[(Code, Code)], units: &[Vec<Code>], k: usize) -> Vec<Option<f64>> {
     let level = match kind {
         Kind::Binary | Kind::Nominal => Level::Nominal,
         Kind::Ordinal => Level::Ordinal,
@@ -483,23 +525,15 @@ fn compute(kind: Kind, pairs: &[(&Label, &Label)], units: &[Vec<&Label>]) -> Vec
     };
     let alpha_units: Vec<Vec<f64>> = units
         .iter()
-        .map(|u| {
-            u.iter()
-                .map(|l| match level {
-                    Level::Nominal => code[&category(l)] as f64,
-                    _ => as_number(l).unwrap_or(f64::NAN),
-                })
-                .collect()
-        })
+        .map(|u| u.iter().map(|c| if level == Level::Nominal { c.cat as f64 } else { c.num }).collect())
         .collect();
     let alpha = metrics::krippendorff_alpha(&alpha_units, level);
+    let nums = || -> Vec<(f64, f64)> { pairs.iter().map(|(a, b)| (a.num, b.num)).collect() };
     match kind {
         Kind::Binary => {
             let mut c = Confusion::default();
             for (a, b) in pairs {
-                if let (Label::Bool(p), Label::Bool(t)) = (a, b) {
-                    c.add(*p, *t);
-                }
+                c.add(a.num == 1.0, b.num == 1.0);
             }
             let m = c.metrics();
             vec![
@@ -517,15 +551,14 @@ fn compute(kind: Kind, pairs: &[(&Label, &Label)], units: &[Vec<&Label>]) -> Vec
             ]
         }
         Kind::Nominal | Kind::Ordinal => {
-            let (accuracy, macro_f1) = metrics::multiclass(&coded, code.len());
-            let t = metrics::table(&coded, code.len());
+            let cats: Vec<(usize, usize)> = pairs.iter().map(|(a, b)| (a.cat, b.cat)).collect();
+            let (accuracy, macro_f1) = metrics::multiclass(&cats, k);
+            let t = metrics::table(&cats, k);
             let kappa = metrics::cohen_kappa(&t, Weights::None);
             if kind == Kind::Nominal {
                 return vec![accuracy, macro_f1, kappa, alpha];
             }
-            let nums: Vec<(f64, f64)> =
-                pairs.iter().filter_map(|(a, b)| Some((as_number(a)?, as_number(b)?))).collect();
-            let (mae, _, _) = metrics::numeric_errors(&nums);
+            let (mae, _, _) = metrics::numeric_errors(&nums());
             vec![
                 accuracy,
                 macro_f1,
@@ -537,20 +570,18 @@ fn compute(kind: Kind, pairs: &[(&Label, &Label)], units: &[Vec<&Label>]) -> Vec
             ]
         }
         Kind::Continuous => {
-            let nums: Vec<(f64, f64)> =
-                pairs.iter().filter_map(|(a, b)| Some((as_number(a)?, as_number(b)?))).collect();
-            let (mae, rmse, r) = metrics::numeric_errors(&nums);
+            let (mae, rmse, r) = metrics::numeric_errors(&nums());
             vec![mae, rmse, r, alpha]
         }
     }
 }
 
 /// The judge's pairs and α units of `items` (scored and labelled only).
-fn judge_pairs<'a>(items: &[&'a Item<'a>]) -> (Vec<(&'a Label, &'a Label)>, Vec<Vec<&'a Label>>) {
+fn judge_pairs(items: &[&Coded]) -> (Vec<(Code, Code)>, Vec<Vec<Code>>) {
     let mut pairs = Vec::new();
     let mut units = Vec::new();
     for it in items {
-        let Judged::Value(j) = &it.criterion.judged else { continue };
+        let Some(j) = it.judge else { continue };
         if it.labels.is_empty() {
             continue;
         }
@@ -565,7 +596,7 @@ fn judge_pairs<'a>(items: &[&'a Item<'a>]) -> (Vec<(&'a Label, &'a Label)>, Vec<
 }
 
 /// The annotators' pairs among themselves (ordered, different annotators) and their units.
-fn human_pairs<'a>(items: &[&'a Item<'a>]) -> (Vec<(&'a Label, &'a Label)>, Vec<Vec<&'a Label>>) {
+fn human_pairs(items: &[&Coded]) -> (Vec<(Code, Code)>, Vec<Vec<Code>>) {
     let mut pairs = Vec::new();
     let mut units = Vec::new();
     for it in items.iter().filter(|i| i.labels.len() >= 2) {
@@ -579,6 +610,20 @@ fn human_pairs<'a>(items: &[&'a Item<'a>]) -> (Vec<(&'a Label, &'a Label)>, Vec<
         units.push(it.labels.iter().map(|(_, l)| *l).collect());
     }
     (pairs, units)
+}
+
+/// A bootstrap resample of coded rows, as items.
+fn flat_coded<'a>(sample: &[&Vec<&'a Coded>]) -> Vec<&'a Coded> {
+    sample.iter().flat_map(|c| c.iter().copied()).collect()
+}
+
+/// Coded items by row, as bootstrap clusters.
+fn coded_clusters(items: &[Coded]) -> Vec<Vec<&Coded>> {
+    let mut by_row: BTreeMap<usize, Vec<&Coded>> = BTreeMap::new();
+    for it in items {
+        by_row.entry(it.row).or_default().push(it);
+    }
+    by_row.into_values().collect()
 }
 
 /// `values` with `intervals` as named stats.
@@ -618,35 +663,35 @@ fn group(by: By, key: String, kind: Kind, items: &[&Item], opts: &Options) -> Gr
             Judged::Value(_) => {}
         }
     }
-    let (pairs, units) = judge_pairs(&labelled);
-    let values = compute(kind, &pairs, &units);
-    let rows = clusters(&labelled);
+    let (coded, k) = coded(&labelled);
+    let all: Vec<&Coded> = coded.iter().collect();
+    let (pairs, units) = judge_pairs(&all);
+    let values = compute(kind, &pairs, &units, k);
+    let rows = coded_clusters(&coded);
     let (resamples, seed, conf) = (opts.resamples, opts.seed, opts.confidence);
     let intervals = metrics::bootstrap(&rows, resamples, seed, conf, |s| {
-        let its = flatten(s);
-        let (p, u) = judge_pairs(&its);
-        compute(kind, &p, &u)
+        let (p, u) = judge_pairs(&flat_coded(s));
+        compute(kind, &p, &u, k)
     });
     let metrics = stats(kind, values, &intervals);
-    let (hp, hu) = human_pairs(&labelled);
+    let (hp, hu) = human_pairs(&all);
     let human = (!hu.is_empty()).then(|| {
-        let values = compute(kind, &hp, &hu);
+        let values = compute(kind, &hp, &hu, k);
         let intervals = metrics::bootstrap(&rows, resamples, seed, conf, |s| {
-            let its = flatten(s);
-            let (p, u) = human_pairs(&its);
-            compute(kind, &p, &u)
+            let (p, u) = human_pairs(&flat_coded(s));
+            compute(kind, &p, &u, k)
         });
         Human { items: hu.len(), pairs: hp.len(), metrics: stats(kind, values, &intervals) }
     });
     let corrected = (kind == Kind::Binary).then(|| corrected(items, opts));
     let mut at: BTreeMap<u32, (usize, usize, usize)> = BTreeMap::new();
-    for it in &labelled {
-        let (Some(p), Judged::Value(j)) = (it.criterion.position, &it.criterion.judged) else { continue };
+    for (it, c) in labelled.iter().zip(&coded) {
+        let (Some(p), Some(j)) = (it.criterion.position, c.judge) else { continue };
         let e = at.entry(p).or_default();
         e.0 += 1;
-        for (_, l) in &it.labels {
+        for (_, l) in &c.labels {
             e.1 += 1;
-            e.2 += usize::from(category(j) == category(l));
+            e.2 += usize::from(j.cat == l.cat);
         }
     }
     let by_position = at
