@@ -190,25 +190,13 @@ fn decide(
         decided.pop()
     } else {
         match judge.vote {
-            Vote::Mean => {
-                let mean = decided.iter().map(|s| s.value).sum::<f64>() / n as f64;
+            // `mean` is `weighted` with every weight 1 (× 1.0 and a sum of n ones are exact).
+            Vote::Mean | Vote::Weighted => {
+                let w = |s: &Sample| if judge.vote == Vote::Weighted { s.weight } else { 1.0 };
+                let total: f64 = decided.iter().map(w).sum();
+                let mean = decided.iter().map(|s| w(s) * s.value).sum::<f64>() / total;
                 // For ordinal criteria the mean level is what `pass` is compared with.
-                let levels: Vec<f64> = decided.iter().filter_map(|s| s.level).collect();
-                let level = (levels.len() == n).then(|| levels.iter().sum::<f64>() / n as f64);
-                Some(Sample {
-                    value: mean,
-                    level,
-                    label: None,
-                    evidence: None,
-                    p_yes: None,
-                    position: None,
-                    weight: 1.0,
-                })
-            }
-            Vote::Weighted => {
-                let total: f64 = decided.iter().map(|s| s.weight).sum();
-                let mean = decided.iter().map(|s| s.weight * s.value).sum::<f64>() / total;
-                let levels: Vec<f64> = decided.iter().filter_map(|s| s.level.map(|l| l * s.weight)).collect();
+                let levels: Vec<f64> = decided.iter().filter_map(|s| s.level.map(|l| l * w(s))).collect();
                 let level = (levels.len() == n).then(|| levels.iter().sum::<f64>() / total);
                 Some(Sample {
                     value: mean,
