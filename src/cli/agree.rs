@@ -67,12 +67,20 @@ pub struct CalibrateArgs {
 }
 
 /// The records and the checked labels, or the exit code after reporting why not.
-fn records_and_labels(s: &Scoring) -> Result<(Vec<agree::Record>, Vec<agree::labels::LabelEntry>), ExitCode> {
+/// The rubric, loaded once for scoring the rows and scoring them again with the labels.
+fn load(s: &Scoring) -> Result<bundle::Rubric, ExitCode> {
+    bundle::load_or_report_as(&s.file, ErrorFormat::Human, false).ok_or(ExitCode::from(1))
+}
+
+fn records_and_labels(
+    s: &Scoring,
+    rubric: &bundle::Rubric,
+) -> Result<(Vec<agree::Record>, Vec<agree::labels::LabelEntry>), ExitCode> {
     let text = match &s.results {
         Some(p) => {
             std::fs::read_to_string(p).map_err(|e| fail(&format!("cannot read the results {}: {e}", p.display()), 1))?
         }
-        None => score(s)?,
+        None => score(s, rubric)?,
     };
     let records = agree::read_records(&text).map_err(|e| fail(&e, 1))?;
     let labels_text = std::fs::read_to_string(&s.labels)
@@ -94,7 +102,8 @@ fn records_and_labels(s: &Scoring) -> Result<(Vec<agree::Record>, Vec<agree::lab
 }
 
 pub fn calibrate(a: CalibrateArgs) -> ExitCode {
-    let (records, labels) = match records_and_labels(&a.scoring) {
+    let loaded = load(&a.scoring).and_then(|rubric| Ok((records_and_labels(&a.scoring, &rubric)?, rubric)));
+    let ((records, labels), _) = match loaded {
         Ok(x) => x,
         Err(code) => return code,
     };
@@ -145,7 +154,8 @@ pub fn run(a: AgreeArgs) -> ExitCode {
         eprintln!("error: `--confidence {}` must lie strictly between 0 and 1", a.confidence);
         return ExitCode::from(2);
     }
-    let (records, labels) = match records_and_labels(&a.scoring) {
+    let loaded = load(&a.scoring).and_then(|rubric| Ok((records_and_labels(&a.scoring, &rubric)?, rubric)));
+    let ((records, labels), rubric) = match loaded {
         Ok(x) => x,
         Err(code) => return code,
     };
@@ -157,7 +167,7 @@ pub fn run(a: AgreeArgs) -> ExitCode {
         confidence: a.confidence,
     };
     let mut report = agree::report(&records, &labels, &opts);
-    match human_scores(&a.scoring, &records, &labels) {
+    match human_scores(&a.scoring, &rubric, &records, &labels) {
         Ok(rows) if rows.iter().any(|r| r.1.is_some()) => report.score = Some(agree::score_correction(&rows, &opts)),
         Ok(_) => {}
         Err(code) => return code,
@@ -189,16 +199,14 @@ fn plural(n: usize) -> &'static str {
 /// annotator's labels as its verdicts, averaged over such annotators.
 fn human_scores(
     s: &Scoring,
+    rubric: &bundle::Rubric,
     records: &[agree::Record],
     labels: &[agree::labels::LabelEntry],
 ) -> Result<Vec<(f64, Option<f64>)>, ExitCode> {
     use agree::labels::Label;
-    let Some(rubric) = bundle::load_or_report_as(&s.file, ErrorFormat::Human, false) else {
-        return Err(ExitCode::from(1));
-    };
     let program = rubric.program();
     let ident = rubric.identity();
-    let engine = s.engine.kind(&rubric).engine_for(program, s.engine.limits());
+    let engine = s.engine.kind(rubric).engine_for(program, s.engine.limits());
     let text = std::fs::read_to_string(&s.input)
         .map_err(|e| fail(&format!("cannot read the rows {}: {e}", s.input.display()), 1))?;
     let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
@@ -257,16 +265,13 @@ fn human_scores(
 }
 
 /// Score the rows as `rubric run` would, into a temporary file, and return the records.
-fn score(a: &Scoring) -> Result<String, ExitCode> {
-    let Some(rubric) = bundle::load_or_report_as(&a.file, ErrorFormat::Human, false) else {
-        return Err(ExitCode::from(1));
-    };
+fn score(a: &Scoring, rubric: &bundle::Rubric) -> Result<String, ExitCode> {
     let program = rubric.program();
     let ident = rubric.identity();
     let judging = judge_settings(a.judges.as_deref(), a.judge.as_deref(), None, a.cache.as_deref(), a.no_cache)
         .map_err(|e| fail(&e, 2))?;
     let vf = a.verdicts.as_deref().map(VerdictFile::load).transpose().map_err(|e| fail(&e.to_string(), 2))?;
-    let engine = a.engine.kind_for(&rubric, &a.file).engine_for(program, a.engine.limits());
+    let engine = a.engine.kind_for(rubric, &a.file).engine_for(program, a.engine.limits());
     let dispatching = judging.dispatcher(&[program]).map_err(|e| fail(&e.to_string(), 2))?;
     let out = Temp::new();
     let opts = RunOptions {
