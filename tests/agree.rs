@@ -407,12 +407,7 @@ criteria items each item in rubrics by grader {
         "rules.toml",
         "[default]\nverdict = \"unmet\"\ntpr = 0.8\ntnr = 0.6\nseed = 3\n\n[[rule]]\ncriterion = \"the reply does it\"\nverdict = \"met\"\ntpr = 0.8\ntnr = 0.6\nseed = 3\n",
     );
-    let (_mock, base) = crate::common::Spawned::start(
-        std::process::Command::new(env!("CARGO_BIN_EXE_rubric"))
-            .args(["mock-judge", "--addr", "127.0.0.1:0", "--rules"])
-            .arg(&rules),
-    );
-    dir.file("judges.toml", &format!("default = \"mock\"\n[endpoints.mock]\nbase_url = \"{base}\"\n"));
+    let (_mock, _, _) = mock_judge(&dir, &rules);
     let args: Vec<String> = ["--input", "rows.jsonl", "--labels", "labels.jsonl", "--judges", "judges.toml"]
         .iter()
         .map(|s| if s.contains('.') { dir.path(s).display().to_string() } else { s.to_string() })
@@ -484,12 +479,7 @@ criteria items each item in rubrics by grader {{
         "rules.toml",
         "[default]\nverdict = \"unmet\"\ntpr = 0.85\ntnr = 0.7\nseed = 5\n\n[[rule]]\ncriterion = \"the reply does it\"\nverdict = \"met\"\ntpr = 0.85\ntnr = 0.7\nseed = 5\n",
     );
-    let (_mock, base) = crate::common::Spawned::start(
-        std::process::Command::new(env!("CARGO_BIN_EXE_rubric"))
-            .args(["mock-judge", "--addr", "127.0.0.1:0", "--rules"])
-            .arg(&rules),
-    );
-    let judges = dir.file("judges.toml", &format!("default = \"mock\"\n[endpoints.mock]\nbase_url = \"{base}\"\n"));
+    let (_mock, _, judges) = mock_judge(&dir, &rules);
     let (main, input, label_file) = (dir.path("main.rubric"), dir.path("rows.jsonl"), dir.path("labels.jsonl"));
     let cal = dir.path("grader.cal.json");
     let o = rubric(&[
@@ -609,12 +599,7 @@ criterion tone "Tone" nominal {warm: 1, neutral: 0.5, curt: 0} by toner
         rules += &format!("\n[[rule]]\nprompt = \"tone: {t}\"\nlabel = \"{t}\"\nfirst_bias = 0.4\nseed = 2\n");
     }
     let rules = dir.file("rules.toml", &rules);
-    let (_mock, base) = crate::common::Spawned::start(
-        std::process::Command::new(env!("CARGO_BIN_EXE_rubric"))
-            .args(["mock-judge", "--addr", "127.0.0.1:0", "--rules"])
-            .arg(&rules),
-    );
-    dir.file("judges.toml", &format!("default = \"mock\"\n[endpoints.mock]\nbase_url = \"{base}\"\n"));
+    let (_mock, base, _) = mock_judge(&dir, &rules);
     let args: Vec<String> = ["--input", "rows.jsonl", "--labels", "labels.jsonl", "--judges", "judges.toml"]
         .iter()
         .map(|s| if s.contains('.') { dir.path(s).display().to_string() } else { s.to_string() })
@@ -643,6 +628,18 @@ criterion tone "Tone" nominal {warm: 1, neutral: 0.5, curt: 0} by toner
         .map(|b| b["response_format"]["json_schema"]["schema"]["properties"]["label"]["enum"].to_string())
         .collect();
     assert!(orders.len() > 1, "one order only: {orders:?}");
+}
+
+/// `rubric mock-judge` with `rules`, and a `judges.toml` in `dir` that points at it: the
+/// server (stopped when dropped), its base URL and the judges file.
+fn mock_judge(dir: &TempDir, rules: &std::path::Path) -> (crate::common::Spawned, String, std::path::PathBuf) {
+    let (mock, base) = crate::common::Spawned::start(
+        std::process::Command::new(env!("CARGO_BIN_EXE_rubric"))
+            .args(["mock-judge", "--addr", "127.0.0.1:0", "--rules"])
+            .arg(rules),
+    );
+    let judges = dir.file("judges.toml", &format!("default = \"mock\"\n[endpoints.mock]\nbase_url = \"{base}\"\n"));
+    (mock, base, judges)
 }
 
 /// `GET PATH` on the mock judge whose base URL is `base` (`http://127.0.0.1:PORT/v1`), as JSON.
@@ -705,12 +702,7 @@ criterion contested "The members split on it" check good.agreement < 1
         "rules.toml",
         "[default]\nverdict = \"unmet\"\n\n[[rule]]\nmodel = \"m-[ab]\"\nprompt = \"quality=good\"\nverdict = \"met\"\n",
     );
-    let (_mock, base) = crate::common::Spawned::start(
-        std::process::Command::new(env!("CARGO_BIN_EXE_rubric"))
-            .args(["mock-judge", "--addr", "127.0.0.1:0", "--rules"])
-            .arg(&rules),
-    );
-    let judges = dir.file("judges.toml", &format!("default = \"mock\"\n[endpoints.mock]\nbase_url = \"{base}\"\n"));
+    let (_mock, _, judges) = mock_judge(&dir, &rules);
     let run = |vote: &str| {
         let main = dir.file("main.rubric", &rubric_text(vote));
         let out = dir.path("out.jsonl");
@@ -821,12 +813,7 @@ criterion tone "Tone" nominal {warm: 1, neutral: 0.5, curt: 0} by toner
     let rows: String = (0..30).map(|r| format!("{{\"response\": \"reply {r}\"}}\n")).collect();
     let input = dir.file("rows.jsonl", &rows);
     let rules = dir.file("rules.toml", "[default]\nlabel = \"warm\"\nfirst_bias = 1.0\n");
-    let (_mock, base) = crate::common::Spawned::start(
-        std::process::Command::new(env!("CARGO_BIN_EXE_rubric"))
-            .args(["mock-judge", "--addr", "127.0.0.1:0", "--rules"])
-            .arg(&rules),
-    );
-    let judges = dir.file("judges.toml", &format!("default = \"mock\"\n[endpoints.mock]\nbase_url = \"{base}\"\n"));
+    let (_mock, base, judges) = mock_judge(&dir, &rules);
     let out = dir.path("out.jsonl");
     let run = || {
         let o = rubric(&[
