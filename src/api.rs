@@ -261,7 +261,7 @@ pub enum CacheSetting {
 }
 
 /// Judge dispatch for judged criteria without a recorded verdict, as `rubric run` takes it.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct JudgeSettings {
     /// `judges.toml`: the endpoints to call (`--judges`).
     pub config: Option<PathBuf>,
@@ -273,6 +273,9 @@ pub struct JudgeSettings {
     /// How long judging may take in all, from when the dispatcher is built (`--deadline`):
     /// requests unanswered then end `judge_deadline`.
     pub deadline: Option<std::time::Duration>,
+    /// The most the dispatcher may spend, in dollars (`--budget`): a request whose worst case
+    /// could pass it is not sent, and its criteria end `unscored(budget: ...)`.
+    pub budget_usd: Option<f64>,
 }
 
 impl JudgeSettings {
@@ -328,13 +331,33 @@ impl JudgeSettings {
         if let Some(d) = self.deadline {
             b = b.deadline(std::time::Instant::now() + d);
         }
+        if let Some(usd) = self.budget_usd {
+            b = b.budget(usd);
+        }
         let d = b.build().map_err(|e| err(&e))?;
         Ok(Some(Box::new(runtime::dispatch::Dispatching::new(d))))
     }
 
+    /// A dispatcher for [`crate::judge::Dispatcher::dry_run`] (`rubric plan`): the
+    /// configuration and the cache, no HTTP client, no API key read.
+    #[cfg(feature = "judges")]
+    pub fn dry_dispatcher(&self) -> Result<crate::judge::Dispatcher, Error> {
+        use crate::judge::{Cache, Dispatcher, JudgesConfig};
+        let err = |e: &dyn std::fmt::Display| Error::Judges(e.to_string());
+        let config = match &self.config {
+            Some(p) => JudgesConfig::load(p).map_err(|e| err(&e))?,
+            None => JudgesConfig::default(),
+        };
+        let mut b = Dispatcher::builder(config).dry();
+        if let Some(p) = self.cache_path().filter(|p| p.exists()) {
+            b = b.cache(Cache::open(&p).map_err(|e| err(&e))?);
+        }
+        b.build().map_err(|e| err(&e))
+    }
+
     #[cfg(not(feature = "judges"))]
     fn build(&self, _local: bool) -> Result<Option<Box<dyn ChunkJudge>>, Error> {
-        if self.config.is_some() || self.replay.is_some() {
+        if self.config.is_some() || self.replay.is_some() || self.budget_usd.is_some() {
             return Err(Error::Judges("this build has no judge dispatch: build with the `judges` feature".into()));
         }
         Ok(None)

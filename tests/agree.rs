@@ -9,7 +9,7 @@ use serde_json::Value as Json;
 use std::collections::HashMap;
 
 use crate::cli::{describe, rubric};
-use crate::common::{crate_root, TempDir};
+use crate::common::{crate_root, mock_get, TempDir};
 
 const TWO: &str = r#"rubric agree.two @ 1.0.0
 
@@ -640,18 +640,6 @@ fn mock_judge(dir: &TempDir, rules: &std::path::Path) -> (crate::common::Spawned
     );
     let judges = dir.file("judges.toml", &format!("default = \"mock\"\n[endpoints.mock]\nbase_url = \"{base}\"\n"));
     (mock, base, judges)
-}
-
-/// `GET PATH` on the mock judge whose base URL is `base` (`http://127.0.0.1:PORT/v1`), as JSON.
-fn mock_get(base: &str, path: &str) -> Json {
-    use std::io::{Read, Write};
-    let host = base.trim_start_matches("http://").split('/').next().unwrap();
-    let mut s = std::net::TcpStream::connect(host).unwrap();
-    write!(s, "GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n").unwrap();
-    let mut text = String::new();
-    s.read_to_string(&mut text).unwrap();
-    let body = text.split_once("\r\n\r\n").map(|(_, b)| b).unwrap_or_default();
-    serde_json::from_str(body).unwrap_or_else(|e| panic!("GET {path}: {e}: {text}"))
 }
 
 /// A jury over HTTP: three mock judges with their own personalities (by model), asked for every

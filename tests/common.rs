@@ -134,3 +134,15 @@ impl Drop for Spawned {
         let _ = self.0.wait();
     }
 }
+
+/// `GET PATH` on the mock judge whose base URL is `base` (`http://127.0.0.1:PORT/v1`), as JSON.
+pub fn mock_get(base: &str, path: &str) -> Json {
+    use std::io::{Read, Write};
+    let host = base.trim_start_matches("http://").split('/').next().unwrap();
+    let mut s = std::net::TcpStream::connect(host).unwrap();
+    write!(s, "GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n").unwrap();
+    let mut text = String::new();
+    s.read_to_string(&mut text).unwrap();
+    let body = text.split_once("\r\n\r\n").map(|(_, b)| b).unwrap_or_default();
+    serde_json::from_str(body).unwrap_or_else(|e| panic!("GET {path}: {e}: {text}"))
+}

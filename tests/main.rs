@@ -16,6 +16,7 @@ mod common;
 mod conformance;
 mod conformance_data;
 mod contained;
+mod cost;
 mod docs;
 mod engine_props;
 mod forged;

@@ -181,6 +181,7 @@ def load(
     row_fuel: Optional[int] = None,
     row_timeout_ms: Optional[int] = None,
     row_memory_mb: Optional[int] = None,
+    budget: Optional[float] = None,
 ) -> Rubric:
     """Load a rubric: rubric source text when the string holds a newline, else a path to a
     ``.rubric`` source or a verified ``.rbk`` bundle. ``engine``: ``"interp"``, ``"wasm"`` or
@@ -198,6 +199,9 @@ def load(
     from, offline (``--judge replay:FILE``); ``cache``, the SQLite judge cache (``--cache``):
     a path, ``None`` for the default (``$XDG_CACHE_HOME/rubric/judge-cache.sqlite``) or
     ``False`` for none (``--no-cache``). Processes on one machine may share a cache file.
+    ``budget``: the most, in US dollars, the rubric's judge calls may cost while it is loaded
+    (``--budget``; prices from ``judges.toml``); a call that could pass it is not sent and its
+    criteria come back unscored with reason ``budget``.
     Raises ``ValueError`` when a file is missing or malformed, or a key variable unset."""
     if cache is True:
         cache = None
@@ -213,6 +217,7 @@ def load(
             row_fuel,
             row_timeout_ms,
             row_memory_mb,
+            None if budget is None else float(budget),
         )
     )
 

@@ -57,9 +57,10 @@ impl NativeRubric {
     /// Judged criteria without a recorded verdict are dispatched as by `rubric run`: `judges`,
     /// a `judges.toml` path (`--judges`); `replay`, a transcript to answer from (`--judge
     /// replay:FILE`); `cache`, the SQLite judge cache (`--cache`; `None`: the default path);
-    /// `no_cache` (`--no-cache`). Raises `ValueError` when the dispatcher cannot be built.
+    /// `no_cache` (`--no-cache`); `budget`, the most its judge calls may cost in dollars
+    /// while it is loaded (`--budget`). Raises `ValueError` when the dispatcher cannot be built.
     #[new]
-    #[pyo3(signature = (target, engine=None, judges=None, replay=None, cache=None, no_cache=false, row_fuel=None, row_timeout_ms=None, row_memory_mb=None))]
+    #[pyo3(signature = (target, engine=None, judges=None, replay=None, cache=None, no_cache=false, row_fuel=None, row_timeout_ms=None, row_memory_mb=None, budget=None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -72,6 +73,7 @@ impl NativeRubric {
         row_fuel: Option<u64>,
         row_timeout_ms: Option<u64>,
         row_memory_mb: Option<u64>,
+        budget: Option<f64>,
     ) -> PyResult<Self> {
         let loaded = py
             .detach(|| {
@@ -112,6 +114,8 @@ impl NativeRubric {
             },
             // A loaded rubric lives as long as the trainer: no deadline for all of its judging.
             deadline: None,
+            // The budget, though, covers all of it: what the rubric may spend while loaded.
+            budget_usd: budget,
         };
         // local judges (`judge { local "DIR" }`) need no configuration: the package has local
         // models, found as `rubric run` finds them (the embedding model: RUBRIC_EMBEDDING_MODEL,

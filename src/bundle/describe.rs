@@ -58,6 +58,8 @@ pub struct JudgeView {
     pub temperature: Option<f64>,
     pub top_p: Option<f64>,
     pub max_tokens: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reasoning_effort: Option<String>,
     pub seed: Option<u64>,
     pub samples: u32,
     pub vote: String,
@@ -281,6 +283,7 @@ fn judge_view(p: &Program, index: usize, j: &JudgeDecl) -> JudgeView {
         temperature: j.temperature,
         top_p: j.top_p,
         max_tokens: j.max_tokens,
+        reasoning_effort: j.reasoning_effort.clone(),
         seed: j.seed,
         samples: j.samples,
         vote: match j.vote {

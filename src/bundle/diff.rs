@@ -146,6 +146,9 @@ fn sampling(j: &JudgeView) -> String {
     if let Some(t) = j.max_tokens {
         parts.push(format!("max_tokens {t}"));
     }
+    if let Some(e) = &j.reasoning_effort {
+        parts.push(format!("reasoning_effort {e}"));
+    }
     if let Some(t) = j.seed {
         parts.push(format!("seed {t}"));
     }

@@ -281,6 +281,9 @@ fn inspect_body(d: &Description) {
             if let Some(t) = j.max_tokens {
                 head.push(format!("max_tokens {t}"));
             }
+            if let Some(e) = &j.reasoning_effort {
+                head.push(format!("reasoning_effort {e}"));
+            }
             if let Some(s) = j.seed {
                 head.push(format!("seed {s}"));
             }

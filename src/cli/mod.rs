@@ -31,6 +31,8 @@ pub mod bundle;
 mod import;
 #[cfg(all(feature = "models", feature = "judges"))]
 mod model;
+#[cfg(feature = "judges")]
+mod plan;
 pub mod suite;
 
 use crate::api::{CacheSetting, EngineChoice, JudgeSettings};
@@ -228,6 +230,12 @@ pub enum Command {
         /// then end `unscored(judge_deadline)`, and the run finishes with what it has.
         #[arg(long, value_parser = parse_duration)]
         deadline: Option<std::time::Duration>,
+        /// Spend at most this many US dollars on judge calls (prices from `judges.toml`): a
+        /// request whose worst case (its prompt and `max_tokens` of reply) could pass it is not
+        /// sent, and its criteria end `unscored(budget)`; a later run with more budget asks
+        /// only what the cache does not hold.
+        #[arg(long, value_name = "USD", value_parser = parse_budget)]
+        budget: Option<f64>,
         /// `tensor`: compute scores, aggregations and (with `--groups`) advantages and token
         /// credit with the batch numeric stage on the device (rubrics whose score has no plan
         /// stay on the scalar path, with a notice); the records are the same.
@@ -240,6 +248,15 @@ pub enum Command {
         /// this run (`5%`); default 0.
         #[arg(long, value_name = "N|P%", value_parser = Allowance::parse)]
         max_failures: Option<Allowance>,
+    },
+    /// What `rubric run` would ask the judges and what it would cost, sending nothing: the
+    /// requests left after planning, deduplication and the cache, their prompt tokens (counted
+    /// with the model's tokenizer where its family is known, else estimated) and their price
+    /// from `judges.toml` (docs/cost.md).
+    #[cfg(feature = "judges")]
+    Plan {
+        #[command(flatten)]
+        args: plan::PlanArgs,
     },
     /// How far a judge agrees with human labels: per criterion, axis, tag and judge, the
     /// judge's verdicts against the labels (accuracy, TPR/TNR, precision/recall/F1, macro and
@@ -492,6 +509,10 @@ pub enum Command {
         /// Do not read or write the judge cache.
         #[arg(long, conflicts_with = "cache")]
         no_cache: bool,
+        /// Spend at most this many US dollars on judge calls over the server's life (as
+        /// `rubric run --budget`).
+        #[arg(long, value_name = "USD", value_parser = parse_budget)]
+        budget: Option<f64>,
         /// Require `Authorization: Bearer <token>`, the token being this environment
         /// variable's value (on every endpoint but `/healthz`).
         #[arg(long, value_name = "VAR")]
@@ -589,6 +610,7 @@ pub fn main_with(cli: Cli) -> ExitCode {
             cache,
             no_cache,
             deadline,
+            budget,
             numeric,
             allow_errors,
             max_failures,
@@ -606,7 +628,7 @@ pub fn main_with(cli: Cli) -> ExitCode {
                 cache.as_deref(),
                 no_cache,
             ) {
-                Ok(s) => JudgeSettings { deadline, ..s },
+                Ok(s) => JudgeSettings { deadline, budget_usd: budget, ..s },
                 Err(e) => {
                     eprintln!("error: {e}");
                     return ExitCode::from(2);
@@ -758,6 +780,8 @@ pub fn main_with(cli: Cli) -> ExitCode {
         Command::BenchNumeric { rows, criteria, group_size, block, seed } => {
             bench_numeric::command(&bench_numeric::Options { rows, criteria, group_size, block, seed })
         }
+        #[cfg(feature = "judges")]
+        Command::Plan { args } => plan::run(args),
         Command::Agree { scoring, by, bootstrap, seed, confidence, format } => agree::run(agree::AgreeArgs {
             scoring,
             by,
@@ -826,6 +850,7 @@ pub fn main_with(cli: Cli) -> ExitCode {
             judge,
             cache,
             no_cache,
+            budget,
             token_env,
             max_body_bytes,
             timeout_s,
@@ -879,7 +904,8 @@ pub fn main_with(cli: Cli) -> ExitCode {
                 });
             }
             let programs: Vec<&crate::ir::Program> = served.iter().map(|s| s.program).collect();
-            let settings = judge_settings(judges.as_deref(), judge.as_deref(), None, cache.as_deref(), no_cache);
+            let settings = judge_settings(judges.as_deref(), judge.as_deref(), None, cache.as_deref(), no_cache)
+                .map(|s| JudgeSettings { budget_usd: budget, ..s });
             let dispatching = match settings.and_then(|s| s.dispatcher(&programs).map_err(|e| e.to_string())) {
                 Ok(d) => d,
                 Err(e) => {
@@ -974,7 +1000,16 @@ pub fn judge_settings(
         record: record.map(Path::to_path_buf),
         cache,
         deadline: None,
+        budget_usd: None,
     })
+}
+
+/// `--budget USD`: a number of dollars (`0.50`, `$2`).
+fn parse_budget(text: &str) -> Result<f64, String> {
+    match text.trim().trim_start_matches('$').parse::<f64>() {
+        Ok(x) if x.is_finite() && x >= 0.0 => Ok(x),
+        _ => Err(format!("`{text}` is not a budget: write a number of US dollars (`0.50`)")),
+    }
 }
 
 /// Compile a file, printing its diagnostics to stderr; `None` when it has errors.

@@ -196,6 +196,7 @@ pub fn bench_prompts(rows: usize, criteria: usize, words: usize) -> Vec<Vec<Chat
         calibration: None,
         order: crate::ir::Order::Fixed,
         jury: None,
+        reasoning_effort: None,
     };
     let mut out = Vec::with_capacity(rows * criteria);
     for r in 0..rows {

@@ -285,6 +285,9 @@ pub struct JudgeDecl {
     /// and their verdicts are its samples, combined by its `vote`. Absent for other judges.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub jury: Option<Jury>,
+    /// `reasoning_effort E`: sent as the request's `reasoning_effort`. Absent when unset.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reasoning_effort: Option<String>,
 }
 
 /// A jury's members and, for `vote weighted`, their weights (in member order).

@@ -424,6 +424,9 @@ impl Writer<'_> {
         if let Some(m) = j.min_samples {
             self.line(2, &format!("min_samples {m}"));
         }
+        if let Some(e) = &j.reasoning_effort {
+            self.line(2, &format!("reasoning_effort {e}"));
+        }
     }
 
     fn step(&mut self, i: usize, s: &Step) {

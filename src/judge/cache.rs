@@ -488,7 +488,7 @@ mod tests {
             refusal: None,
             finish_reason: Some("stop".into()),
             logprobs: None,
-            usage: Usage { prompt_tokens: 3, completion_tokens: 1 },
+            usage: Usage::new(3, 1),
         };
         c.put("sha256:x", &r).unwrap();
         assert_eq!(c.get("sha256:x").unwrap(), Lookup::Hit(r.clone()), "buffered");

@@ -25,6 +25,11 @@
 //!
 //! [local]                                # `local "NAME"` of a judge -> model directory
 //! "qwen3-judge" = "/models/Qwen3-0.6B"   # relative paths are taken from this file's directory
+//!
+//! [prices."gpt-4.1-mini"]                # model sent -> USD per million tokens
+//! input = 0.40
+//! cached_input = 0.10                    # prompt tokens served from the provider's prefix cache
+//! output = 1.60                          #   (default: the input price)
 //! ```
 
 use super::JudgeError;
@@ -51,10 +56,42 @@ pub struct JudgesConfig {
     /// A local judge's `local "NAME"` → the model directory that answers for it.
     #[serde(default)]
     pub local: BTreeMap<String, String>,
+    /// The model sent → its prices.
+    #[serde(default)]
+    pub prices: BTreeMap<String, Price>,
     /// The directory relative model directories are taken from: the configuration file's
     /// (set by [`JudgesConfig::load`]); `None` means the working directory.
     #[serde(skip)]
     pub base_dir: Option<std::path::PathBuf>,
+}
+
+/// What a model costs, in US dollars per million tokens.
+#[derive(Debug, Clone, Copy, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Price {
+    pub input: f64,
+    /// Prompt tokens the provider served from its prefix cache; without it, `input`.
+    #[serde(default)]
+    pub cached_input: Option<f64>,
+    pub output: f64,
+}
+
+impl Price {
+    pub fn cached(&self) -> f64 {
+        self.cached_input.unwrap_or(self.input)
+    }
+
+    /// The dollars of a call with this usage: uncached prompt tokens at the input price,
+    /// cached ones at the cached-input price, completion tokens at the output price.
+    pub fn cost(&self, prompt: u64, cached: u64, completion: u64) -> f64 {
+        let cached = cached.min(prompt);
+        ((prompt - cached) as f64 * self.input + cached as f64 * self.cached() + completion as f64 * self.output) / 1e6
+    }
+
+    /// What the cached tokens saved against paying the full input price for them.
+    pub fn saved(&self, cached: u64) -> f64 {
+        cached as f64 * (self.input - self.cached()).max(0.0) / 1e6
+    }
 }
 
 /// How the reply schema is requested.
@@ -251,8 +288,14 @@ impl JudgesConfig {
             judges: BTreeMap::new(),
             models: BTreeMap::new(),
             local: BTreeMap::new(),
+            prices: BTreeMap::new(),
             base_dir: None,
         }
+    }
+
+    /// The prices of `model` (the model sent), if the configuration has them.
+    pub fn price(&self, model: &str) -> Option<&Price> {
+        self.prices.get(model)
     }
 
     pub fn parse(text: &str) -> Result<JudgesConfig, JudgeError> {
@@ -304,6 +347,15 @@ impl JudgesConfig {
         for (what, ep) in refs {
             if !self.endpoints.contains_key(ep) {
                 return Err(JudgeError::Config(format!("{what} names endpoint `{ep}`, which is not defined")));
+            }
+        }
+        for (model, p) in &self.prices {
+            let fine = |x: f64| x.is_finite() && x >= 0.0;
+            if !(fine(p.input) && fine(p.output) && p.cached_input.is_none_or(fine)) {
+                return Err(JudgeError::Config(format!(
+                    "prices of model `{model}`: input, cached_input and output are dollars per million tokens, \
+                     finite and not negative"
+                )));
             }
         }
         Ok(())
@@ -374,6 +426,7 @@ mod tests {
             calibration: None,
             order: crate::ir::Order::Fixed,
             jury: None,
+            reasoning_effort: None,
         };
         assert_eq!(cfg.endpoint_for(&j).unwrap().0, "b");
         assert_eq!(cfg.model_for(&j).as_deref(), Some("m-b"));

@@ -43,7 +43,7 @@ pub fn local_reply(model: &str, logprob_yes: f64, logprob_no: f64, prompt_tokens
             logprob: if said == "yes" { logprob_yes } else { logprob_no },
             top: vec![("yes".to_string(), logprob_yes), ("no".to_string(), logprob_no)],
         }]),
-        usage: Usage { prompt_tokens, completion_tokens: 1 },
+        usage: Usage::new(prompt_tokens, 1),
     }
 }
 

@@ -9,6 +9,11 @@
 //! model = "mock-1"               # the model the replies name (default: the one asked for)
 //! require_key_env = "MOCK_KEY"   # answer 401 unless the request carries this variable's value
 //!
+//! [prefix_cache]                 # prompt-prefix caching, reported as providers report it
+//! min_tokens = 1024              # (`usage.prompt_tokens_details.cached_tokens`): a prompt of at
+//! block_tokens = 128             # least min_tokens whose first k·block_tokens tokens (k·block_tokens
+//! enabled = true                 # >= min_tokens) were seen before, for the same model, has them cached
+//!
 //! [default]                      # when no rule matches
 //! verdict = "unmet"
 //!
@@ -31,7 +36,8 @@
 //!
 //! [[fault]]                      # injected before the rules; the first applicable one fires
 //! kind = "status"                # timeout | status | malformed | bad_body | endless |
-//!                                # schema_violation | wrong_evidence | no_logprobs | refusal
+//!                                # schema_violation | wrong_evidence | no_logprobs | refusal |
+//!                                # truncated (cut off: finish_reason "length") | no_usage
 //! status = 429
 //! retry_after_s = 1              # a Retry-After header; retry_after_ms sends retry-after-ms
 //! delay_ms = 30000               # timeout: the stall; endless: the pause between 16 KiB chunks
@@ -39,6 +45,9 @@
 //! samples = [1, 2]               # only these samples (header x-rubric-sample); absent = all
 //! prompt = "..."                 # optional regexes, as for rules
 //! ```
+//!
+//! Tokens are counted as the mock's own tokenizer would: a prompt (its messages' contents joined
+//! by newlines) of B bytes is B/4 + 1 tokens; a prefix cache block is 4·block_tokens bytes.
 //!
 //! `GET /stats` returns the request counters, `GET /requests` every chat body received,
 //! `GET /v1/models` the model list.
@@ -82,6 +91,42 @@ pub struct MockRules {
     pub rules: Vec<Rule>,
     #[serde(default, rename = "fault")]
     pub faults: Vec<Fault>,
+    #[serde(default)]
+    pub prefix_cache: PrefixCache,
+}
+
+/// Prompt-prefix caching as providers do it: automatic, above a minimum prompt length, in
+/// blocks, per model.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PrefixCache {
+    #[serde(default = "yes")]
+    pub enabled: bool,
+    #[serde(default = "default_min_tokens")]
+    pub min_tokens: u64,
+    #[serde(default = "default_block_tokens")]
+    pub block_tokens: u64,
+}
+
+impl Default for PrefixCache {
+    fn default() -> PrefixCache {
+        PrefixCache { enabled: true, min_tokens: default_min_tokens(), block_tokens: default_block_tokens() }
+    }
+}
+
+fn yes() -> bool {
+    true
+}
+fn default_min_tokens() -> u64 {
+    1024
+}
+fn default_block_tokens() -> u64 {
+    128
+}
+
+/// The mock's token count of a prompt of `bytes` bytes.
+pub fn mock_tokens(bytes: usize) -> u64 {
+    bytes as u64 / 4 + 1
 }
 
 /// How to answer the criteria it matches.
@@ -149,6 +194,10 @@ pub enum FaultKind {
     NoLogprobs,
     /// A refusal instead of content.
     Refusal,
+    /// The reply cut off by the token limit: half its content, `finish_reason: "length"`.
+    Truncated,
+    /// A completion without `usage`.
+    NoUsage,
 }
 
 /// An injected fault.
@@ -275,6 +324,7 @@ struct Compiled {
     default: Matcher,
     rules: Vec<Matcher>,
     faults: Vec<(Fault, Option<Regex>, Option<Regex>)>,
+    prefix_cache: PrefixCache,
 }
 
 /// What the server has seen.
@@ -364,6 +414,8 @@ struct State {
     in_flight: std::sync::atomic::AtomicU64,
     bodies: Mutex<Vec<Json>>,
     fault_counts: Mutex<HashMap<(usize, u64), u32>>,
+    /// The prompt prefixes seen, per model: the chained hash of each block boundary.
+    prefixes: Mutex<std::collections::HashSet<(String, [u8; 32])>>,
     /// Fence markers, whose tags are left out of a request's identity.
     fence_tags: Regex,
 }
@@ -403,6 +455,7 @@ impl MockServer {
                 .iter()
                 .map(|f| Ok((f.clone(), regex("fault prompt", &f.prompt)?, regex("fault criterion", &f.criterion)?)))
                 .collect::<Result<_, String>>()?,
+            prefix_cache: rules.prefix_cache.clone(),
         };
         let listener = TcpListener::bind(addr).await.map_err(|e| format!("cannot bind {addr}: {e}"))?;
         let addr = listener.local_addr().map_err(|e| e.to_string())?;
@@ -414,6 +467,7 @@ impl MockServer {
             in_flight: std::sync::atomic::AtomicU64::new(0),
             bodies: Mutex::new(Vec::new()),
             fault_counts: Mutex::new(HashMap::new()),
+            prefixes: Mutex::new(Default::default()),
             fence_tags: Regex::new(r"<<<(BEGIN|END|TURN) ([^ >]+) [0-9a-f]{16}>>>").map_err(|e| e.to_string())?,
         });
         let st = state.clone();
@@ -684,6 +738,8 @@ async fn chat(st: Arc<State>, req: Request<Incoming>) -> Resp {
             FaultKind::WrongEvidence => flags.wrong_evidence = true,
             FaultKind::NoLogprobs => flags.no_logprobs = true,
             FaultKind::Refusal => flags.refusal = true,
+            FaultKind::Truncated => flags.truncated = true,
+            FaultKind::NoUsage => flags.no_usage = true,
         }
         break;
     }
@@ -721,6 +777,9 @@ async fn chat(st: Arc<State>, req: Request<Incoming>) -> Resp {
             toks.push("}", None);
         }
     }
+    if flags.truncated {
+        toks.0.truncate(toks.0.len() / 2);
+    }
     let content: String = toks.0.iter().map(|(t, _)| t.as_str()).collect();
     let message = if flags.refusal {
         json!({"role": "assistant", "content": null, "refusal": "I can't help with grading this."})
@@ -728,19 +787,64 @@ async fn chat(st: Arc<State>, req: Request<Incoming>) -> Resp {
         json!({"role": "assistant", "content": content})
     };
     let logprobs = if want_logprobs && !flags.refusal { toks.logprobs(top_n) } else { Json::Null };
-    let reply = json!({
+    let asked = body.get("model").and_then(Json::as_str).unwrap_or("").to_string();
+    let prompt_tokens = mock_tokens(prompt.len());
+    let cached = cached_prefix(&st, &asked, prompt.as_bytes());
+    let finish = if flags.truncated { "length" } else { "stop" };
+    let mut reply = json!({
         "id": format!("mock-{body_hash:016x}"),
         "object": "chat.completion",
         "created": 0,
         "model": model.unwrap_or_else(|| "mock-judge".into()),
-        "choices": [{"index": 0, "message": message, "logprobs": logprobs, "finish_reason": "stop"}],
+        "choices": [{"index": 0, "message": message, "logprobs": logprobs, "finish_reason": finish}],
         "usage": {
-            "prompt_tokens": prompt.len() / 4 + 1,
+            "prompt_tokens": prompt_tokens,
             "completion_tokens": toks.0.len(),
-            "total_tokens": prompt.len() / 4 + 1 + toks.0.len(),
+            "total_tokens": prompt_tokens + toks.0.len() as u64,
+            "prompt_tokens_details": {"cached_tokens": cached},
         },
     });
+    if flags.no_usage {
+        if let Some(o) = reply.as_object_mut() {
+            o.remove("usage");
+        }
+    }
     json_response(200, &reply)
+}
+
+/// The prompt tokens of `prompt` served from the prefix cache of `model`: the longest prefix of
+/// whole blocks seen before (at least `min_tokens` of them, else none); then every block
+/// boundary of this prompt is remembered.
+fn cached_prefix(st: &State, model: &str, prompt: &[u8]) -> u64 {
+    use sha2::{Digest, Sha256};
+    let pc = &st.rules.prefix_cache;
+    if !pc.enabled || pc.block_tokens == 0 || mock_tokens(prompt.len()) < pc.min_tokens {
+        return 0;
+    }
+    let block = (pc.block_tokens * 4) as usize;
+    let mut chain = [0u8; 32];
+    let mut boundaries = Vec::new();
+    for (k, piece) in prompt.chunks_exact(block).enumerate() {
+        let mut h = Sha256::new();
+        h.update(chain);
+        h.update(piece);
+        chain = h.finalize().into();
+        boundaries.push(((k as u64 + 1) * pc.block_tokens, chain));
+    }
+    let mut seen = st.prefixes.lock().unwrap_or_else(|e| e.into_inner());
+    let mut cached = 0;
+    for (tokens, h) in &boundaries {
+        if !seen.contains(&(model.to_string(), *h)) {
+            break;
+        }
+        if *tokens >= pc.min_tokens {
+            cached = *tokens;
+        }
+    }
+    for (_, h) in boundaries {
+        seen.insert((model.to_string(), h));
+    }
+    cached
 }
 
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
@@ -750,6 +854,8 @@ struct Flags {
     wrong_evidence: bool,
     no_logprobs: bool,
     refusal: bool,
+    truncated: bool,
+    no_usage: bool,
 }
 
 /// The two alternatives of an answer token and the probability of the first: (yes, no, P(yes)).

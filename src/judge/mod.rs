@@ -27,10 +27,11 @@ pub mod mock;
 pub mod prompt;
 pub mod reply;
 pub mod request;
+pub mod tokens;
 pub mod transcript;
 
 pub use cache::Cache;
-pub use config::{EndpointConfig, JudgesConfig, ResponseFormat};
+pub use config::{EndpointConfig, JudgesConfig, Price, ResponseFormat};
 pub use reply::Reply;
 pub use transcript::{Replay, TranscriptWriter};
 
@@ -158,6 +159,78 @@ pub struct CriterionVerdict {
     pub models: Vec<String>,
     /// The hash of each sample's request (empty for a sample that was never sent).
     pub requests: Vec<String>,
+    /// What its verdict cost: its share of the price of each reply it was decided by (a
+    /// request shared by several criteria, samples or rows is split evenly between them),
+    /// from the usage the reply reported, whether it came over HTTP in this run, from the
+    /// cache or from a transcript, so that replaying a run gives the same records; `None` when
+    /// the configuration prices no model (cost accounting is off).
+    pub cost: Option<Cost>,
+}
+
+/// Dollars spent this run, and whether some of it could not be told.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Cost {
+    /// The known part.
+    pub usd: f64,
+    /// A request behind it was paid for but its cost is unknown (no usage in the reply, no
+    /// price for the model, or a timed-out attempt the provider may bill).
+    pub unknown: bool,
+}
+
+impl Cost {
+    /// The dollars, or `None` when part of them is unknown.
+    pub fn known(&self) -> Option<f64> {
+        (!self.unknown).then_some(self.usd)
+    }
+
+    pub fn add(&mut self, other: Cost) {
+        self.usd += other.usd;
+        self.unknown |= other.unknown;
+    }
+}
+
+/// What one request's reply cost.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Spend {
+    /// Nothing: a local model's answer, or a request refused or failed before any reply was
+    /// billed.
+    Free,
+    Paid(f64),
+    /// Paid for, at a cost that cannot be told (no usage, no price, a timed-out attempt).
+    Unknown,
+}
+
+/// Cost counters of one judge at one endpoint.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct CostTally {
+    /// Requests answered over HTTP.
+    pub calls: u64,
+    pub usd: f64,
+    /// Replies that reported no usage: their cost is unknown.
+    pub no_usage: u64,
+    /// Replies of a model the configuration has no price for.
+    pub unpriced: u64,
+    /// Requests that timed out after they were sent (the provider may bill them).
+    pub timed_out: u64,
+    pub prompt_tokens: u64,
+    /// Prompt tokens the provider served from its prefix cache.
+    pub cached_tokens: u64,
+    pub completion_tokens: u64,
+    /// What the cached tokens saved against the full input price.
+    pub saved_usd: f64,
+}
+
+/// A run's budget: no request is sent whose worst case could take the spending past `limit`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct BudgetStats {
+    pub limit_usd: f64,
+    /// Dollars paid (a reply of unknown cost counts at its worst case).
+    pub spent_usd: f64,
+    /// Held by requests in flight, at their worst case.
+    #[serde(skip)]
+    pub held_usd: f64,
+    /// Requests not sent because they could have passed the budget, or could not be bounded.
+    pub refused: u64,
 }
 
 /// Counters of one dispatcher's life.
@@ -200,6 +273,51 @@ pub struct Stats {
     /// Milliseconds of each successful HTTP request, by endpoint.
     #[serde(skip)]
     pub latency_ms: BTreeMap<String, Vec<f64>>,
+    /// Whether the configuration prices any model (cost accounting is on).
+    pub accounted: bool,
+    /// Cost counters, by judge and endpoint.
+    pub costs: BTreeMap<String, BTreeMap<String, CostTally>>,
+    /// The run's budget, when it has one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub budget: Option<BudgetStats>,
+}
+
+/// What a dispatch would send, without sending it ([`Dispatcher::dry_run`]).
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct DryRun {
+    /// Requests planned (calls × samples), before deduplication.
+    pub planned: u64,
+    /// Planned requests identical to another of the batch.
+    pub deduplicated: u64,
+    /// Distinct requests the cache (or a replay transcript) would answer.
+    pub cached: u64,
+    /// Sample slots no request can serve, by reason (`judge_no_endpoint: ...`).
+    pub unroutable: BTreeMap<String, u64>,
+    /// The requests to send, by judge, endpoint and model.
+    pub calls: Vec<PlannedCalls>,
+}
+
+/// The requests one judge would send to one endpoint and model.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct PlannedCalls {
+    pub judge: String,
+    pub endpoint: String,
+    pub model: String,
+    pub requests: u64,
+    /// Criteria answered by them (a request of `per_call N` answers N).
+    pub entries: u64,
+    pub prompt_tokens: u64,
+    /// The tokenizer that counted them; `None`: estimated at 4 bytes per token.
+    pub tokenizer: Option<&'static str>,
+    /// The sum of the requests' `max_tokens`; `None` when a request has none (no bound).
+    pub max_completion_tokens: Option<u64>,
+    /// The model's prices, when the configuration has them.
+    #[serde(skip)]
+    pub price: Option<Price>,
+    /// Dollars for the prompts at the full input price (before any provider caching).
+    pub prompt_usd: Option<f64>,
+    /// Dollars for the replies at most (`max_tokens` each).
+    pub max_completion_usd: Option<f64>,
 }
 
 /// Latency percentiles of one endpoint, in milliseconds.
@@ -244,6 +362,10 @@ enum Backend {
 struct Inner {
     /// When the run stops sending and waiting (`DispatcherBuilder::deadline`).
     deadline: Option<std::time::Instant>,
+    /// Whether the run has a budget (its state is in `stats.budget`).
+    budgeted: bool,
+    /// Woken whenever a request held against the budget settles.
+    budget_settled: tokio::sync::Notify,
     config: JudgesConfig,
     backend: Backend,
     cache: Option<Cache>,
@@ -269,9 +391,19 @@ pub struct DispatcherBuilder {
     cache: Option<Cache>,
     transcript: Option<TranscriptWriter>,
     deadline: Option<std::time::Instant>,
+    budget: Option<f64>,
+    dry: bool,
 }
 
 impl DispatcherBuilder {
+    /// Spend at most `usd` dollars: a request whose worst case (its prompt, and `max_tokens`
+    /// of reply, at its model's prices) could take the spending past it is not sent, and its
+    /// criteria end `budget`.
+    pub fn budget(mut self, usd: f64) -> Self {
+        self.budget = Some(usd);
+        self
+    }
+
     /// Answer from this transcript instead of over HTTP (the configuration then only names
     /// models, and may be empty).
     pub fn replay(mut self, replay: Replay) -> Self {
@@ -290,6 +422,12 @@ impl DispatcherBuilder {
         self
     }
 
+    /// Build for [`Dispatcher::dry_run`] only: no HTTP client is made and no API key read.
+    pub fn dry(mut self) -> Self {
+        self.dry = true;
+        self
+    }
+
     /// Send nothing and wait for nothing after `deadline`: requests still unanswered then end
     /// `judge_deadline`.
     pub fn deadline(mut self, deadline: std::time::Instant) -> Self {
@@ -303,6 +441,7 @@ impl DispatcherBuilder {
         self.config.validate()?;
         let backend = match self.replay {
             Some(r) => Backend::Replay(r),
+            None if self.dry => Backend::Http(BTreeMap::new()),
             None => {
                 let mut eps = BTreeMap::new();
                 for (name, cfg) in &self.config.endpoints {
@@ -312,8 +451,15 @@ impl DispatcherBuilder {
             }
         };
         let key = prompt::FenceKey::random().map_err(JudgeError::Config)?;
+        if let Some(b) = self.budget {
+            if !(b.is_finite() && b >= 0.0) {
+                return Err(JudgeError::Config(format!("the budget must be a number of dollars, not {b}")));
+            }
+        }
         let stats = Stats {
             cache_set_aside: self.cache.as_ref().and_then(Cache::set_aside).map(|p| p.display().to_string()),
+            budget: self.budget.map(|limit_usd| BudgetStats { limit_usd, ..BudgetStats::default() }),
+            accounted: !self.config.prices.is_empty(),
             ..Stats::default()
         };
         Ok(Dispatcher {
@@ -325,6 +471,8 @@ impl DispatcherBuilder {
                 memo: Mutex::new(HashMap::new()),
                 stats: Mutex::new(stats),
                 deadline: self.deadline,
+                budgeted: self.budget.is_some(),
+                budget_settled: tokio::sync::Notify::new(),
                 local: local::LocalModels::default(),
                 fences: prompt::Fences::Secret(key),
             }),
@@ -343,6 +491,7 @@ enum Route {
 struct Fetched {
     samples: Vec<Json>,
     model: Option<String>,
+    spend: Spend,
 }
 
 /// A sample slot of a criterion: a distinct request and the entry in it, or why none was sent.
@@ -354,7 +503,15 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 
 impl Dispatcher {
     pub fn builder(config: JudgesConfig) -> DispatcherBuilder {
-        DispatcherBuilder { config, replay: None, cache: None, transcript: None, deadline: None }
+        DispatcherBuilder {
+            config,
+            replay: None,
+            cache: None,
+            transcript: None,
+            deadline: None,
+            budget: None,
+            dry: false,
+        }
     }
 
     pub fn stats(&self) -> Stats {
@@ -502,6 +659,60 @@ impl Dispatcher {
         (uniques, plan)
     }
 
+    /// What deciding `tasks` would send, after deduplication and what the cache (or a replay
+    /// transcript) answers, with its prompt tokens and price; nothing is sent.
+    pub fn dry_run(&self, tasks: &[Task]) -> DryRun {
+        let (uniques, plan) = self.plan(tasks, |_, _| {});
+        let mut dry = DryRun::default();
+        for slot in plan.iter().flatten().flatten() {
+            match slot {
+                Ok(_) => dry.planned += 1,
+                Err(reason) => *dry.unroutable.entry(reason.clone()).or_default() += 1,
+            }
+        }
+        dry.deduplicated = dry.planned - uniques.len() as u64;
+        let mut calls: BTreeMap<(String, String, String), PlannedCalls> = BTreeMap::new();
+        for p in &uniques {
+            let known = lock(&self.inner.memo).contains_key(&p.hash)
+                || self.inner.cache.as_ref().is_some_and(|c| matches!(c.get(&p.hash), Ok(cache::Lookup::Hit(_))))
+                || matches!(&self.inner.backend, Backend::Replay(r) if r.get(&p.hash).is_some());
+            if known {
+                dry.cached += 1;
+                continue;
+            }
+            let model = p.body.get("model").and_then(Json::as_str).unwrap_or_default().to_string();
+            let endpoint =
+                p.endpoint.clone().unwrap_or_else(|| if p.local.is_some() { "local".into() } else { "-".into() });
+            let price = self.inner.config.price(&model).copied();
+            let c = calls.entry((p.judge.clone(), endpoint.clone(), model.clone())).or_insert_with(|| PlannedCalls {
+                judge: p.judge.clone(),
+                endpoint,
+                model: model.clone(),
+                max_completion_tokens: Some(0),
+                price,
+                ..PlannedCalls::default()
+            });
+            let counted = tokens::count_prompt(&model, &p.rendered.messages);
+            c.requests += 1;
+            c.entries += p.rendered.entries.len() as u64;
+            c.prompt_tokens += counted.tokens;
+            c.tokenizer = counted.tokenizer;
+            c.max_completion_tokens = match (c.max_completion_tokens, p.body.get("max_tokens").and_then(Json::as_u64)) {
+                (Some(sum), Some(m)) => Some(sum + m),
+                _ => None,
+            };
+        }
+        for c in calls.values_mut() {
+            c.prompt_usd = c.price.map(|pr| pr.cost(c.prompt_tokens, 0, 0));
+            c.max_completion_usd = match (c.price, c.max_completion_tokens) {
+                (Some(pr), Some(m)) => Some(pr.cost(0, 0, m)),
+                _ => None,
+            };
+        }
+        dry.calls = calls.into_values().collect();
+        dry
+    }
+
     /// Decide every criterion of every task: one `CriterionVerdict` per criterion, in order.
     pub async fn resolve(&self, tasks: &[Task]) -> Vec<Vec<CriterionVerdict>> {
         let mut set = tokio::task::JoinSet::new();
@@ -543,6 +754,13 @@ impl Dispatcher {
                 lock(&self.inner.stats).cache_errors += 1;
             }
         }
+        // How many sample slots each distinct request answers: its cost is split between them.
+        let mut uses = vec![0u32; uniques.len()];
+        for slot in plan.iter().flatten().flatten() {
+            if let Ok((u, _)) = slot {
+                uses[*u] += 1;
+            }
+        }
         tasks
             .iter()
             .zip(plan)
@@ -554,12 +772,19 @@ impl Dispatcher {
                         let mut samples = Vec::with_capacity(slots.len());
                         let mut models: Vec<String> = Vec::new();
                         let mut requests = Vec::new();
+                        let mut cost = Cost::default();
+                        let accounted = !self.inner.config.prices.is_empty();
                         for s in slots {
                             match s {
                                 Ok((u, e)) => {
                                     requests.push(uniques[u].hash.clone());
                                     match &fetched[u] {
                                         Some(f) => {
+                                            match f.spend {
+                                                Spend::Free => {}
+                                                Spend::Paid(usd) => cost.usd += usd / f64::from(uses[u].max(1)),
+                                                Spend::Unknown => cost.unknown = true,
+                                            }
                                             samples.push(f.samples[e].clone());
                                             if let Some(m) = &f.model {
                                                 if !models.contains(m) {
@@ -585,7 +810,8 @@ impl Dispatcher {
                         } else {
                             json!({ "samples": samples })
                         };
-                        CriterionVerdict { id: c.id.clone(), verdict, models, requests }
+                        let cost = accounted.then_some(cost);
+                        CriterionVerdict { id: c.id.clone(), verdict, models, requests, cost }
                     })
                     .collect()
             })
@@ -632,8 +858,14 @@ impl Dispatcher {
                 let Some(ep) = p.endpoint.as_ref().and_then(|n| eps.get(n)) else {
                     return self.fail(p, "judge_no_endpoint: no endpoint for this request".into(), "http", 0);
                 };
+                let model = p.body.get("model").and_then(Json::as_str).unwrap_or_default();
+                let price = self.inner.config.price(model).copied();
+                let held = match self.hold(p, model, price.as_ref()).await {
+                    Ok(held) => held,
+                    Err(reason) => return self.fail(p, reason, "budget", 0),
+                };
                 let sent = ep.send(&p.body, p.sample, self.inner.deadline).await;
-                {
+                let spend = {
                     let mut s = lock(&self.inner.stats);
                     s.http_requests += 1;
                     s.http_attempts += sent.attempts as u64;
@@ -641,12 +873,58 @@ impl Dispatcher {
                     if let Some(ms) = sent.latency_ms {
                         s.latency_ms.entry(ep.name.clone()).or_default().push(ms);
                     }
+                    let tally = s.costs.entry(p.judge.clone()).or_default().entry(ep.name.clone()).or_default();
+                    let spend = match &sent.result {
+                        Ok(r) => {
+                            tally.calls += 1;
+                            tally.prompt_tokens += r.usage.prompt_tokens;
+                            tally.cached_tokens += r.usage.cached_tokens;
+                            tally.completion_tokens += r.usage.completion_tokens;
+                            match (r.usage.reported, price) {
+                                (false, _) => {
+                                    tally.no_usage += 1;
+                                    Spend::Unknown
+                                }
+                                (true, None) => {
+                                    tally.unpriced += 1;
+                                    Spend::Unknown
+                                }
+                                (true, Some(pr)) => {
+                                    let u = r.usage;
+                                    let usd = pr.cost(u.prompt_tokens, u.cached_tokens, u.completion_tokens);
+                                    tally.usd += usd;
+                                    tally.saved_usd += pr.saved(u.cached_tokens.min(u.prompt_tokens));
+                                    Spend::Paid(usd)
+                                }
+                            }
+                        }
+                        // A request that timed out after it was sent may still be billed.
+                        Err(reason) if reason.starts_with("judge_timeout") || reason.starts_with("judge_deadline") => {
+                            if sent.attempts > 0 {
+                                tally.timed_out += 1;
+                                Spend::Unknown
+                            } else {
+                                Spend::Free
+                            }
+                        }
+                        Err(_) => Spend::Free,
+                    };
                     if let Ok(r) = &sent.result {
                         s.tokens_in += r.usage.prompt_tokens;
                         s.tokens_out += r.usage.completion_tokens;
                     }
-                }
-                match sent.result {
+                    if let (Some(b), Some(held)) = (s.budget.as_mut(), held) {
+                        b.held_usd -= held;
+                        b.spent_usd += match spend {
+                            Spend::Free => 0.0,
+                            Spend::Paid(usd) => usd,
+                            Spend::Unknown => held,
+                        };
+                    }
+                    spend
+                };
+                self.inner.budget_settled.notify_waiters();
+                let mut fetched = match sent.result {
                     Ok(mut r) => {
                         // Whatever the server said, the key never travels further.
                         r.content = r.content.map(|c| ep.redact(&c));
@@ -655,7 +933,9 @@ impl Dispatcher {
                         self.finish(p, r, "http", sent.attempts, sent.latency_ms)
                     }
                     Err(reason) => self.fail(p, reason, "http", sent.attempts),
-                }
+                };
+                fetched.spend = spend;
+                fetched
             }
         }
     }
@@ -725,6 +1005,62 @@ impl Dispatcher {
             .collect()
     }
 
+    /// Under a budget, hold the worst case of `p` (its prompt's token bound at the input price,
+    /// `max_tokens` at the output price) or refuse it: `Ok(None)` without a budget.
+    async fn hold(&self, p: &Prepared, model: &str, price: Option<&Price>) -> Result<Option<f64>, String> {
+        if !self.inner.budgeted {
+            return Ok(None);
+        }
+        let worst = match (price, p.body.get("max_tokens").and_then(Json::as_u64)) {
+            (None, _) => Err(format!(
+                "budget: model `{model}` has no price in the judges configuration, so what judge `{}` costs \
+                 cannot be bounded",
+                p.judge
+            )),
+            (_, None) => {
+                Err(format!("budget: judge `{}` sets no `max_tokens`, so the cost of its reply has no bound", p.judge))
+            }
+            (Some(price), Some(max_out)) => {
+                let schema = p.body.get("response_format").map(Json::to_string).unwrap_or_default();
+                let prompt = tokens::prompt_bound(model, &p.rendered.messages, &schema);
+                Ok(price.cost(prompt, 0, max_out))
+            }
+        };
+        loop {
+            // Registered before the lock is let go, so that a settlement in between still wakes it.
+            let settled = self.inner.budget_settled.notified();
+            tokio::pin!(settled);
+            settled.as_mut().enable();
+            {
+                let mut s = lock(&self.inner.stats);
+                let Some(b) = s.budget.as_mut() else { return Ok(None) };
+                let fits = |x: f64| x <= b.limit_usd + 1e-12;
+                match &worst {
+                    Err(why) => {
+                        b.refused += 1;
+                        return Err(why.clone());
+                    }
+                    // Even once every request in flight has settled, this one could pass it.
+                    Ok(worst) if !fits(b.spent_usd + worst) => {
+                        b.refused += 1;
+                        return Err(format!(
+                            "budget: this request could cost up to ${worst:.6}, and ${:.6} of the run's budget of \
+                             ${:.6} is spent",
+                            b.spent_usd, b.limit_usd
+                        ));
+                    }
+                    Ok(worst) if fits(b.spent_usd + b.held_usd + worst) => {
+                        b.held_usd += worst;
+                        return Ok(Some(*worst));
+                    }
+                    // It may fit once the requests in flight have settled at what they cost.
+                    Ok(_) => {}
+                }
+            }
+            settled.await;
+        }
+    }
+
     fn redact(&self, s: String) -> String {
         match &self.inner.backend {
             Backend::Http(eps) => eps.values().fold(s, |s, e| e.redact(&s)),
@@ -770,12 +1106,32 @@ impl Dispatcher {
             attempts,
             latency_ms,
         });
-        Fetched { samples, model: Some(reply.model) }
+        let spend = self.price_of(p, &reply, source);
+        Fetched { samples, model: Some(reply.model), spend }
+    }
+
+    /// What `reply` to `p` cost, from the usage it reported and its model's price (a local
+    /// model's answer is free).
+    fn price_of(&self, p: &Prepared, reply: &Reply, source: &str) -> Spend {
+        if source == "local" || p.local.is_some() {
+            return Spend::Free;
+        }
+        let model = p.body.get("model").and_then(Json::as_str).unwrap_or_default();
+        match (reply.usage.reported, self.inner.config.price(model)) {
+            (true, Some(pr)) => {
+                let u = reply.usage;
+                Spend::Paid(pr.cost(u.prompt_tokens, u.cached_tokens, u.completion_tokens))
+            }
+            _ => Spend::Unknown,
+        }
     }
 
     fn fail(&self, p: &Prepared, reason: String, source: &str, attempts: u32) -> Fetched {
         let reason = self.redact(reason);
-        lock(&self.inner.stats).failed += 1;
+        // A request the budget kept back did not fail: it is counted with the budget.
+        if source != "budget" {
+            lock(&self.inner.stats).failed += 1;
+        }
         self.record(&transcript::Entry {
             hash: p.hash.clone(),
             judge: p.judge.clone(),
@@ -788,7 +1144,11 @@ impl Dispatcher {
             attempts,
             latency_ms: None,
         });
-        Fetched { samples: p.rendered.entries.iter().map(|_| json!({ "unscored": reason })).collect(), model: None }
+        Fetched {
+            samples: p.rendered.entries.iter().map(|_| json!({ "unscored": reason })).collect(),
+            model: None,
+            spend: Spend::Free,
+        }
     }
 }
 

@@ -37,10 +37,41 @@ pub struct TokenLogprob {
     pub top: Vec<(String, f64)>,
 }
 
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+/// The tokens a completion says it used. `reported` is false when the reply carried no
+/// `usage` at all: its cost is then unknown, never taken as zero.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Usage {
     pub prompt_tokens: u64,
     pub completion_tokens: u64,
+    /// Prompt tokens the provider answered from its prefix cache
+    /// (`usage.prompt_tokens_details.cached_tokens`), billed at the cached-input price.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub cached_tokens: u64,
+    #[serde(default = "yes", skip_serializing_if = "is_yes")]
+    pub reported: bool,
+}
+
+impl Default for Usage {
+    fn default() -> Usage {
+        Usage { prompt_tokens: 0, completion_tokens: 0, cached_tokens: 0, reported: true }
+    }
+}
+
+impl Usage {
+    /// `prompt_tokens` in and `completion_tokens` out, nothing cached.
+    pub fn new(prompt_tokens: u64, completion_tokens: u64) -> Usage {
+        Usage { prompt_tokens, completion_tokens, ..Usage::default() }
+    }
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+fn yes() -> bool {
+    true
+}
+fn is_yes(b: &bool) -> bool {
+    *b
 }
 
 impl Reply {
@@ -74,10 +105,16 @@ impl Reply {
                 })
                 .collect()
         });
-        let usage = body.get("usage").map_or(Usage::default(), |u| Usage {
-            prompt_tokens: u.get("prompt_tokens").and_then(Json::as_u64).unwrap_or(0),
-            completion_tokens: u.get("completion_tokens").and_then(Json::as_u64).unwrap_or(0),
-        });
+        let usage = match body.get("usage").filter(|u| u.is_object()) {
+            None => Usage { reported: false, ..Usage::default() },
+            Some(u) => Usage {
+                prompt_tokens: u.get("prompt_tokens").and_then(Json::as_u64).unwrap_or(0),
+                completion_tokens: u.get("completion_tokens").and_then(Json::as_u64).unwrap_or(0),
+                cached_tokens: u.pointer("/prompt_tokens_details/cached_tokens").and_then(Json::as_u64).unwrap_or(0),
+                reported: u.get("prompt_tokens").is_some_and(Json::is_u64)
+                    && u.get("completion_tokens").is_some_and(Json::is_u64),
+            },
+        };
         let model = body.get("model").and_then(Json::as_str).filter(|m| !m.is_empty()).unwrap_or(sent_model);
         Ok(Reply { model: model.to_string(), content, refusal, finish_reason, logprobs, usage })
     }
@@ -92,6 +129,15 @@ pub fn interpret(rendered: &Rendered, reply: &Reply) -> (Vec<Json>, bool) {
     if let Some(r) = &reply.refusal {
         return all(format!("judge_refused: {}", excerpt(r, 200)));
     }
+    // A reply cut off by the token limit is not the judge's answer, even where what came
+    // before the cut happens to parse (a reasoning model may spend the limit before answering).
+    if reply.finish_reason.as_deref() == Some("length") {
+        return all(format!(
+            "judge_truncated: the reply was cut off at the token limit after {} completion tokens; \
+             raise the judge's `max_tokens` (or lower its reasoning effort)",
+            reply.usage.completion_tokens
+        ));
+    }
     let Some(content) = reply.content.as_deref() else {
         return all("judge_unparsable: the reply has no content".into());
     };
@@ -99,15 +145,7 @@ pub fn interpret(rendered: &Rendered, reply: &Reply) -> (Vec<Json>, bool) {
     let root: Json = match serde_json::from_str(text) {
         Ok(v) => v,
         Err(e) => {
-            let cut = if reply.finish_reason.as_deref() == Some("length") {
-                " (the reply was cut off at max_tokens)"
-            } else {
-                ""
-            };
-            return all(format!(
-                "judge_unparsable: the reply is not JSON{cut}: {e}; it begins {:?}",
-                excerpt(text, 80)
-            ));
+            return all(format!("judge_unparsable: the reply is not JSON: {e}; it begins {:?}", excerpt(text, 80)));
         }
     };
     // Byte offsets of values in `content`, for logprob scoring.

@@ -13,7 +13,9 @@ use serde_json::{json, Map, Value as Json};
 use sha2::{Digest, Sha256};
 
 /// Bumped whenever the canonical form changes (old cache entries then stop matching).
-pub const REQUEST_VERSION: u32 = 1;
+/// 2: the default prompt puts the note on fenced inputs before the criteria (what a row's calls
+/// share comes first, for providers' prefix caches).
+pub const REQUEST_VERSION: u32 = 2;
 
 /// A request ready to send: its identity, its body, and how to read its reply.
 #[derive(Debug, Clone, PartialEq)]
@@ -71,6 +73,9 @@ fn body(judge: &JudgeDecl, rendered: &Rendered, model: &str, sample: u32, wire: 
     }
     if let Some(s) = judge.seed {
         body.insert("seed".into(), json!(s.wrapping_add(sample as u64)));
+    }
+    if let Some(e) = &judge.reasoning_effort {
+        body.insert("reasoning_effort".into(), json!(e));
     }
     match wire.response_format {
         ResponseFormat::JsonSchema => {

@@ -12,7 +12,7 @@
 
 use crate::engine::{Engine, RowResult, Status, VerdictSource};
 use crate::ir::{Program, Step};
-use crate::judge::{Criterion, Dispatcher, Task};
+use crate::judge::{Cost, Criterion, Dispatcher, Task};
 use crate::value::Value;
 use rayon::prelude::*;
 use serde_json::{json, Value as Json};
@@ -126,6 +126,7 @@ pub fn report(stats: &Json) -> String {
         n("criteria_not_needed"),
         n("planning_rounds"),
     ));
+    out.push_str(&cost_report(stats));
     if let Some(aside) = stats.get("cache_set_aside").and_then(Json::as_str) {
         out.push_str(&format!(
             "\ncache: the judge cache failed its integrity check and was set aside as `{aside}`; a new one was started"
@@ -198,13 +199,78 @@ pub fn report(stats: &Json) -> String {
     out
 }
 
+/// The cost lines of the run report: dollars by judge and endpoint, what the providers' prefix
+/// caches saved, the calls whose cost is unknown, and the budget.
+fn cost_report(stats: &Json) -> String {
+    let f = |t: &Json, k: &str| t.get(k).and_then(Json::as_f64).unwrap_or(0.0);
+    let n = |t: &Json, k: &str| t.get(k).and_then(Json::as_u64).unwrap_or(0);
+    let mut out = String::new();
+    let budget = stats.get("budget").map_or(String::new(), |b| {
+        format!(
+            "\nbudget: ${:.6} of ${:.6} spent; {} requests not sent (their criteria are unscored `budget`)",
+            f(b, "spent_usd"),
+            f(b, "limit_usd"),
+            n(b, "refused"),
+        )
+    });
+    if stats.get("accounted") != Some(&Json::Bool(true)) {
+        return budget;
+    }
+    let Some(costs) = stats.get("costs").and_then(Json::as_object) else { return budget };
+    let tallies: Vec<(&String, &String, &Json)> = costs
+        .iter()
+        .filter_map(|(j, by)| Some(by.as_object()?.iter().map(move |(e, t)| (j, e, t))))
+        .flatten()
+        .collect();
+    if tallies.is_empty() {
+        return budget;
+    }
+    let sum_f = |k: &str| tallies.iter().map(|t| f(t.2, k)).sum::<f64>();
+    let sum_n = |k: &str| tallies.iter().map(|t| n(t.2, k)).sum::<u64>();
+    let unknown = sum_n("no_usage") + sum_n("unpriced") + sum_n("timed_out");
+    out.push_str(&format!(
+        "\ncost: ${:.6} for {} calls answered over HTTP{}; prompt tokens {} ({} cached by the provider, saving ${:.6}), \
+         completion tokens {}",
+        sum_f("usd"),
+        sum_n("calls"),
+        if unknown > 0 { format!(" (and {unknown} of unknown cost)") } else { String::new() },
+        sum_n("prompt_tokens"),
+        sum_n("cached_tokens"),
+        sum_f("saved_usd"),
+        sum_n("completion_tokens"),
+    ));
+    if tallies.len() > 1 {
+        for (judge, endpoint, t) in &tallies {
+            out.push_str(&format!(
+                "\ncost `{judge}` at `{endpoint}`: ${:.6} for {} calls, {} prompt tokens ({} cached), {} completion tokens",
+                f(t, "usd"),
+                n(t, "calls"),
+                n(t, "prompt_tokens"),
+                n(t, "cached_tokens"),
+                n(t, "completion_tokens"),
+            ));
+        }
+    }
+    if unknown > 0 {
+        out.push_str(&format!(
+            "\ncost unknown for {unknown} calls: {} replies reported no usage, {} came from models without a price in \
+             the judges configuration, {} timed out after they were sent (the provider may bill them)",
+            sum_n("no_usage"),
+            sum_n("unpriced"),
+            sum_n("timed_out"),
+        ));
+    }
+    out.push_str(&budget);
+    out
+}
+
 /// One row being scored: its bound inputs, the verdicts known so far and its latest result.
 pub struct PendingRow {
     pub inputs: Vec<Value>,
     pub verdicts: Vec<(String, Json)>,
     pub result: Option<RowResult>,
-    /// The models that answered this row's judge calls, by criterion id.
-    pub models: BTreeMap<String, Vec<String>>,
+    /// What answered this row's judge calls, by criterion id.
+    pub models: BTreeMap<String, super::Dispatched>,
 }
 
 /// What planning saved, counted over the chunk.
@@ -243,6 +309,88 @@ fn criterion_for(program: &Program, id: &str, result: &RowResult) -> Option<(u32
     Some((judge, Criterion::for_decl(program, decl, id.to_string(), text)?))
 }
 
+/// Who a task answers for: its row, and for a jury member's task, the jury and the member's
+/// position.
+pub(crate) type Owner = (usize, Option<(u32, usize)>);
+
+/// The tasks row `ri` needs for the criteria its latest result demands: one per judge with
+/// every criterion the row needs from it (a jury: one per member). A demanded id that is not
+/// a judged criterion is settled unscored so the rounds end. Returns the criteria asked for.
+pub(crate) fn row_tasks(
+    program: &Program,
+    ri: usize,
+    row: &mut PendingRow,
+    tasks: &mut Vec<Task>,
+    owners: &mut Vec<Owner>,
+) -> u64 {
+    let Some(result) = row.result.as_ref() else { return 0 };
+    let mut asked = 0;
+    let mut by_judge: BTreeMap<u32, Vec<Criterion>> = BTreeMap::new();
+    for id in &result.demanded {
+        match criterion_for(program, id, result) {
+            Some((j, c)) => by_judge.entry(j).or_default().push(c),
+            None => row.verdicts.push((id.clone(), json!({"unscored": "judge_internal: not a judged criterion"}))),
+        }
+    }
+    for (j, criteria) in by_judge {
+        asked += criteria.len() as u64;
+        // A jury asks each of its members; their verdicts become its samples.
+        let members = program.judges.get(j as usize).and_then(|d| d.jury.as_ref()).map(|jy| jy.members.clone());
+        match members {
+            Some(members) => {
+                for (at, m) in members.iter().enumerate() {
+                    if let Some(t) = Task::for_program(program, *m, criteria.clone(), &row.inputs) {
+                        tasks.push(t);
+                        owners.push((ri, Some((j, at))));
+                    }
+                }
+            }
+            None => {
+                if let Some(t) = Task::for_program(program, j, criteria, &row.inputs) {
+                    tasks.push(t);
+                    owners.push((ri, None));
+                }
+            }
+        }
+    }
+    asked
+}
+
+/// The first planning round of `rows`, dry: each row evaluated with the verdicts it has, and
+/// the requests its demanded criteria would make, priced and checked against the cache by
+/// [`Dispatcher::dry_run`]; nothing is sent. Returns the dry run, the criteria asked for, and
+/// the judged criteria left undecided that later rounds may still ask for (a criterion behind a
+/// judged gate, or read by another's check).
+pub fn plan_rows(
+    engine: &dyn Engine,
+    program: &Program,
+    rows: Vec<super::JudgeRow>,
+    dispatcher: &Dispatcher,
+) -> (crate::judge::DryRun, u64, u64) {
+    let mut pending: Vec<PendingRow> = rows
+        .into_iter()
+        .map(|(inputs, verdicts)| PendingRow { inputs, verdicts, result: None, models: BTreeMap::new() })
+        .collect();
+    pending.par_iter_mut().for_each(|row| {
+        row.result = Some(engine.evaluate(program, &row.inputs, &Planning(&row.verdicts)));
+    });
+    let (mut tasks, mut owners, mut asked, mut later) = (Vec::new(), Vec::new(), 0, 0);
+    for (ri, row) in pending.iter_mut().enumerate() {
+        asked += row_tasks(program, ri, row, &mut tasks, &mut owners);
+        let demanded = row.result.as_ref().map_or(0, |r| r.demanded.len());
+        let skipped = row.result.as_ref().map_or(0, |r| {
+            r.criteria
+                .iter()
+                .filter(|c| {
+                    c.status == Status::Skipped && (c.source.starts_with("judge:") || c.source.starts_with("extract:"))
+                })
+                .count()
+        });
+        later += skipped.saturating_sub(demanded) as u64;
+    }
+    (dispatcher.dry_run(&tasks), asked, later)
+}
+
 /// Evaluate every row of a chunk, dispatching the judge calls they need.
 pub fn evaluate_chunk(
     engine: &dyn Engine,
@@ -277,42 +425,11 @@ pub fn evaluate_chunk(
         let mut owners = Vec::new();
         for (ri, row) in rows.iter_mut().enumerate() {
             dirty[ri] = false;
-            let Some(result) = row.result.as_ref() else { continue };
-            if result.demanded.is_empty() {
+            if wanted(row).is_empty() {
                 continue;
             }
             dirty[ri] = true;
-            let mut by_judge: BTreeMap<u32, Vec<Criterion>> = BTreeMap::new();
-            for id in &result.demanded {
-                match criterion_for(program, id, result) {
-                    Some((j, c)) => by_judge.entry(j).or_default().push(c),
-                    // Not a judge criterion we can ask about: settle it so the rounds end.
-                    None => {
-                        row.verdicts.push((id.clone(), json!({"unscored": "judge_internal: not a judged criterion"})))
-                    }
-                }
-            }
-            for (j, criteria) in by_judge {
-                stats.dispatched += criteria.len() as u64;
-                // A jury asks each of its members; their verdicts become its samples below.
-                let members = program.judges.get(j as usize).and_then(|d| d.jury.as_ref()).map(|jy| jy.members.clone());
-                match members {
-                    Some(members) => {
-                        for (at, m) in members.iter().enumerate() {
-                            if let Some(t) = Task::for_program(program, *m, criteria.clone(), &row.inputs) {
-                                tasks.push(t);
-                                owners.push((ri, Some((j, at))));
-                            }
-                        }
-                    }
-                    None => {
-                        if let Some(t) = Task::for_program(program, j, criteria, &row.inputs) {
-                            tasks.push(t);
-                            owners.push((ri, None));
-                        }
-                    }
-                }
-            }
+            stats.dispatched += row_tasks(program, ri, row, &mut tasks, &mut owners);
         }
         let answers = dispatcher.resolve_blocking(&tasks);
         // Jury members' verdicts, by (row, jury, criterion): one per member, in member order.
@@ -323,11 +440,11 @@ pub fn evaluate_chunk(
                 let mut answered: Vec<String> = Vec::new();
                 for v in verdicts {
                     answered.push(v.id.clone());
-                    panels.entry((ri, j, v.id)).or_default().push((at, v.verdict, v.models));
+                    panels.entry((ri, j, v.id)).or_default().push((at, v.verdict, v.models, v.cost));
                 }
                 for c in task.criteria().iter().filter(|c| !answered.contains(&c.id)) {
                     let none = json!({"unscored": "judge_internal: no reply for this criterion"});
-                    panels.entry((ri, j, c.id.clone())).or_default().push((at, none, vec![]));
+                    panels.entry((ri, j, c.id.clone())).or_default().push((at, none, vec![], None));
                 }
                 continue;
             }
@@ -335,7 +452,7 @@ pub fn evaluate_chunk(
             let mut answered: Vec<&str> = Vec::new();
             for v in verdicts {
                 answered.push(task.criteria().iter().find(|c| c.id == v.id).map_or("", |c| c.id.as_str()));
-                row.models.insert(v.id.clone(), v.models.clone());
+                row.models.insert(v.id.clone(), super::Dispatched { models: v.models, cost: share(v.cost) });
                 row.verdicts.push((v.id, v.verdict));
             }
             for c in task.criteria() {
@@ -356,7 +473,11 @@ pub fn evaluate_chunk(
             e.0 += 1;
             e.1 += u64::from(unanimous(members.iter().map(|m| &m.1)));
             let mut models: Vec<String> = Vec::new();
+            let mut cost: Option<Cost> = None;
             for m in &members {
+                if let Some(c) = m.3 {
+                    cost.get_or_insert_with(Cost::default).add(c);
+                }
                 for x in &m.2 {
                     if !models.contains(x) {
                         models.push(x.clone());
@@ -365,7 +486,7 @@ pub fn evaluate_chunk(
             }
             let samples: Vec<Json> = members.into_iter().map(|m| m.1).collect();
             let row = &mut rows[ri];
-            row.models.insert(id.clone(), models);
+            row.models.insert(id.clone(), super::Dispatched { models, cost: share(cost) });
             row.verdicts.push((id, json!({ "samples": samples })));
         }
         // A demanded id that got no verdict at all would be asked again forever: settle it.
@@ -390,8 +511,17 @@ pub fn evaluate_chunk(
     stats
 }
 
-/// A jury member's verdict: its position among the members, the verdict, the models that gave it.
-type MemberVerdict = (usize, Json, Vec<String>);
+/// A jury member's verdict: its position among the members, the verdict, the models that gave
+/// it, what it cost.
+type MemberVerdict = (usize, Json, Vec<String>, Option<Cost>);
+
+/// A criterion's cost as its record shows it.
+fn share(cost: Option<Cost>) -> super::CostShare {
+    match cost {
+        None => super::CostShare::NotAccounted,
+        Some(c) => c.known().map_or(super::CostShare::Unknown, super::CostShare::Usd),
+    }
+}
 
 /// Whether a jury's member verdicts all answered, alike (the same verdict, level, label or
 /// value).

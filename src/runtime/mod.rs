@@ -382,8 +382,26 @@ pub type JudgeRow = (BoundRow, Vec<(String, Json)>);
 /// A row's inputs, bound to the program's declared types (`bind_row`).
 pub type BoundRow = Vec<crate::value::Value>;
 
-/// The models that answered each dispatched criterion of a row, by criterion id.
-pub type ModelsByCriterion = std::collections::BTreeMap<String, Vec<String>>;
+/// What answered each dispatched criterion of a row, by criterion id.
+pub type ModelsByCriterion = std::collections::BTreeMap<String, Dispatched>;
+
+/// A dispatched criterion: the models that answered it and what its verdict cost.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Dispatched {
+    pub models: Vec<String>,
+    pub cost: CostShare,
+}
+
+/// A criterion's share of the price of the replies that decided it.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub enum CostShare {
+    /// No model is priced: cost accounting is off, and records carry no cost.
+    #[default]
+    NotAccounted,
+    Usd(f64),
+    /// Some reply behind it reported no usage, or its model has no price.
+    Unknown,
+}
 
 /// Something that decides the judged criteria of a chunk of rows by calling judges (the
 /// `judges` feature's dispatcher), evaluating each row with `engine` until it needs no more.
@@ -878,6 +896,19 @@ pub fn nth_row(path: &Path, n: usize) -> std::io::Result<Option<LineRead>> {
     Ok(None)
 }
 
+/// Every row of the rows file at `path` (its non-blank lines, numbered as `rubric run`
+/// numbers them).
+pub fn read_rows(path: &Path) -> std::io::Result<Vec<LineRead>> {
+    let mut reader = BufReader::new(File::open(path)?);
+    let (mut rows, mut bytes) = (Vec::new(), Vec::new());
+    while let Some(line) = read_row_line(&mut reader, &mut bytes)? {
+        if !line.is_blank() {
+            rows.push(line);
+        }
+    }
+    Ok(rows)
+}
+
 fn count_rows(path: &Path) -> std::io::Result<u64> {
     let mut reader = BufReader::new(File::open(path)?);
     let (mut n, mut bytes) = (0, Vec::new());
@@ -903,7 +934,7 @@ impl LineRead {
         matches!(self, LineRead::Text(t) if t.trim().is_empty())
     }
 
-    fn row(&self) -> RowIn<'_> {
+    pub fn row(&self) -> RowIn<'_> {
         match self {
             LineRead::Text(t) => RowIn::Line(t),
             LineRead::NotUtf8(at) => RowIn::NotUtf8(*at),
@@ -1045,14 +1076,35 @@ fn score_chunk_results(
                     continue;
                 };
                 let mut record = finish_record(r.out, ident, engine.name(), &result);
+                let (mut usd, mut unknown, mut dispatched) = (0.0, 0u64, false);
                 if let Some(list) = record.get_mut("criteria").and_then(Json::as_array_mut) {
                     for c in list {
                         let id = c.get("id").and_then(Json::as_str).unwrap_or_default().to_string();
-                        if let (Some(ms), Some(obj)) = (models.get(&id), c.as_object_mut()) {
-                            if !ms.is_empty() {
-                                obj.insert("model".into(), json!(ms.join(",")));
+                        if let (Some(d), Some(obj)) = (models.get(&id), c.as_object_mut()) {
+                            if !d.models.is_empty() {
+                                obj.insert("model".into(), json!(d.models.join(",")));
+                            }
+                            match d.cost {
+                                CostShare::NotAccounted => {}
+                                CostShare::Usd(x) => {
+                                    dispatched = true;
+                                    usd += x;
+                                    obj.insert("cost_usd".into(), json!(x));
+                                }
+                                CostShare::Unknown => {
+                                    dispatched = true;
+                                    unknown += 1;
+                                    obj.insert("cost_usd".into(), Json::Null);
+                                }
                             }
                         }
+                    }
+                }
+                // What the row's verdicts cost (criteria of unknown cost counted apart).
+                if let (true, Some(o)) = (dispatched, record.as_object_mut()) {
+                    o.insert("cost_usd".into(), json!(usd));
+                    if unknown > 0 {
+                        o.insert("cost_unknown".into(), json!(unknown));
                     }
                 }
                 outs.push(record);

@@ -134,6 +134,8 @@ pub enum JudgeSettingKind {
     Calibration(StrLit),
     /// `order fixed | shuffled`: the order of ordinal and nominal options.
     Order(Name),
+    /// `reasoning_effort low`: passed to a reasoning model as is.
+    ReasoningEffort(Name),
     /// `jury A, B, C`: a panel of other judges.
     Jury(Vec<Name>),
     /// `weights 2, 1, 1`: a jury's members' weights for `vote weighted`.

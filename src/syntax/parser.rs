@@ -325,7 +325,7 @@ fn describe(rule: &Rule) -> Option<&'static str> {
             "a reward setting (`advantage`, `epsilon`, `clip`, `penalty`, `unscored`, `uncovered`)"
         }
         Rule::judge_setting => {
-            "a judge setting (`model`, `temperature`, `top_p`, `max_tokens`, `seed`, `samples`, `min_samples`, `vote`, `sees`, `returns`, `evidence`, `template`, `system`, `scoring`, `per_call`)"
+            "a judge setting (`model`, `temperature`, `top_p`, `max_tokens`, `seed`, `samples`, `min_samples`, `vote`, `sees`, `returns`, `evidence`, `template`, `system`, `scoring`, `per_call`, `reasoning_effort`)"
         }
         Rule::criterion_attr => "a criterion attribute (`points`, `weight`, `axis`, `tags`, `ordinal`, `nominal`, `continuous`, `pass`)",
         Rule::verifier => "a verifier (`by JUDGE`, `check EXPR`, `value EXPR`, `extract ...`)",
@@ -904,6 +904,7 @@ impl Lower {
             Rule::js_local => JudgeSettingKind::Local(self.string(k.next().unwrap())),
             Rule::js_calibration => JudgeSettingKind::Calibration(self.string(k.next().unwrap())),
             Rule::js_order => JudgeSettingKind::Order(self.name(k.next().unwrap())),
+            Rule::js_reasoning => JudgeSettingKind::ReasoningEffort(self.name(k.next().unwrap())),
             Rule::js_jury => JudgeSettingKind::Jury(k.map(|n| self.name(n)).collect()),
             Rule::js_weights => JudgeSettingKind::Weights(k.map(|n| self.number(n)).collect()),
             r => unreachable!("judge setting {r:?}"),

@@ -507,6 +507,10 @@ impl Printer {
                 self.w("order ");
                 self.w(&n.text);
             }
+            JudgeSettingKind::ReasoningEffort(n) => {
+                self.w("reasoning_effort ");
+                self.w(&n.text);
+            }
             JudgeSettingKind::Jury(names) => {
                 self.w("jury ");
                 for (i, n) in names.iter().enumerate() {
@@ -1042,7 +1046,8 @@ fn erase_item(item: &mut Item) {
                     JudgeSettingKind::Vote(n)
                     | JudgeSettingKind::EvidenceQuote(n)
                     | JudgeSettingKind::Scoring(n)
-                    | JudgeSettingKind::Order(n) => name(n),
+                    | JudgeSettingKind::Order(n)
+                    | JudgeSettingKind::ReasoningEffort(n) => name(n),
                     JudgeSettingKind::Sees(ns) | JudgeSettingKind::Jury(ns) => ns.iter_mut().for_each(name),
                     JudgeSettingKind::Weights(_) => {}
                     JudgeSettingKind::Returns { kind, fields } => {

@@ -269,7 +269,11 @@ pub(super) enum InvalidSetting<'a> {
     Scoring(&'a str),
     ReplyKind(&'a str),
     Order(&'a str),
+    ReasoningEffort(&'a str),
 }
+
+/// The reasoning efforts a judge may ask for (the values reasoning models' APIs take).
+pub(super) const REASONING_EFFORTS: [&str; 6] = ["none", "minimal", "low", "medium", "high", "xhigh"];
 
 /// The reply kinds a judge may return.
 pub(super) const REPLY_KINDS: [&str; 5] = ["verdict", "level", "label", "value", "extract"];
@@ -303,6 +307,12 @@ pub(super) fn judge_invalid_setting(at: Span, what: InvalidSetting<'_>) -> Diagn
         }
         InvalidSetting::Order(other) => error(CODE, format!("unknown order `{other}`"), at, "here")
             .with_help("the order of a judge's options is `fixed` (as declared) or `shuffled` (per request)"),
+        InvalidSetting::ReasoningEffort(other) => {
+            let help = did_you_mean(other, REASONING_EFFORTS).unwrap_or_else(|| {
+                "the reasoning effort is `none`, `minimal`, `low`, `medium`, `high` or `xhigh`".into()
+            });
+            error(CODE, format!("unknown reasoning effort `{other}`"), at, "here").with_help(help)
+        }
         InvalidSetting::ReplyKind(other) => {
             let help = did_you_mean(other, REPLY_KINDS)
                 .unwrap_or_else(|| "a judge returns `verdict`, `level`, `label`, `value` or `extract`".into());

@@ -8,7 +8,7 @@ use super::{diagnostics, Checker};
 use crate::ir::{self, template_slots, Type};
 use crate::source::Span;
 use crate::syntax::ast;
-use diagnostics::{HiddenInput, InvalidSetting, REPLY_KINDS};
+use diagnostics::{HiddenInput, InvalidSetting, REASONING_EFFORTS, REPLY_KINDS};
 
 /// Where some settings of the judge being checked were given.
 #[derive(Default)]
@@ -53,6 +53,7 @@ fn default_judge(name: &str) -> ir::JudgeDecl {
         calibration: None,
         order: ir::Order::Fixed,
         jury: None,
+        reasoning_effort: None,
     }
 }
 
@@ -306,6 +307,13 @@ impl Checker<'_> {
                     }
                 }
             }
+            K::ReasoningEffort(e) => {
+                if REASONING_EFFORTS.contains(&e.text.as_str()) {
+                    d.reasoning_effort = Some(e.text.clone());
+                } else {
+                    self.report(diagnostics::judge_invalid_setting(e.span, InvalidSetting::ReasoningEffort(&e.text)));
+                }
+            }
             K::Order(o) => {
                 d.order = match o.text.as_str() {
                     "fixed" => ir::Order::Fixed,
@@ -442,6 +450,7 @@ fn member_only(kind: &ast::JudgeSettingKind) -> Option<&'static str> {
         K::Template(_) => "`template`",
         K::System(_) => "`system`",
         K::Order(_) => "`order`",
+        K::ReasoningEffort(_) => "`reasoning_effort`",
         _ => return None,
     })
 }
