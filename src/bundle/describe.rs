@@ -86,6 +86,9 @@ pub struct JudgeView {
     /// A jury's members (and weights), by name.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub jury: Option<String>,
+    /// A cascade's members, by name, and when it escalates.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cascade: Option<String>,
     /// The criteria it decides (a per-instance block as `name[]`).
     pub criteria: Vec<String>,
 }
@@ -320,6 +323,10 @@ fn judge_view(p: &Program, index: usize, j: &JudgeDecl) -> JudgeView {
                 None => names.join(", "),
             }
         }),
+        cascade: j
+            .cascade
+            .as_ref()
+            .map(|c| crate::ir::cascade_text(c, &|m| p.judges.get(m as usize).map_or("?".into(), |d| d.name.clone()))),
         criteria,
     }
 }

@@ -308,6 +308,9 @@ fn inspect_body(d: &Description) {
             if let Some(members) = &j.jury {
                 outln!("    jury      {members}");
             }
+            if let Some(c) = &j.cascade {
+                outln!("    cascade   {c}");
+            }
             outln!("    decides   {}", j.criteria.join(", "));
             for (label, text) in [("system", &j.system), ("template", &j.template)] {
                 if let Some(t) = text {

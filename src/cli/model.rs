@@ -197,6 +197,7 @@ pub fn bench_prompts(rows: usize, criteria: usize, words: usize) -> Vec<Vec<Chat
         order: crate::ir::Order::Fixed,
         jury: None,
         reasoning_effort: None,
+        cascade: None,
     };
     let mut out = Vec::with_capacity(rows * criteria);
     for r in 0..rows {

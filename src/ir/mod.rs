@@ -288,6 +288,46 @@ pub struct JudgeDecl {
     /// `reasoning_effort E`: sent as the request's `reasoning_effort`. Absent when unset.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reasoning_effort: Option<String>,
+    /// `cascade A, B` with its `escalate` conditions: the judge asks its first member, and the
+    /// next one where an answer meets a condition. Absent for other judges.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cascade: Option<Cascade>,
+}
+
+/// A cascade's members, cheapest first, and when a member's answer goes to the next.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Cascade {
+    pub members: Vec<u32>,
+    pub escalate: Vec<Escalate>,
+}
+
+/// A cascade as written: `A, B (escalate between 0.2 and 0.8, unscored)`, its members named by
+/// `name`.
+pub fn cascade_text(c: &Cascade, name: &dyn Fn(u32) -> String) -> String {
+    let members: Vec<String> = c.members.iter().map(|m| name(*m)).collect();
+    let whens: Vec<String> = c
+        .escalate
+        .iter()
+        .map(|e| match e {
+            Escalate::Between { lo, hi } => format!("between {lo} and {hi}"),
+            Escalate::Split => "split".into(),
+            Escalate::Unscored => "unscored".into(),
+        })
+        .collect();
+    format!("{} (escalate {})", members.join(", "), whens.join(", "))
+}
+
+/// When a cascade asks its next member.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
+pub enum Escalate {
+    /// The answer's P(yes), value, or met share of its samples lies in `[lo, hi]`.
+    Between { lo: f64, hi: f64 },
+    /// The answer's samples do not all agree.
+    Split,
+    /// The answer is unscored (failed, unparsable, its evidence not found...).
+    Unscored,
 }
 
 /// A jury's members and, for `vote weighted`, their weights (in member order).

@@ -427,6 +427,9 @@ impl Writer<'_> {
         if let Some(e) = &j.reasoning_effort {
             self.line(2, &format!("reasoning_effort {e}"));
         }
+        if let Some(c) = &j.cascade {
+            self.line(2, &format!("cascade {}", super::cascade_text(c, &|m| format!("j{m}"))));
+        }
     }
 
     fn step(&mut self, i: usize, s: &Step) {

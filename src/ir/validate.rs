@@ -591,6 +591,30 @@ impl<'p> Validator<'p> {
                 Ok(())
             })?;
         }
+        if let Some(c) = &j.cascade {
+            self.at("cascade", |v| {
+                v.want(c.members.len() >= 2, || "a cascade has at least two members".into())?;
+                v.want(!c.escalate.is_empty(), || "a cascade escalates on at least one condition".into())?;
+                for m in &c.members {
+                    v.index("judge", *m, p.judges.len())?;
+                    let member = &p.judges[*m as usize];
+                    v.want((*m as usize) < i && member.jury.is_none() && member.cascade.is_none(), || {
+                        "a cascade's members are plain judges declared before it".into()
+                    })?;
+                    v.want(member.samples == j.samples && member.vote == j.vote, || {
+                        format!("member `{}` does not answer as the cascade reads it", member.name)
+                    })?;
+                }
+                for e in &c.escalate {
+                    if let super::Escalate::Between { lo, hi } = e {
+                        v.want((0.0..=1.0).contains(lo) && (0.0..=1.0).contains(hi) && lo <= hi, || {
+                            "an escalation band lies in [0, 1]".into()
+                        })?;
+                    }
+                }
+                Ok(())
+            })?;
+        }
         let weighted = j.jury.as_ref().is_some_and(|jy| jy.weights.is_some());
         self.want(j.vote != super::Vote::Weighted || weighted, || "`vote weighted` needs a jury with weights".into())?;
         if let Some(cal) = &j.calibration {

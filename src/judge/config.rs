@@ -427,6 +427,7 @@ mod tests {
             order: crate::ir::Order::Fixed,
             jury: None,
             reasoning_effort: None,
+            cascade: None,
         };
         assert_eq!(cfg.endpoint_for(&j).unwrap().0, "b");
         assert_eq!(cfg.model_for(&j).as_deref(), Some("m-b"));

@@ -33,6 +33,9 @@
 //!                                #   the same draw for the same request, sample and seed
 //! first_bias = 0.3               # with this probability answer the first option the schema lists
 //!                                #   (an ordinal or nominal judge's position bias)
+//! confidence_right = [0.85, 1.0] # a noisy grader's P of the side it answers, drawn in this band
+//! confidence_wrong = [0.5, 0.8]  #   when it is right / wrong (default [0.5, 1.0] for both)
+//! reasoning_tokens = 300         # completion tokens spent thinking, added to the usage reported
 //!
 //! [[fault]]                      # injected before the rules; the first applicable one fires
 //! kind = "status"                # timeout | status | malformed | bad_body | endless |
@@ -170,6 +173,15 @@ pub struct Rule {
     /// P(answer the first option the schema lists) for an answer among options.
     #[serde(default)]
     pub first_bias: Option<f64>,
+    /// A noisy grader's confidence (P of the side it answers) when it is right, drawn in this band.
+    #[serde(default)]
+    pub confidence_right: Option<[f64; 2]>,
+    /// ... and when it is wrong.
+    #[serde(default)]
+    pub confidence_wrong: Option<[f64; 2]>,
+    /// Completion tokens the reply reports beyond its content (a reasoning model's thinking).
+    #[serde(default)]
+    pub reasoning_tokens: Option<u64>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
@@ -275,6 +287,11 @@ impl Matcher {
         for (what, p) in [("tpr", rule.tpr), ("tnr", rule.tnr), ("first_bias", rule.first_bias)] {
             if p.is_some_and(|p| !(0.0..=1.0).contains(&p)) {
                 return Err(format!("rule {what}: a probability in [0, 1], found {}", p.unwrap_or_default()));
+            }
+        }
+        for (what, band) in [("confidence_right", rule.confidence_right), ("confidence_wrong", rule.confidence_wrong)] {
+            if band.is_some_and(|[lo, hi]| !(0.5 <= lo && lo <= hi && hi <= 1.0)) {
+                return Err(format!("rule {what}: a band [lo, hi] with 0.5 <= lo <= hi <= 1"));
             }
         }
         Ok(Matcher {
@@ -788,6 +805,14 @@ async fn chat(st: Arc<State>, req: Request<Incoming>) -> Resp {
     };
     let logprobs = if want_logprobs && !flags.refusal { toks.logprobs(top_n) } else { Json::Null };
     let asked = body.get("model").and_then(Json::as_str).unwrap_or("").to_string();
+    let reasoning: u64 = entries
+        .iter()
+        .filter_map(|e| {
+            let rule =
+                st.rules.rules.iter().find(|r| r.matches(&e.criterion, &prompt, &asked)).unwrap_or(&st.rules.default);
+            rule.rule.reasoning_tokens
+        })
+        .sum();
     let prompt_tokens = mock_tokens(prompt.len());
     let cached = cached_prefix(&st, &asked, prompt.as_bytes());
     let finish = if flags.truncated { "length" } else { "stop" };
@@ -799,8 +824,9 @@ async fn chat(st: Arc<State>, req: Request<Incoming>) -> Resp {
         "choices": [{"index": 0, "message": message, "logprobs": logprobs, "finish_reason": finish}],
         "usage": {
             "prompt_tokens": prompt_tokens,
-            "completion_tokens": toks.0.len(),
-            "total_tokens": prompt_tokens + toks.0.len() as u64,
+            "completion_tokens": toks.0.len() as u64 + reasoning,
+            "total_tokens": prompt_tokens + toks.0.len() as u64 + reasoning,
+            "completion_tokens_details": {"reasoning_tokens": reasoning},
             "prompt_tokens_details": {"cached_tokens": cached},
         },
     });
@@ -936,7 +962,10 @@ fn emit_entry(toks: &mut Tokens, e: &EntryAsk, cr: &Matcher, ask: &Ask, flags: &
             < if truth { rule.tpr.unwrap_or(1.0) } else { rule.tnr.unwrap_or(1.0) };
         let says_met = truth == right;
         let u = draw(seed, ask.criterion, ask.untagged, k, "p_yes");
-        p = if says_met { 0.5 + 0.5 * u } else { 0.5 * u };
+        let [lo, hi] = if right { rule.confidence_right } else { rule.confidence_wrong }.unwrap_or([0.5, 1.0]);
+        // (Drawn so that the default band gives P(yes) = 0.5 + u/2 for met and u/2 for unmet.)
+        let confidence = lo + (hi - lo) * if says_met { u } else { 1.0 - u };
+        p = if says_met { confidence } else { 1.0 - confidence };
     }
     let first =
         rule.first_bias.is_some_and(|b| draw(rule.seed.unwrap_or(0), ask.criterion, ask.untagged, k, "first") < b);

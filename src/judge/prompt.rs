@@ -948,6 +948,7 @@ mod tests {
             order: crate::ir::Order::Fixed,
             jury: None,
             reasoning_effort: None,
+            cascade: None,
         }
     }
 

@@ -60,6 +60,9 @@ impl super::ChunkJudge for Dispatching {
             p.gated += s.gated;
             p.not_needed += s.not_needed;
             p.rounds += s.rounds;
+            for (k, c) in &s.cascades {
+                p.cascades.entry(k.clone()).or_default().add(c);
+            }
             for (k, (asked, unanimous)) in s.juries {
                 let e = p.juries.entry(k).or_default();
                 e.0 += asked;
@@ -80,6 +83,9 @@ impl super::ChunkJudge for Dispatching {
             o.insert("criteria_skipped_by_gates".into(), json!(p.gated));
             o.insert("criteria_not_needed".into(), json!(p.not_needed));
             o.insert("planning_rounds".into(), json!(p.rounds));
+            if !p.cascades.is_empty() {
+                o.insert("cascades".into(), serde_json::to_value(&p.cascades).unwrap_or(Json::Null));
+            }
             if !p.juries.is_empty() {
                 let mut juries = serde_json::Map::new();
                 for ((jury, criterion), (asked, unanimous)) in &p.juries {
@@ -183,6 +189,11 @@ pub fn report(stats: &Json) -> String {
             ));
         }
     }
+    if let Some(cascades) = stats.get("cascades").and_then(Json::as_object) {
+        for (name, c) in cascades {
+            out.push_str(&cascade_report(name, c));
+        }
+    }
     if let Some(lat) = stats.get("latency_ms").and_then(Json::as_object) {
         for (endpoint, p) in lat {
             let f = |k: &str| p.get(k).and_then(Json::as_f64).unwrap_or(f64::NAN);
@@ -197,6 +208,45 @@ pub fn report(stats: &Json) -> String {
         }
     }
     out
+}
+
+/// A cascade's line of the run report: how many criteria escalated, what each member was asked
+/// and cost, and what its last member would have cost deciding them all (its mean cost per
+/// criterion it answered, times the criteria: an estimate, said so).
+fn cascade_report(name: &str, c: &Json) -> String {
+    let n = |v: &Json, k: &str| v.get(k).and_then(Json::as_u64).unwrap_or(0);
+    let f = |v: &Json, k: &str| v.get(k).and_then(Json::as_f64).unwrap_or(0.0);
+    let criteria = n(c, "criteria");
+    let members = c.get("members").and_then(Json::as_array).cloned().unwrap_or_default();
+    let parts: Vec<String> = members
+        .iter()
+        .map(|m| {
+            format!(
+                "`{}` asked {}, decided {} (${:.6})",
+                m.get("judge").and_then(Json::as_str).unwrap_or("?"),
+                n(m, "asked"),
+                n(m, "decided"),
+                f(m, "usd")
+            )
+        })
+        .collect();
+    let escalated = n(c, "escalated");
+    let share = if criteria > 0 { 100.0 * escalated as f64 / criteria as f64 } else { 0.0 };
+    let mut line =
+        format!("\ncascade `{name}`: {criteria} criteria, {escalated} escalated ({share:.1}%): {}", parts.join(", "));
+    let spent: f64 = members.iter().map(|m| f(m, "usd")).sum();
+    if let Some(last) = members.last().filter(|m| n(m, "asked") > 0 && c.get("cost_unknown") != Some(&Json::Bool(true)))
+    {
+        let all = f(last, "usd") / n(last, "asked") as f64 * criteria as f64;
+        if all > 0.0 {
+            line.push_str(&format!(
+                "; `{}` deciding all {criteria} would have cost about ${all:.6}: this cost ${spent:.6}, {:.1}% of that",
+                last.get("judge").and_then(Json::as_str).unwrap_or("?"),
+                100.0 * spent / all
+            ));
+        }
+    }
+    line
 }
 
 /// The cost lines of the run report: dollars by judge and endpoint, what the providers' prefix
@@ -279,6 +329,8 @@ pub struct ChunkStats {
     /// Per jury and criterion (a block's instances as `NAME[]`): the criteria its members were
     /// asked, and on how many they were unanimous (every member answered, alike).
     pub juries: BTreeMap<(String, String), (u64, u64)>,
+    /// Per cascade: where its criteria were decided, and what each member cost.
+    pub cascades: BTreeMap<String, CascadeTally>,
     /// Judge criteria that were asked for and dispatched.
     pub dispatched: u64,
     /// Judge criteria never asked for because a gate stopped evaluation before them.
@@ -286,6 +338,103 @@ pub struct ChunkStats {
     /// Judge criteria never asked for because the result was decided without them.
     pub not_needed: u64,
     pub rounds: u64,
+}
+
+/// What one cascade did: per member (in cascade order, by name), the criteria it was asked,
+/// decided and what its answers cost.
+#[derive(Debug, Default, Clone, PartialEq, serde::Serialize)]
+pub struct CascadeTally {
+    /// Criteria decided by the cascade.
+    pub criteria: u64,
+    /// Of them, decided by a member after the first.
+    pub escalated: u64,
+    pub members: Vec<MemberTally>,
+    /// Some member's answer had an unknown cost.
+    pub cost_unknown: bool,
+}
+
+#[derive(Debug, Default, Clone, PartialEq, serde::Serialize)]
+pub struct MemberTally {
+    pub judge: String,
+    pub asked: u64,
+    pub decided: u64,
+    pub usd: f64,
+}
+
+impl CascadeTally {
+    /// Count one criterion's trail: the members asked, in order, with what each cost.
+    fn count(&mut self, trail: &[(String, Vec<String>, Option<Cost>)]) {
+        self.criteria += 1;
+        self.escalated += u64::from(trail.len() > 1);
+        for (k, (who, _, cost)) in trail.iter().enumerate() {
+            let at = match self.members.iter().position(|m| &m.judge == who) {
+                Some(at) => at,
+                None => {
+                    self.members.push(MemberTally { judge: who.clone(), ..MemberTally::default() });
+                    self.members.len() - 1
+                }
+            };
+            let m = &mut self.members[at];
+            m.asked += 1;
+            m.decided += u64::from(k + 1 == trail.len());
+            match cost.and_then(|c| c.known()) {
+                Some(x) => m.usd += x,
+                None => self.cost_unknown |= cost.is_some(),
+            }
+        }
+    }
+
+    fn add(&mut self, other: &CascadeTally) {
+        self.criteria += other.criteria;
+        self.escalated += other.escalated;
+        self.cost_unknown |= other.cost_unknown;
+        for o in &other.members {
+            match self.members.iter_mut().find(|m| m.judge == o.judge) {
+                Some(m) => {
+                    m.asked += o.asked;
+                    m.decided += o.decided;
+                    m.usd += o.usd;
+                }
+                None => self.members.push(o.clone()),
+            }
+        }
+    }
+}
+
+/// Whether a cascade member's verdict calls for the next member: it is unscored (no sample
+/// decided), its samples split, or its graded answer (P(yes), value, or the share of met
+/// samples) lies in a band.
+fn escalates(rules: &[crate::ir::Escalate], v: &Json) -> bool {
+    use crate::ir::Escalate;
+    let samples: Vec<&Json> = match v.get("samples").and_then(Json::as_array) {
+        Some(s) => s.iter().collect(),
+        None => vec![v],
+    };
+    let decided: Vec<&Json> = samples.into_iter().filter(|s| s.get("unscored").is_none()).collect();
+    let answer = |s: &Json| ["verdict", "level", "label", "value"].iter().find_map(|k| s.get(*k)).cloned();
+    let graded = |s: &Json| {
+        s.get("p_yes").and_then(Json::as_f64).or_else(|| s.get("value").and_then(Json::as_f64)).or_else(|| {
+            match s.get("verdict").and_then(Json::as_str) {
+                Some("met") => Some(1.0),
+                Some("unmet") => Some(0.0),
+                _ => None,
+            }
+        })
+    };
+    rules.iter().any(|r| match r {
+        Escalate::Unscored => decided.is_empty(),
+        Escalate::Split => {
+            let answers: Vec<Option<Json>> = decided.iter().map(|s| answer(s)).collect();
+            answers.windows(2).any(|w| w[0] != w[1])
+        }
+        Escalate::Between { lo, hi } => {
+            let ps: Vec<f64> = decided.iter().filter_map(|s| graded(s)).collect();
+            !ps.is_empty() && {
+                let p = ps.iter().sum::<f64>() / ps.len() as f64;
+                *lo <= p && p <= *hi
+            }
+        }
+    })
 }
 
 /// Rounds after which a row still asking for verdicts gives up on them (a chain of
@@ -309,9 +458,17 @@ fn criterion_for(program: &Program, id: &str, result: &RowResult) -> Option<(u32
     Some((judge, Criterion::for_decl(program, decl, id.to_string(), text)?))
 }
 
-/// Who a task answers for: its row, and for a jury member's task, the jury and the member's
-/// position.
-pub(crate) type Owner = (usize, Option<(u32, usize)>);
+/// Who a task answers for: its row, and for a jury member's or a cascade member's task, which.
+pub(crate) type Owner = (usize, Option<Via>);
+
+/// A task asked on behalf of a jury or a cascade.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) enum Via {
+    /// Member number `at` of jury `jury`.
+    Jury { jury: u32, at: usize },
+    /// Member number `tier` of cascade `cascade`.
+    Cascade { cascade: u32, tier: usize },
+}
 
 /// The tasks row `ri` needs for the criteria its latest result demands: one per judge with
 /// every criterion the row needs from it (a jury: one per member). A demanded id that is not
@@ -334,18 +491,27 @@ pub(crate) fn row_tasks(
     }
     for (j, criteria) in by_judge {
         asked += criteria.len() as u64;
-        // A jury asks each of its members; their verdicts become its samples.
-        let members = program.judges.get(j as usize).and_then(|d| d.jury.as_ref()).map(|jy| jy.members.clone());
-        match members {
-            Some(members) => {
+        // A jury asks each of its members; their verdicts become its samples. A cascade asks
+        // its first member; the next ones only where an answer escalates.
+        let decl = program.judges.get(j as usize);
+        let members = decl.and_then(|d| d.jury.as_ref()).map(|jy| jy.members.clone());
+        let first = decl.and_then(|d| d.cascade.as_ref()).and_then(|c| c.members.first().copied());
+        match (members, first) {
+            (Some(members), _) => {
                 for (at, m) in members.iter().enumerate() {
                     if let Some(t) = Task::for_program(program, *m, criteria.clone(), &row.inputs) {
                         tasks.push(t);
-                        owners.push((ri, Some((j, at))));
+                        owners.push((ri, Some(Via::Jury { jury: j, at })));
                     }
                 }
             }
-            None => {
+            (None, Some(m)) => {
+                if let Some(t) = Task::for_program(program, m, criteria, &row.inputs) {
+                    tasks.push(t);
+                    owners.push((ri, Some(Via::Cascade { cascade: j, tier: 0 })));
+                }
+            }
+            (None, None) => {
                 if let Some(t) = Task::for_program(program, j, criteria, &row.inputs) {
                     tasks.push(t);
                     owners.push((ri, None));
@@ -387,6 +553,12 @@ pub fn plan_rows(
                 .count()
         });
         later += skipped.saturating_sub(demanded) as u64;
+    }
+    for ((_, via), t) in owners.iter().zip(&tasks) {
+        if let Some(Via::Cascade { cascade, .. }) = via {
+            let tiers = program.judges[*cascade as usize].cascade.as_ref().map_or(1, |c| c.members.len());
+            later += (tiers as u64 - 1) * t.criteria().len() as u64;
+        }
     }
     (dispatcher.dry_run(&tasks), asked, later)
 }
@@ -431,36 +603,92 @@ pub fn evaluate_chunk(
             dirty[ri] = true;
             stats.dispatched += row_tasks(program, ri, row, &mut tasks, &mut owners);
         }
-        let answers = dispatcher.resolve_blocking(&tasks);
         // Jury members' verdicts, by (row, jury, criterion): one per member, in member order.
         let mut panels: BTreeMap<(usize, u32, String), Vec<MemberVerdict>> = BTreeMap::new();
-        for ((owner, task), verdicts) in owners.iter().zip(&tasks).zip(answers) {
-            let (ri, jury) = *owner;
-            if let Some((j, at)) = jury {
+        // The cascade members asked so far, by (row, criterion): name, models, cost.
+        let mut trails: BTreeMap<(usize, String), Vec<(String, Vec<String>, Option<Cost>)>> = BTreeMap::new();
+        // Escalations are asked in the same round, one member further each time.
+        while !tasks.is_empty() {
+            let answers = dispatcher.resolve_blocking(&tasks);
+            let (mut next, mut next_owners) = (Vec::new(), Vec::new());
+            for ((owner, task), verdicts) in owners.iter().zip(&tasks).zip(answers) {
+                let (ri, via) = *owner;
                 let mut answered: Vec<String> = Vec::new();
-                for v in verdicts {
-                    answered.push(v.id.clone());
-                    panels.entry((ri, j, v.id)).or_default().push((at, v.verdict, v.models, v.cost));
+                match via {
+                    Some(Via::Jury { jury: j, at }) => {
+                        for v in verdicts {
+                            answered.push(v.id.clone());
+                            panels.entry((ri, j, v.id)).or_default().push((at, v.verdict, v.models, v.cost));
+                        }
+                        for c in task.criteria().iter().filter(|c| !answered.contains(&c.id)) {
+                            let none = json!({"unscored": "judge_internal: no reply for this criterion"});
+                            panels.entry((ri, j, c.id.clone())).or_default().push((at, none, vec![], None));
+                        }
+                        continue;
+                    }
+                    Some(Via::Cascade { cascade, tier }) => {
+                        let Some(c) = program.judges[cascade as usize].cascade.as_ref() else { continue };
+                        let member = program.judges[c.members[tier] as usize].name.clone();
+                        let mut up: Vec<Criterion> = Vec::new();
+                        for v in verdicts {
+                            answered.push(v.id.clone());
+                            let trail = trails.entry((ri, v.id.clone())).or_default();
+                            trail.push((member.clone(), v.models.clone(), v.cost));
+                            if tier + 1 < c.members.len() && escalates(&c.escalate, &v.verdict) {
+                                up.extend(task.criteria().iter().find(|x| x.id == v.id).cloned());
+                                continue;
+                            }
+                            let trail = trails.remove(&(ri, v.id.clone())).unwrap_or_default();
+                            let name = &program.judges[cascade as usize].name;
+                            stats.cascades.entry(name.clone()).or_default().count(&trail);
+                            let mut d = super::Dispatched::default();
+                            let mut cost: Option<Cost> = None;
+                            for (who, models, c) in trail {
+                                d.cascade.push(who);
+                                for m in models {
+                                    if !d.models.contains(&m) {
+                                        d.models.push(m);
+                                    }
+                                }
+                                if let Some(c) = c {
+                                    cost.get_or_insert_with(Cost::default).add(c);
+                                }
+                            }
+                            d.cost = share(cost);
+                            let row = &mut rows[ri];
+                            row.models.insert(v.id.clone(), d);
+                            row.verdicts.push((v.id, v.verdict));
+                        }
+                        if !up.is_empty() {
+                            let m = c.members[tier + 1];
+                            if let Some(t) = Task::for_program(program, m, up, &rows[ri].inputs) {
+                                next.push(t);
+                                next_owners.push((ri, Some(Via::Cascade { cascade, tier: tier + 1 })));
+                            }
+                        }
+                    }
+                    None => {
+                        let row = &mut rows[ri];
+                        for v in verdicts {
+                            answered.push(v.id.clone());
+                            row.models.insert(
+                                v.id.clone(),
+                                super::Dispatched { models: v.models, cost: share(v.cost), ..Default::default() },
+                            );
+                            row.verdicts.push((v.id, v.verdict));
+                        }
+                    }
                 }
-                for c in task.criteria().iter().filter(|c| !answered.contains(&c.id)) {
-                    let none = json!({"unscored": "judge_internal: no reply for this criterion"});
-                    panels.entry((ri, j, c.id.clone())).or_default().push((at, none, vec![], None));
-                }
-                continue;
-            }
-            let row = &mut rows[ri];
-            let mut answered: Vec<&str> = Vec::new();
-            for v in verdicts {
-                answered.push(task.criteria().iter().find(|c| c.id == v.id).map_or("", |c| c.id.as_str()));
-                row.models.insert(v.id.clone(), super::Dispatched { models: v.models, cost: share(v.cost) });
-                row.verdicts.push((v.id, v.verdict));
-            }
-            for c in task.criteria() {
-                if !answered.contains(&c.id.as_str()) {
-                    row.verdicts
-                        .push((c.id.clone(), json!({"unscored": "judge_internal: no reply for this criterion"})));
+                for c in task.criteria() {
+                    if !answered.contains(&c.id) {
+                        rows[ri]
+                            .verdicts
+                            .push((c.id.clone(), json!({"unscored": "judge_internal: no reply for this criterion"})));
+                    }
                 }
             }
+            tasks = next;
+            owners = next_owners;
         }
         for ((ri, j, id), mut members) in panels {
             members.sort_by_key(|m| m.0);
@@ -486,7 +714,7 @@ pub fn evaluate_chunk(
             }
             let samples: Vec<Json> = members.into_iter().map(|m| m.1).collect();
             let row = &mut rows[ri];
-            row.models.insert(id.clone(), super::Dispatched { models, cost: share(cost) });
+            row.models.insert(id.clone(), super::Dispatched { models, cost: share(cost), ..Default::default() });
             row.verdicts.push((id, json!({ "samples": samples })));
         }
         // A demanded id that got no verdict at all would be asked again forever: settle it.

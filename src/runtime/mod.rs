@@ -390,6 +390,8 @@ pub type ModelsByCriterion = std::collections::BTreeMap<String, Dispatched>;
 pub struct Dispatched {
     pub models: Vec<String>,
     pub cost: CostShare,
+    /// For a cascade's criterion, the members asked, in order (the last one decided).
+    pub cascade: Vec<String>,
 }
 
 /// A criterion's share of the price of the replies that decided it.
@@ -1083,6 +1085,9 @@ fn score_chunk_results(
                         if let (Some(d), Some(obj)) = (models.get(&id), c.as_object_mut()) {
                             if !d.models.is_empty() {
                                 obj.insert("model".into(), json!(d.models.join(",")));
+                            }
+                            if !d.cascade.is_empty() {
+                                obj.insert("cascade".into(), json!(d.cascade));
                             }
                             match d.cost {
                                 CostShare::NotAccounted => {}

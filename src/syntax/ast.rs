@@ -3,6 +3,16 @@
 
 use crate::source::Span;
 
+/// One condition of `escalate`.
+#[derive(Debug, Clone, PartialEq)]
+pub enum EscalateWhen {
+    /// `between LO and HI`: the answer's P(yes) (or value, or met share of its samples) lies in
+    /// [LO, HI].
+    Between(f64, f64, Span),
+    /// `split`, `unscored`, or a name that is neither (reported by the checker).
+    Named(Name),
+}
+
 #[derive(Debug, Clone, PartialEq)]
 pub struct Name {
     pub text: String,
@@ -136,6 +146,10 @@ pub enum JudgeSettingKind {
     Order(Name),
     /// `reasoning_effort low`: passed to a reasoning model as is.
     ReasoningEffort(Name),
+    /// `cascade A, B`: ask `A`; ask `B` where `A`'s answer calls for it (`escalate`).
+    Cascade(Vec<Name>),
+    /// `escalate between 0.2 and 0.8, split, unscored`: when a cascade asks its next judge.
+    Escalate(Vec<EscalateWhen>),
     /// `jury A, B, C`: a panel of other judges.
     Jury(Vec<Name>),
     /// `weights 2, 1, 1`: a jury's members' weights for `vote weighted`.

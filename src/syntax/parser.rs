@@ -325,7 +325,7 @@ fn describe(rule: &Rule) -> Option<&'static str> {
             "a reward setting (`advantage`, `epsilon`, `clip`, `penalty`, `unscored`, `uncovered`)"
         }
         Rule::judge_setting => {
-            "a judge setting (`model`, `temperature`, `top_p`, `max_tokens`, `seed`, `samples`, `min_samples`, `vote`, `sees`, `returns`, `evidence`, `template`, `system`, `scoring`, `per_call`, `reasoning_effort`)"
+            "a judge setting (`model`, `temperature`, `top_p`, `max_tokens`, `seed`, `samples`, `min_samples`, `vote`, `sees`, `returns`, `evidence`, `template`, `system`, `scoring`, `per_call`, `reasoning_effort`, `cascade`, `escalate`)"
         }
         Rule::criterion_attr => "a criterion attribute (`points`, `weight`, `axis`, `tags`, `ordinal`, `nominal`, `continuous`, `pass`)",
         Rule::verifier => "a verifier (`by JUDGE`, `check EXPR`, `value EXPR`, `extract ...`)",
@@ -905,6 +905,23 @@ impl Lower {
             Rule::js_calibration => JudgeSettingKind::Calibration(self.string(k.next().unwrap())),
             Rule::js_order => JudgeSettingKind::Order(self.name(k.next().unwrap())),
             Rule::js_reasoning => JudgeSettingKind::ReasoningEffort(self.name(k.next().unwrap())),
+            Rule::js_cascade => JudgeSettingKind::Cascade(k.map(|n| self.name(n)).collect()),
+            Rule::js_escalate => JudgeSettingKind::Escalate(
+                k.map(|w| {
+                    let inner = w.into_inner().next().unwrap();
+                    match inner.as_rule() {
+                        Rule::esc_between => {
+                            let span = self.span(&inner);
+                            let mut n = inner.into_inner();
+                            let lo = self.number(n.next().unwrap());
+                            let hi = self.number(n.next().unwrap());
+                            EscalateWhen::Between(lo, hi, span)
+                        }
+                        _ => EscalateWhen::Named(self.name(inner)),
+                    }
+                })
+                .collect(),
+            ),
             Rule::js_jury => JudgeSettingKind::Jury(k.map(|n| self.name(n)).collect()),
             Rule::js_weights => JudgeSettingKind::Weights(k.map(|n| self.number(n)).collect()),
             r => unreachable!("judge setting {r:?}"),

@@ -511,6 +511,32 @@ impl Printer {
                 self.w("reasoning_effort ");
                 self.w(&n.text);
             }
+            JudgeSettingKind::Cascade(names) => {
+                self.w("cascade ");
+                for (i, n) in names.iter().enumerate() {
+                    if i > 0 {
+                        self.w(", ");
+                    }
+                    self.w(&n.text);
+                }
+            }
+            JudgeSettingKind::Escalate(whens) => {
+                self.w("escalate ");
+                for (i, w) in whens.iter().enumerate() {
+                    if i > 0 {
+                        self.w(", ");
+                    }
+                    match w {
+                        EscalateWhen::Between(lo, hi, _) => {
+                            self.w("between ");
+                            self.num(*lo);
+                            self.w(" and ");
+                            self.num(*hi);
+                        }
+                        EscalateWhen::Named(n) => self.w(&n.text),
+                    }
+                }
+            }
             JudgeSettingKind::Jury(names) => {
                 self.w("jury ");
                 for (i, n) in names.iter().enumerate() {
@@ -1048,7 +1074,13 @@ fn erase_item(item: &mut Item) {
                     | JudgeSettingKind::Scoring(n)
                     | JudgeSettingKind::Order(n)
                     | JudgeSettingKind::ReasoningEffort(n) => name(n),
-                    JudgeSettingKind::Sees(ns) | JudgeSettingKind::Jury(ns) => ns.iter_mut().for_each(name),
+                    JudgeSettingKind::Sees(ns) | JudgeSettingKind::Jury(ns) | JudgeSettingKind::Cascade(ns) => {
+                        ns.iter_mut().for_each(name)
+                    }
+                    JudgeSettingKind::Escalate(ws) => ws.iter_mut().for_each(|w| match w {
+                        EscalateWhen::Between(_, _, s) => *s = Span::default(),
+                        EscalateWhen::Named(n) => name(n),
+                    }),
                     JudgeSettingKind::Weights(_) => {}
                     JudgeSettingKind::Returns { kind, fields } => {
                         name(kind);

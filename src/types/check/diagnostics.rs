@@ -384,6 +384,11 @@ pub(super) fn judge_bad_jury(judge: &str, is_jury: bool, at: Span, why: &str, he
     error("rubric::judge::bad_jury", format!("{who} `{judge}`: {why}"), at, "here").with_help(help.to_string())
 }
 
+/// A cascade that cannot work: `why` says what is wrong, `help` how to fix it.
+pub(super) fn judge_bad_cascade(judge: &str, at: Span, why: &str, help: &str) -> Diagnostic {
+    error("rubric::judge::bad_cascade", format!("cascade `{judge}`: {why}"), at, "here").with_help(help.to_string())
+}
+
 /// `calibration "FILE"` that cannot be used: `why` says what is wrong, `help` how to fix it.
 pub(super) fn judge_bad_calibration(at: Span, file: &str, why: &str, help: &str) -> Diagnostic {
     error("rubric::judge::bad_calibration", format!("calibration `{file}`: {why}"), at, "this calibration")

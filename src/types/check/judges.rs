@@ -23,6 +23,9 @@ struct SettingSpans {
     jury: Option<Span>,
     weights: Option<(Span, Vec<f64>)>,
     vote: Option<Span>,
+    /// `cascade ...` and `escalate ...` (with its conditions).
+    cascade: Option<Span>,
+    escalate: Option<(Span, Vec<ast::EscalateWhen>)>,
     /// Settings a jury leaves to its members, with where they were given.
     not_jury: Vec<(Span, &'static str)>,
     /// Settings a local judge cannot honour, with where they were given.
@@ -54,6 +57,7 @@ fn default_judge(name: &str) -> ir::JudgeDecl {
         order: ir::Order::Fixed,
         jury: None,
         reasoning_effort: None,
+        cascade: None,
     }
 }
 
@@ -119,7 +123,9 @@ impl Checker<'_> {
             self.calibrations.push((idx, *span));
         }
         self.jury_checks(&j.name.text, &mut d, &spans);
+        self.cascade_checks(&j.name.text, &mut d, &spans);
         if d.jury.is_none()
+            && d.cascade.is_none()
             && d.sees.is_empty()
             && !j.settings.iter().any(|s| matches!(s.kind, ast::JudgeSettingKind::Sees(_)))
         {
@@ -135,6 +141,139 @@ impl Checker<'_> {
     /// and `weights` exactly for `vote weighted`. The jury takes its members' reply kind, sees
     /// what they see, takes one sample per member, and scores by log-probability when they all
     /// do.
+    /// A cascade: two or more distinct members, declared before it, that are neither juries
+    /// nor cascades and answer alike (the same reply kind, samples, vote, minimum samples and
+    /// evidence rule, so that whichever member decides, its verdict is read as its own), and at
+    /// least one `escalate` condition that its first members can meet. The cascade takes its
+    /// members' way of answering and sees what any of them sees.
+    fn cascade_checks(&mut self, name: &str, d: &mut ir::JudgeDecl, spans: &SettingSpans) {
+        let bad = |c: &mut Self, at: Span, why: &str, help: &str| {
+            c.report(diagnostics::judge_bad_cascade(name, at, why, help));
+        };
+        let Some(at) = spans.cascade else {
+            if let Some((e, _)) = &spans.escalate {
+                bad(self, *e, "`escalate` is for a cascade", "give the judge `cascade CHEAP, STRONG`");
+            }
+            return;
+        };
+        if spans.jury.is_some() {
+            bad(self, at, "a judge is a jury or a cascade, not both", "make a cascade whose members are plain judges");
+        }
+        for (span, what) in &spans.not_jury {
+            let why = format!("a cascade asks its members, so {what} belongs to them");
+            bad(self, *span, &why, "give the setting to the member judges");
+        }
+        if let Some(v) = spans.vote {
+            bad(self, v, "a cascade's verdicts are voted as its members vote", "give `vote` to the member judges");
+        }
+        let Some(cascade) = d.cascade.clone() else { return };
+        if cascade.members.len() < 2 {
+            bad(self, at, "a cascade needs at least two judges", "name the cheap judge first, then the stronger ones");
+        }
+        let members: Vec<ir::JudgeDecl> = cascade.members.iter().map(|m| self.p.judges[*m as usize].clone()).collect();
+        for (i, m) in members.iter().enumerate() {
+            if cascade.members[..i].contains(&cascade.members[i]) {
+                bad(self, at, &format!("judge `{}` is in the cascade twice", m.name), "name each judge once");
+            }
+            if m.jury.is_some() || m.cascade.is_some() {
+                let why = format!("judge `{}` is a jury or a cascade itself", m.name);
+                bad(self, at, &why, "name plain judges");
+            }
+        }
+        if let Some(first) = members.first() {
+            let differ = members.iter().find(|m| {
+                m.returns != first.returns
+                    || m.samples != first.samples
+                    || m.vote != first.vote
+                    || m.min_samples != first.min_samples
+                    || m.evidence_from != first.evidence_from
+            });
+            if let Some(m) = differ {
+                let why = format!(
+                    "judge `{}` answers differently from `{}` (reply kind, samples, vote or evidence rule)",
+                    m.name, first.name
+                );
+                bad(self, at, &why, "members of a cascade answer alike; they differ in model and price");
+            }
+            d.returns = first.returns.clone();
+            d.reply_fields = first.reply_fields.clone();
+            d.samples = first.samples;
+            d.vote = first.vote;
+            d.min_samples = first.min_samples;
+            d.evidence_from = first.evidence_from;
+            d.scoring = if members.iter().all(|m| m.scoring == ir::Scoring::Logprob) {
+                ir::Scoring::Logprob
+            } else {
+                ir::Scoring::Label
+            };
+            for m in &members {
+                for i in &m.sees {
+                    if !d.sees.contains(i) {
+                        d.sees.push(*i);
+                    }
+                }
+            }
+        }
+        let Some((e_at, whens)) = &spans.escalate else {
+            bad(
+                self,
+                at,
+                "a cascade needs `escalate`",
+                "say when to ask the next judge: `escalate between 0.2 and 0.8`, `split` or `unscored`",
+            );
+            return;
+        };
+        let gradual =
+            members.first().is_some_and(|f| f.scoring == ir::Scoring::Logprob || f.samples > 1 || f.returns == "value");
+        let mut escalate = Vec::new();
+        for w in whens {
+            match w {
+                ast::EscalateWhen::Between(lo, hi, span) => {
+                    if !(0.0..=1.0).contains(lo) || !(0.0..=1.0).contains(hi) || lo > hi {
+                        bad(
+                            self,
+                            *span,
+                            &format!("between {lo} and {hi} is not a band in [0, 1]"),
+                            "write `between LO and HI` with 0 <= LO <= HI <= 1",
+                        );
+                    } else if !gradual {
+                        let why = "`between` reads a graded answer, and the first judge answers only met or unmet";
+                        bad(
+                            self,
+                            *span,
+                            why,
+                            "give the first judge `scoring logprob` or `samples N`, or escalate on `unscored`",
+                        );
+                    }
+                    escalate.push(ir::Escalate::Between { lo: *lo, hi: *hi });
+                }
+                ast::EscalateWhen::Named(n) => match n.text.as_str() {
+                    "split" => {
+                        if members.first().is_some_and(|f| f.samples < 2) {
+                            bad(
+                                self,
+                                n.span,
+                                "`split` needs samples that can disagree",
+                                "give the members `samples 3`",
+                            );
+                        }
+                        escalate.push(ir::Escalate::Split);
+                    }
+                    "unscored" => escalate.push(ir::Escalate::Unscored),
+                    other => {
+                        let help = crate::diag::did_you_mean(other, ["split", "unscored", "between"])
+                            .unwrap_or_else(|| "escalate on `between LO and HI`, `split` or `unscored`".into());
+                        bad(self, n.span, &format!("unknown escalation `{other}`"), &help);
+                    }
+                },
+            }
+        }
+        let _ = e_at;
+        if let Some(c) = d.cascade.as_mut() {
+            c.escalate = escalate;
+        }
+    }
+
     fn jury_checks(&mut self, name: &str, d: &mut ir::JudgeDecl, spans: &SettingSpans) {
         let is_jury = spans.jury.is_some();
         let invalid = |c: &mut Self, at: Span, why: String, help: &str| {
@@ -334,6 +473,12 @@ impl Checker<'_> {
                 d.jury = Some(ir::Jury { members, weights: None });
             }
             K::Weights(ws) => spans.weights = Some((s.span, ws.clone())),
+            K::Cascade(names) => {
+                spans.cascade = Some(s.span);
+                let members: Vec<u32> = names.iter().filter_map(|n| self.lookup_judge(n)).collect();
+                d.cascade = Some(ir::Cascade { members, escalate: vec![] });
+            }
+            K::Escalate(whens) => spans.escalate = Some((s.span, whens.clone())),
             K::Scoring(v) => {
                 if v.text == "label" {
                     spans.not_local.push((s.span, "`scoring label` (a local judge scores by P(yes))"));
