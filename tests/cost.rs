@@ -17,7 +17,8 @@ const CACHED: f64 = 0.5;
 const OUTPUT: f64 = 8.0;
 
 const PRICES: &str = "\n[prices.\"gpt-4.1\"]\ninput = 2.0\ncached_input = 0.5\noutput = 8.0\n\
-                      [prices.\"mock-model\"]\ninput = 1.0\noutput = 4.0\n";
+                      [prices.\"mock-model\"]\ninput = 1.0\noutput = 4.0\n\
+                      [prices.\"gpt-4.1-mini\"]\ninput = 0.4\ncached_input = 0.1\noutput = 1.6\n";
 
 fn example(file: &str) -> std::path::PathBuf {
     crate_root().join("examples/judge-cost").join(file)
@@ -446,4 +447,113 @@ fn truncated_replies_and_reasoning_effort() {
         "{stderr}"
     );
     assert!(stderr.contains("`low`"), "{stderr}");
+}
+
+/// A cascade over HTTP: the cheap judge is asked every criterion and the strong one exactly
+/// those whose cheap answer is uncertain (its P(yes), read back from the transcript, within the
+/// band) or failed; each record names the judges asked and adds up what they cost; the report
+/// counts the escalations; and replaying the transcript under the Wasm engine gives the same
+/// records.
+#[test]
+fn a_cascade_asks_the_strong_judge_only_where_the_cheap_one_is_unsure() {
+    let dir = TempDir::new("cost-cascade");
+    // The example's personalities, and a cheap reply that is not JSON for one criterion of one
+    // row: the cascade escalates it as `unscored`.
+    let rules =
+        "[[fault]]\nkind = \"malformed\"\nmodel = \"mini\"\ncriterion = \"how long\"\nprompt = \"knee swelling\"\n\n"
+            .to_string()
+            + &std::fs::read_to_string(example("mock-rules.toml")).unwrap();
+    let (_m, base, judges) = mock(&dir, &rules, "");
+    let (out, t) = (dir.path("out.jsonl"), dir.path("t.jsonl"));
+    let cascade = example("cascade.rubric");
+    let args = |extra: &[&str]| {
+        let mut a = vec![
+            "run".to_string(),
+            cascade.to_str().unwrap().into(),
+            "--input".into(),
+            example("inputs.jsonl").to_str().unwrap().into(),
+            "--no-cache".into(),
+            "--no-progress".into(),
+            "--output".into(),
+            out.to_str().unwrap().into(),
+        ];
+        a.extend(extra.iter().map(|s| s.to_string()));
+        a
+    };
+    let a = args(&["--judges", judges.to_str().unwrap(), "--record", t.to_str().unwrap()]);
+    let o = run(&a.iter().map(String::as_str).collect::<Vec<_>>());
+    assert!(o.status.success(), "{}", describe(&o));
+    let live = std::fs::read_to_string(&out).unwrap();
+    // The cheap judge's P(yes) (or failure) per request, from the transcript.
+    let mut cheap: Vec<Option<f64>> = Vec::new();
+    let mut strong_requests = 0;
+    for e in records(&t) {
+        if e["request"]["model"] == "gpt-4.1-mini" {
+            let content = e["reply"]["content"].as_str().unwrap_or("");
+            let p = e["reply"]["logprobs"].as_array().and_then(|toks| {
+                toks.iter().find(|x| x["token"] == "yes" || x["token"] == "no").map(|x| {
+                    let yes = x["top"]
+                        .as_array()
+                        .unwrap()
+                        .iter()
+                        .find(|t| t[0] == "yes")
+                        .map_or(f64::NEG_INFINITY, |t| t[1].as_f64().unwrap());
+                    let no = x["top"]
+                        .as_array()
+                        .unwrap()
+                        .iter()
+                        .find(|t| t[0] == "no")
+                        .map_or(f64::NEG_INFINITY, |t| t[1].as_f64().unwrap());
+                    yes.exp() / (yes.exp() + no.exp())
+                })
+            });
+            cheap.push(if content.starts_with('{') { p } else { None });
+        } else {
+            strong_requests += 1;
+        }
+    }
+    assert_eq!(cheap.len(), 40, "every criterion went to the cheap judge first");
+    let want_escalated = cheap.iter().filter(|p| p.is_none_or(|p| (0.2..=0.8).contains(&p))).count();
+    assert!(cheap.iter().any(Option::is_none), "the injected fault reached the cheap judge");
+    assert!(want_escalated > 1 && want_escalated < 40, "{cheap:?}");
+    assert_eq!(strong_requests, want_escalated);
+    assert_eq!(mock_get(&base, "/stats")["requests"], 40 + want_escalated as u64);
+    let rows = records(&out);
+    let mut escalated = 0;
+    for c in rows.iter().flat_map(criteria) {
+        let asked: Vec<&str> = c["cascade"].as_array().unwrap().iter().map(|x| x.as_str().unwrap()).collect();
+        match asked.as_slice() {
+            ["cheap"] => assert_eq!(c["model"], "gpt-4.1-mini", "{c}"),
+            ["cheap", "strong"] => {
+                escalated += 1;
+                assert_eq!(c["model"], "gpt-4.1-mini,gpt-4.1", "{c}");
+            }
+            other => panic!("{other:?}"),
+        }
+        assert_ne!(c["status"], "unscored", "{c}");
+        assert!(c["cost_usd"].as_f64().unwrap() > 0.0, "{c}");
+    }
+    assert_eq!(escalated, want_escalated);
+    // The strong judge's verdicts are the truth; the cheap one's confident answers are right.
+    let expected: Vec<Json> = records(&example("expected.jsonl"));
+    for (r, e) in rows.iter().zip(&expected) {
+        assert_eq!(r["score"], e["score"], "{r}");
+    }
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    let line = format!("cascade `tiered`: 40 criteria, {escalated} escalated");
+    assert!(stderr.contains(&line) && stderr.contains("would have cost about $"), "{stderr}");
+
+    // Replayed offline under the Wasm engine: the same escalations, the same records.
+    let a = args(&[
+        "--judge",
+        &format!("replay:{}", t.display()),
+        "--judges",
+        judges.to_str().unwrap(),
+        "--engine",
+        "wasm",
+    ]);
+    let o = run(&a.iter().map(String::as_str).collect::<Vec<_>>());
+    assert!(o.status.success(), "{}", describe(&o));
+    let replayed = std::fs::read_to_string(&out).unwrap().replace("\"engine\":\"wasm\"", "\"engine\":\"interp\"");
+    assert_eq!(replayed, live);
 }

@@ -46,7 +46,7 @@
 //! delay_ms = 30000               # timeout: the stall; endless: the pause between 16 KiB chunks
 //! times = 1                      # per distinct request (fence tags aside); absent = every time
 //! samples = [1, 2]               # only these samples (header x-rubric-sample); absent = all
-//! prompt = "..."                 # optional regexes, as for rules
+//! prompt = "..."                 # optional regexes, as for rules (`criterion`, `model` too)
 //! ```
 //!
 //! Tokens are counted as the mock's own tokenizer would: a prompt (its messages' contents joined
@@ -221,6 +221,9 @@ pub struct Fault {
     pub prompt: Option<String>,
     #[serde(default)]
     pub criterion: Option<String>,
+    /// A regex on the model the request asks for.
+    #[serde(default)]
+    pub model: Option<String>,
     #[serde(default)]
     pub status: Option<u16>,
     #[serde(default)]
@@ -244,6 +247,7 @@ impl Fault {
             kind,
             prompt: None,
             criterion: None,
+            model: None,
             status: None,
             retry_after_s: None,
             retry_after_ms: None,
@@ -340,7 +344,7 @@ struct Compiled {
     key: Option<String>,
     default: Matcher,
     rules: Vec<Matcher>,
-    faults: Vec<(Fault, Option<Regex>, Option<Regex>)>,
+    faults: Vec<(Fault, Option<Regex>, Option<Regex>, Option<Regex>)>,
     prefix_cache: PrefixCache,
 }
 
@@ -470,7 +474,14 @@ impl MockServer {
             faults: rules
                 .faults
                 .iter()
-                .map(|f| Ok((f.clone(), regex("fault prompt", &f.prompt)?, regex("fault criterion", &f.criterion)?)))
+                .map(|f| {
+                    Ok((
+                        f.clone(),
+                        regex("fault prompt", &f.prompt)?,
+                        regex("fault criterion", &f.criterion)?,
+                        regex("fault model", &f.model)?,
+                    ))
+                })
                 .collect::<Result<_, String>>()?,
             prefix_cache: rules.prefix_cache.clone(),
         };
@@ -717,8 +728,10 @@ async fn chat(st: Arc<State>, req: Request<Incoming>) -> Resp {
         h.finish()
     };
     let mut flags = Flags::default();
-    for (i, (f, p, c)) in st.rules.faults.iter().enumerate() {
+    let asked_model = body.get("model").and_then(Json::as_str).unwrap_or("");
+    for (i, (f, p, c, m)) in st.rules.faults.iter().enumerate() {
         let applies = p.as_ref().is_none_or(|r| r.is_match(&prompt))
+            && m.as_ref().is_none_or(|r| r.is_match(asked_model))
             && c.as_ref().is_none_or(|r| entries.iter().any(|e| r.is_match(&e.criterion)))
             && f.samples.as_ref().is_none_or(|s| s.contains(&sample));
         if !applies {
