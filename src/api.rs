@@ -276,6 +276,8 @@ pub struct JudgeSettings {
     /// The most the dispatcher may spend, in dollars (`--budget`): a request whose worst case
     /// could pass it is not sent, and its criteria end `unscored(budget: ...)`.
     pub budget_usd: Option<f64>,
+    /// Send through the endpoints' Batch APIs, polling this often (`--dispatch batch`).
+    pub batch_poll: Option<std::time::Duration>,
 }
 
 impl JudgeSettings {
@@ -333,6 +335,9 @@ impl JudgeSettings {
         }
         if let Some(usd) = self.budget_usd {
             b = b.budget(usd);
+        }
+        if let Some(poll) = self.batch_poll {
+            b = b.batch(poll);
         }
         let d = b.build().map_err(|e| err(&e))?;
         Ok(Some(Box::new(runtime::dispatch::Dispatching::new(d))))

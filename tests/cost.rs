@@ -557,3 +557,101 @@ fn a_cascade_asks_the_strong_judge_only_where_the_cheap_one_is_unsure() {
     let replayed = std::fs::read_to_string(&out).unwrap().replace("\"engine\":\"wasm\"", "\"engine\":\"interp\"");
     assert_eq!(replayed, live);
 }
+
+/// `--dispatch batch`: the requests go to the mock's Batch API as one file; a run stopped by
+/// its deadline while the batch is in progress leaves it recorded in the cache, and the next
+/// run polls that batch instead of submitting again; a failed line is that criterion's
+/// `unscored` reason; replies through the batch are billed at the model's batch price.
+#[test]
+fn batch_dispatch_submits_once_resumes_polling_and_bills_the_batch_price() {
+    let dir = TempDir::new("cost-batch");
+    let rules = format!(
+        "{RULES}[batch]\ncompletion_delay_ms = 1500\n[[fault]]\nkind = \"status\"\nstatus = 500\ncriterion = \"how long\"\nprompt = \"knee swelling\"\n"
+    );
+    let (_m, base, judges) = mock(&dir, &rules, "");
+    let text = std::fs::read_to_string(&judges).unwrap().replace("output = 8.0\n", "output = 8.0\nbatch = 0.5\n");
+    std::fs::write(&judges, text).unwrap();
+    let (out, t, cache) = (dir.path("out.jsonl"), dir.path("t.jsonl"), dir.path("cache.sqlite"));
+    let batch_run = |extra: &[&str]| {
+        let mut a = vec![
+            "run",
+            example("main.rubric").to_str().unwrap().to_string().leak(),
+            "--input",
+            example("inputs.jsonl").to_str().unwrap().to_string().leak(),
+            "--judges",
+            judges.to_str().unwrap(),
+            "--cache",
+            cache.to_str().unwrap(),
+            "--no-progress",
+            "--allow-errors",
+            "--dispatch",
+            "batch",
+            "--batch-poll",
+            "50ms",
+            "--output",
+            out.to_str().unwrap(),
+        ];
+        a.extend_from_slice(extra);
+        run(&a)
+    };
+    // Stopped while the batch is in progress.
+    let o = batch_run(&["--deadline", "0.5s"]);
+    assert!(o.status.success(), "{}", describe(&o));
+    for c in records(&out).iter().flat_map(criteria) {
+        assert!(c["reason"].as_str().unwrap().starts_with("judge_deadline: batch `batch_1`"), "{c}");
+    }
+    let stats = mock_get(&base, "/stats");
+    assert_eq!(
+        (stats["files"].as_u64(), stats["batches"].as_u64(), stats["requests"].as_u64()),
+        (Some(1), Some(1), Some(0)),
+        "{stats}"
+    );
+    assert_eq!(stats["batch_lines"], 40);
+    // The next run polls the same batch.
+    let o = batch_run(&["--record", t.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", describe(&o));
+    let stats = mock_get(&base, "/stats");
+    assert_eq!(
+        (stats["files"].as_u64(), stats["batches"].as_u64(), stats["requests"].as_u64()),
+        (Some(1), Some(1), Some(0)),
+        "{stats}"
+    );
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        stderr.contains("batch: 40 requests through the Batch API in 0 batches submitted and 1 resumed"),
+        "{stderr}"
+    );
+    let rows = records(&out);
+    let failed: Vec<&Json> = rows.iter().flat_map(criteria).filter(|c| c["status"] == "unscored").collect();
+    assert_eq!(failed.len(), 1, "{failed:?}");
+    assert!(failed[0]["reason"]
+        .as_str()
+        .unwrap()
+        .starts_with("judge_http_500: endpoint `mock` answered a batch line 500"));
+    // Billed at half the price, from each reply's usage.
+    let mut expected: Vec<f64> = records(&t)
+        .iter()
+        .filter(|e| e["reply"].is_object())
+        .map(|e| {
+            let u = &e["reply"]["usage"];
+            assert_eq!(e["source"], "batch");
+            let (p, c, k) = (
+                u["prompt_tokens"].as_u64().unwrap(),
+                u["completion_tokens"].as_u64().unwrap(),
+                u["cached_tokens"].as_u64().unwrap_or(0),
+            );
+            0.5 * ((p - k) as f64 * INPUT + k as f64 * CACHED + c as f64 * OUTPUT) / 1e6
+        })
+        .collect();
+    let mut got: Vec<f64> =
+        rows.iter().flat_map(criteria).filter_map(|c| c["cost_usd"].as_f64()).filter(|x| *x > 0.0).collect();
+    expected.sort_by(f64::total_cmp);
+    got.sort_by(f64::total_cmp);
+    assert_eq!(expected.len(), 39);
+    assert!(expected.iter().zip(&got).all(|(a, b)| close(*a, *b)), "{expected:?} vs {got:?}");
+    // A third run finds 39 replies in the cache and sends the failed one in a new batch.
+    let o = batch_run(&[]);
+    assert!(o.status.success(), "{}", describe(&o));
+    let stats = mock_get(&base, "/stats");
+    assert_eq!((stats["batches"].as_u64(), stats["batch_lines"].as_u64()), (Some(2), Some(41)), "{stats}");
+}

@@ -657,6 +657,7 @@ fn fuzz_reply() {
             finish_reason: None,
             logprobs: None,
             usage: Usage::default(),
+            batched: false,
         };
         let logprob = r.entries.iter().any(|e| e.logprob);
         assert!(logprob || interpret(r, &reply).1, "the seed reply validates: {}", valid_reply(r));
@@ -708,6 +709,7 @@ fn fuzz_reply() {
             finish_reason: None,
             logprobs,
             usage: Usage::default(),
+            batched: false,
         };
         let (samples, ok) = interpret(r, &reply);
         assert_eq!(samples.len(), r.entries.len(), "one sample per entry");

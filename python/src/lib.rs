@@ -116,6 +116,7 @@ impl NativeRubric {
             deadline: None,
             // The budget, though, covers all of it: what the rubric may spend while loaded.
             budget_usd: budget,
+            batch_poll: None,
         };
         // local judges (`judge { local "DIR" }`) need no configuration: the package has local
         // models, found as `rubric run` finds them (the embedding model: RUBRIC_EMBEDDING_MODEL,

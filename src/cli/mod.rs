@@ -236,6 +236,14 @@ pub enum Command {
         /// only what the cache does not hold.
         #[arg(long, value_name = "USD", value_parser = parse_budget)]
         budget: Option<f64>,
+        /// `batch`: send the requests through the endpoints' OpenAI Batch API (one file per
+        /// endpoint and planning round, polled until it ends; a run stopped meanwhile polls the
+        /// same batch next time, from the cache) instead of one request at a time.
+        #[arg(long, value_enum, default_value = "immediate")]
+        dispatch: DispatchMode,
+        /// How often a batch is polled (`--dispatch batch`).
+        #[arg(long, value_parser = parse_duration, default_value = "10s")]
+        batch_poll: std::time::Duration,
         /// `tensor`: compute scores, aggregations and (with `--groups`) advantages and token
         /// credit with the batch numeric stage on the device (rubrics whose score has no plan
         /// stay on the scalar path, with a notice); the records are the same.
@@ -611,6 +619,8 @@ pub fn main_with(cli: Cli) -> ExitCode {
             no_cache,
             deadline,
             budget,
+            dispatch,
+            batch_poll,
             numeric,
             allow_errors,
             max_failures,
@@ -628,7 +638,12 @@ pub fn main_with(cli: Cli) -> ExitCode {
                 cache.as_deref(),
                 no_cache,
             ) {
-                Ok(s) => JudgeSettings { deadline, budget_usd: budget, ..s },
+                Ok(s) => JudgeSettings {
+                    deadline,
+                    budget_usd: budget,
+                    batch_poll: (dispatch == DispatchMode::Batch).then_some(batch_poll),
+                    ..s
+                },
                 Err(e) => {
                     eprintln!("error: {e}");
                     return ExitCode::from(2);
@@ -960,6 +975,7 @@ fn numeric_stage(
 fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
     let t = text.trim();
     let (number, unit) = match t.char_indices().last() {
+        Some((i, 's')) if t.ends_with("ms") => (&t[..i - 1], 0.001),
         Some((i, 's')) => (&t[..i], 1.0),
         Some((i, 'm')) => (&t[..i], 60.0),
         Some((i, 'h')) => (&t[..i], 3600.0),
@@ -969,7 +985,9 @@ fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
         Ok(n) if n > 0.0 && (n * unit).is_finite() && n * unit < 1e9 => {
             Ok(std::time::Duration::from_secs_f64(n * unit))
         }
-        _ => Err(format!("`{text}` is not a duration: write seconds (`90`) or a number with `s`, `m` or `h` (`20m`)")),
+        _ => Err(format!(
+            "`{text}` is not a duration: write seconds (`90`) or a number with `ms`, `s`, `m` or `h` (`20m`)"
+        )),
     }
 }
 
@@ -1001,7 +1019,17 @@ pub fn judge_settings(
         cache,
         deadline: None,
         budget_usd: None,
+        batch_poll: None,
     })
+}
+
+/// How `rubric run` sends its judge requests.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum DispatchMode {
+    /// One request at a time, as soon as it is planned.
+    Immediate,
+    /// Through the endpoints' Batch APIs.
+    Batch,
 }
 
 /// `--budget USD`: a number of dollars (`0.50`, `$2`).

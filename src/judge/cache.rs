@@ -50,6 +50,17 @@ CREATE TABLE IF NOT EXISTS judge_replies (
     created INTEGER NOT NULL,
     digest  TEXT
 ) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS judge_batches (
+    id       TEXT PRIMARY KEY NOT NULL,
+    endpoint TEXT NOT NULL,
+    state    TEXT NOT NULL,
+    created  INTEGER NOT NULL
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS judge_batch_requests (
+    hash  TEXT NOT NULL,
+    batch TEXT NOT NULL,
+    PRIMARY KEY (hash, batch)
+) WITHOUT ROWID;
 ";
 
 /// The digest an entry is stored with: SHA-256 over its request hash, its model and its reply
@@ -300,6 +311,45 @@ impl Cache {
         })
     }
 
+    /// The batch (`--dispatch batch`) still open at endpoint `endpoint` that holds request
+    /// `hash`: a run that was stopped while it was in progress polls it instead of submitting
+    /// the request again.
+    pub fn open_batch(&self, endpoint: &str, hash: &str) -> Result<Option<String>, JudgeError> {
+        self.conn()
+            .prepare(
+                "SELECT b.id FROM judge_batch_requests r JOIN judge_batches b ON r.batch = b.id \
+                 WHERE r.hash = ?1 AND b.endpoint = ?2 AND b.state = 'open' ORDER BY b.created DESC LIMIT 1",
+            )
+            .and_then(|mut st| st.query_row(params![hash, endpoint], |r| r.get(0)).optional())
+            .map_err(err)
+    }
+
+    /// Record batch `id`, submitted to `endpoint` with these requests, as open.
+    pub fn record_batch(&self, id: &str, endpoint: &str, hashes: &[&str]) -> Result<(), JudgeError> {
+        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs() as i64);
+        let mut conn = self.conn();
+        let tx = conn.transaction().map_err(err)?;
+        tx.execute(
+            "INSERT OR REPLACE INTO judge_batches (id, endpoint, state, created) VALUES (?1, ?2, 'open', ?3)",
+            params![id, endpoint, now],
+        )
+        .map_err(err)?;
+        {
+            let mut st =
+                tx.prepare("INSERT OR IGNORE INTO judge_batch_requests (hash, batch) VALUES (?1, ?2)").map_err(err)?;
+            for h in hashes {
+                st.execute(params![h, id]).map_err(err)?;
+            }
+        }
+        tx.commit().map_err(err)
+    }
+
+    /// Mark batch `id` ended (`completed`, `failed`, `expired`, `cancelled`): not polled again.
+    pub fn close_batch(&self, id: &str, state: &str) -> Result<(), JudgeError> {
+        self.conn().execute("UPDATE judge_batches SET state = ?2 WHERE id = ?1", params![id, state]).map_err(err)?;
+        Ok(())
+    }
+
     pub fn put(&self, hash: &str, reply: &Reply) -> Result<(), JudgeError> {
         let text = serde_json::to_string(reply).map_err(err)?;
         let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs() as i64);
@@ -368,6 +418,7 @@ mod tests {
             finish_reason: None,
             logprobs: None,
             usage: Usage::default(),
+            batched: false,
         };
         {
             let c = Cache::open(&path).unwrap();
@@ -397,6 +448,7 @@ mod tests {
             finish_reason: None,
             logprobs: None,
             usage: Usage::default(),
+            batched: false,
         };
         const WRITERS: usize = 6;
         const EACH: usize = 2 * FLUSH_AT + 17;
@@ -444,6 +496,7 @@ mod tests {
             finish_reason: None,
             logprobs: None,
             usage: Usage::default(),
+            batched: false,
         };
         {
             let old = Connection::open(&path).unwrap();
@@ -489,6 +542,7 @@ mod tests {
             finish_reason: Some("stop".into()),
             logprobs: None,
             usage: Usage::new(3, 1),
+            batched: false,
         };
         c.put("sha256:x", &r).unwrap();
         assert_eq!(c.get("sha256:x").unwrap(), Lookup::Hit(r.clone()), "buffered");

@@ -222,6 +222,77 @@ impl Endpoint {
         h
     }
 
+    /// One call of the endpoint's other APIs (the Batch API's files and batches): `method` on
+    /// `BASE/path` with an optional body and its content type, retried on timeouts, failed
+    /// connections, 408, 429 and 5xx like a completion; the reply body, at most `limit` bytes.
+    pub async fn call(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        body: Option<(Vec<u8>, String)>,
+        limit: usize,
+        deadline: Option<Instant>,
+    ) -> Result<Vec<u8>, String> {
+        let url = format!("{}/{}", self.config.base_url.trim_end_matches('/'), path.trim_start_matches('/'));
+        let name = &self.name;
+        let attempts = self.config.attempts.max(1);
+        let mut last = String::new();
+        for attempt in 1..=attempts {
+            if deadline.is_some_and(|d| Instant::now() >= d) {
+                return Err(format!("judge_deadline: the run's deadline passed before endpoint `{name}` answered"));
+            }
+            let mut headers = self.headers(0);
+            headers.remove(HeaderName::from_static("x-rubric-sample"));
+            let mut req =
+                self.http.request(method.clone(), &url).timeout(Duration::from_secs_f64(self.config.timeout_s));
+            if let Some((bytes, ct)) = &body {
+                if let Ok(v) = HeaderValue::from_str(ct) {
+                    headers.insert(CONTENT_TYPE, v);
+                }
+                req = req.body(bytes.clone());
+            } else {
+                headers.remove(CONTENT_TYPE);
+            }
+            let (retry, after) = match req.headers(headers).send().await {
+                Err(e) if e.is_timeout() => (format!("judge_timeout: endpoint `{name}` gave no reply to {path}"), None),
+                Err(e) => (format!("judge_unreachable: endpoint `{name}`: {}", error_chain(&e)), None),
+                Ok(resp) => {
+                    let status = resp.status();
+                    let after = retry_after(resp.headers());
+                    let deadline = Instant::now() + Duration::from_secs_f64(self.config.timeout_s);
+                    let bytes = match read_body(resp, limit, deadline).await {
+                        Ok(b) => b,
+                        Err(BodyError::TooLarge) => {
+                            return Err(format!(
+                                "judge_reply_too_large: endpoint `{name}`: {path} passed {limit} bytes"
+                            ))
+                        }
+                        Err(_) => {
+                            return Err(format!("judge_unreachable: endpoint `{name}`: {path}: the body broke off"))
+                        }
+                    };
+                    if status.is_success() {
+                        return Ok(bytes);
+                    }
+                    let code = status.as_u16();
+                    let reason = format!(
+                        "judge_http_{code}: endpoint `{name}` answered {status} to {path}{}",
+                        error_message(&bytes)
+                    );
+                    if !(code == 408 || code == 429 || status.is_server_error()) {
+                        return Err(self.redact(&reason));
+                    }
+                    (reason, after)
+                }
+            };
+            last = retry;
+            if attempt < attempts {
+                tokio::time::sleep(self.backoff(attempt, after)).await;
+            }
+        }
+        Err(self.redact(&format!("{last} ({attempts} attempts)")))
+    }
+
     /// Wait for this request's slot under the `rpm` limit.
     async fn pace(&self) {
         if self.config.rpm == 0 {

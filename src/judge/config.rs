@@ -30,6 +30,7 @@
 //! input = 0.40
 //! cached_input = 0.10                    # prompt tokens served from the provider's prefix cache
 //! output = 1.60                          #   (default: the input price)
+//! batch = 0.5                            # share of the price through the Batch API (default 1)
 //! ```
 
 use super::JudgeError;
@@ -74,9 +75,17 @@ pub struct Price {
     #[serde(default)]
     pub cached_input: Option<f64>,
     pub output: f64,
+    /// The share of the price a request sent through the Batch API is billed at (OpenAI's is
+    /// 0.5); without it, the full price.
+    #[serde(default)]
+    pub batch: Option<f64>,
 }
 
 impl Price {
+    pub fn batch_factor(&self) -> f64 {
+        self.batch.unwrap_or(1.0)
+    }
+
     pub fn cached(&self) -> f64 {
         self.cached_input.unwrap_or(self.input)
     }
@@ -351,7 +360,7 @@ impl JudgesConfig {
         }
         for (model, p) in &self.prices {
             let fine = |x: f64| x.is_finite() && x >= 0.0;
-            if !(fine(p.input) && fine(p.output) && p.cached_input.is_none_or(fine)) {
+            if !(fine(p.input) && fine(p.output) && p.cached_input.is_none_or(fine) && p.batch.is_none_or(fine)) {
                 return Err(JudgeError::Config(format!(
                     "prices of model `{model}`: input, cached_input and output are dollars per million tokens, \
                      finite and not negative"

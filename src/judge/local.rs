@@ -44,6 +44,7 @@ pub fn local_reply(model: &str, logprob_yes: f64, logprob_no: f64, prompt_tokens
             top: vec![("yes".to_string(), logprob_yes), ("no".to_string(), logprob_no)],
         }]),
         usage: Usage::new(prompt_tokens, 1),
+        batched: false,
     }
 }
 

@@ -52,6 +52,15 @@
 //! Tokens are counted as the mock's own tokenizer would: a prompt (its messages' contents joined
 //! by newlines) of B bytes is B/4 + 1 tokens; a prefix cache block is 4·block_tokens bytes.
 //!
+//! The Batch API: `POST /v1/files` (multipart, `purpose=batch`: a JSONL file of
+//! `{"custom_id", "method": "POST", "url": "/v1/chat/completions", "body"}` lines), `POST
+//! /v1/batches` (`input_file_id`, `endpoint`, `completion_window`), `GET /v1/batches/ID` and
+//! `GET /v1/files/ID/content`. Each line is answered as the same body would be alone (rules
+//! and faults alike; a line whose fault would stall is a failed line), the batch is
+//! `in_progress` for `[batch] completion_delay_ms` (default 100) and then `completed`, with an
+//! output file of the lines answered 200 and an error file of the others. A `custom_id` of the
+//! form `sK:...` is sample K.
+//!
 //! `GET /stats` returns the request counters, `GET /requests` every chat body received,
 //! `GET /v1/models` the model list.
 
@@ -96,6 +105,27 @@ pub struct MockRules {
     pub faults: Vec<Fault>,
     #[serde(default)]
     pub prefix_cache: PrefixCache,
+    #[serde(default)]
+    pub batch: BatchRules,
+}
+
+/// How the mock's Batch API behaves.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BatchRules {
+    /// How long a batch stays `in_progress` after it is created.
+    #[serde(default = "default_batch_delay")]
+    pub completion_delay_ms: u64,
+}
+
+impl Default for BatchRules {
+    fn default() -> BatchRules {
+        BatchRules { completion_delay_ms: default_batch_delay() }
+    }
+}
+
+fn default_batch_delay() -> u64 {
+    100
 }
 
 /// Prompt-prefix caching as providers do it: automatic, above a minimum prompt length, in
@@ -346,6 +376,7 @@ struct Compiled {
     rules: Vec<Matcher>,
     faults: Vec<(Fault, Option<Regex>, Option<Regex>, Option<Regex>)>,
     prefix_cache: PrefixCache,
+    batch: BatchRules,
 }
 
 /// What the server has seen.
@@ -366,6 +397,22 @@ pub struct MockStats {
     /// Bytes of `endless` bodies handed to the connections (the clients read them, or the
     /// sockets buffered them).
     pub endless_bytes: u64,
+    /// Files uploaded, batches created, their lines, and batch status polls.
+    pub files: u64,
+    pub batches: u64,
+    pub batch_lines: u64,
+    pub batch_polls: u64,
+}
+
+/// A batch of the mock's Batch API.
+#[derive(Debug, Clone)]
+struct MockBatch {
+    input_file_id: String,
+    created: Instant,
+    output_file_id: String,
+    error_file_id: String,
+    total: u64,
+    failed: u64,
 }
 
 /// Precise delays for the configured latency. tokio's timer rounds a sleep up to its next
@@ -435,6 +482,9 @@ struct State {
     in_flight: std::sync::atomic::AtomicU64,
     bodies: Mutex<Vec<Json>>,
     fault_counts: Mutex<HashMap<(usize, u64), u32>>,
+    /// Uploaded and produced files, by id; batches, by id.
+    files: Mutex<HashMap<String, Vec<u8>>>,
+    batches: Mutex<HashMap<String, MockBatch>>,
     /// The prompt prefixes seen, per model: the chained hash of each block boundary.
     prefixes: Mutex<std::collections::HashSet<(String, [u8; 32])>>,
     /// Fence markers, whose tags are left out of a request's identity.
@@ -484,6 +534,7 @@ impl MockServer {
                 })
                 .collect::<Result<_, String>>()?,
             prefix_cache: rules.prefix_cache.clone(),
+            batch: rules.batch.clone(),
         };
         let listener = TcpListener::bind(addr).await.map_err(|e| format!("cannot bind {addr}: {e}"))?;
         let addr = listener.local_addr().map_err(|e| e.to_string())?;
@@ -496,6 +547,8 @@ impl MockServer {
             bodies: Mutex::new(Vec::new()),
             fault_counts: Mutex::new(HashMap::new()),
             prefixes: Mutex::new(Default::default()),
+            files: Mutex::new(HashMap::new()),
+            batches: Mutex::new(HashMap::new()),
             fence_tags: Regex::new(r"<<<(BEGIN|END|TURN) ([^ >]+) [0-9a-f]{16}>>>").map_err(|e| e.to_string())?,
         });
         let st = state.clone();
@@ -634,6 +687,18 @@ async fn handle(st: Arc<State>, req: Request<Incoming>) -> Resp {
             let _done = Done(&st.in_flight);
             chat(st.clone(), req).await
         }
+        (Method::POST, "/v1/files" | "/files") => upload(st.clone(), req).await,
+        (Method::POST, "/v1/batches" | "/batches") => create_batch(st.clone(), req).await,
+        (Method::GET, p) if p.starts_with("/v1/batches/") || p.starts_with("/batches/") => {
+            batch_status(&st, p.rsplit('/').next().unwrap_or(""))
+        }
+        (Method::GET, p) if (p.starts_with("/v1/files/") || p.starts_with("/files/")) && p.ends_with("/content") => {
+            let id = p.trim_end_matches("/content").rsplit('/').next().unwrap_or("");
+            match st.files.lock().unwrap_or_else(|e| e.into_inner()).get(id) {
+                Some(b) => respond(200, "application/jsonl", b.clone()),
+                None => api_error(404, &format!("no file `{id}`")),
+            }
+        }
         (Method::GET, "/stats") => {
             let s = st.stats.lock().unwrap_or_else(|e| e.into_inner()).clone();
             json_response(200, &serde_json::to_value(s).unwrap_or(Json::Null))
@@ -651,6 +716,174 @@ async fn handle(st: Arc<State>, req: Request<Incoming>) -> Resp {
         }
         _ => api_error(404, "not found"),
     }
+}
+
+/// `POST /v1/files`: a multipart form with `purpose` and `file`; the file is kept by id.
+async fn upload(st: Arc<State>, req: Request<Incoming>) -> Resp {
+    let boundary = req
+        .headers()
+        .get(hyper::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|ct| ct.split("boundary=").nth(1))
+        .map(|b| b.trim_matches('"').to_string());
+    let Some(boundary) = boundary else { return api_error(400, "a multipart/form-data body is expected") };
+    let Ok(bytes) = req.into_body().collect().await.map(|b| b.to_bytes()) else {
+        return api_error(400, "cannot read the request body");
+    };
+    let mut file = None;
+    let mut purpose = None;
+    for part in split_bytes(&bytes, format!("--{boundary}").as_bytes()) {
+        let Some(at) = find(part, b"\r\n\r\n") else { continue };
+        let head = String::from_utf8_lossy(&part[..at]).to_string();
+        let mut content = &part[at + 4..];
+        if content.ends_with(b"\r\n") {
+            content = &content[..content.len() - 2];
+        }
+        if head.contains("name=\"file\"") {
+            file = Some(content.to_vec());
+        } else if head.contains("name=\"purpose\"") {
+            purpose = Some(String::from_utf8_lossy(content).to_string());
+        }
+    }
+    let (Some(file), Some(purpose)) = (file, purpose) else {
+        return api_error(400, "the form needs `purpose` and `file`");
+    };
+    let mut files = st.files.lock().unwrap_or_else(|e| e.into_inner());
+    let id = format!("file-{}", files.len() + 1);
+    let size = file.len();
+    files.insert(id.clone(), file);
+    st.stats.lock().unwrap_or_else(|e| e.into_inner()).files += 1;
+    json_response(
+        200,
+        &json!({"id": id, "object": "file", "bytes": size, "purpose": purpose, "filename": "batch.jsonl"}),
+    )
+}
+
+fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
+    hay.windows(needle.len()).position(|w| w == needle)
+}
+
+fn split_bytes<'a>(hay: &'a [u8], sep: &[u8]) -> Vec<&'a [u8]> {
+    let mut out = Vec::new();
+    let mut rest = hay;
+    while let Some(i) = find(rest, sep) {
+        out.push(&rest[..i]);
+        rest = &rest[i + sep.len()..];
+    }
+    out.push(rest);
+    out
+}
+
+/// `POST /v1/batches`: answer every line of the input file now (as each body would be answered
+/// alone); the batch reads `in_progress` until its completion delay has passed.
+async fn create_batch(st: Arc<State>, req: Request<Incoming>) -> Resp {
+    let Ok(bytes) = req.into_body().collect().await.map(|b| b.to_bytes()) else {
+        return api_error(400, "cannot read the request body");
+    };
+    let Ok(ask) = serde_json::from_slice::<Json>(&bytes) else { return api_error(400, "the body is not JSON") };
+    let input = ask.get("input_file_id").and_then(Json::as_str).unwrap_or("").to_string();
+    if ask.get("endpoint").and_then(Json::as_str) != Some("/v1/chat/completions") {
+        return api_error(400, "endpoint must be /v1/chat/completions");
+    }
+    let Some(text) = st.files.lock().unwrap_or_else(|e| e.into_inner()).get(&input).cloned() else {
+        return api_error(404, &format!("no file `{input}`"));
+    };
+    let (mut out, mut errors, mut total, mut failed) = (Vec::new(), Vec::new(), 0u64, 0u64);
+    for (n, line) in text.split(|b| *b == b'\n').filter(|l| !l.iter().all(u8::is_ascii_whitespace)).enumerate() {
+        total += 1;
+        let parsed: Option<Json> = serde_json::from_slice(line).ok();
+        let custom = parsed.as_ref().and_then(|l| l.get("custom_id")).and_then(Json::as_str).unwrap_or("").to_string();
+        let sample =
+            custom.strip_prefix('s').and_then(|r| r.split_once(':')).and_then(|(k, _)| k.parse().ok()).unwrap_or(0);
+        let body = parsed.as_ref().and_then(|l| l.get("body")).cloned();
+        let (status, reply) = match body {
+            None => (400, json!({"error": {"message": "the line has no body"}})),
+            Some(body) => {
+                let bytes = serde_json::to_vec(&body).unwrap_or_default();
+                st.bodies.lock().unwrap_or_else(|e| e.into_inner()).push(body.clone());
+                let r = answer(&st, sample, &body, &bytes, true).await;
+                let status = r.status().as_u16();
+                let j = match r.into_body() {
+                    Either::Left(full) => match full.collect().await {
+                        Ok(b) => {
+                            serde_json::from_slice(&b.to_bytes()).unwrap_or(json!({"error": {"message": "not JSON"}}))
+                        }
+                        Err(_) => json!({"error": {"message": "no body"}}),
+                    },
+                    Either::Right(_) => json!({"error": {"message": "the line failed"}}),
+                };
+                (status, j)
+            }
+        };
+        let entry = json!({
+            "id": format!("batch_req_{n}"),
+            "custom_id": custom,
+            "response": {"status_code": status, "request_id": format!("req_{n}"), "body": reply},
+            "error": null,
+        });
+        let line = serde_json::to_vec(&entry).unwrap_or_default();
+        if status == 200 {
+            out.extend(line);
+            out.push(b'\n');
+        } else {
+            failed += 1;
+            errors.extend(line);
+            errors.push(b'\n');
+        }
+    }
+    let id = {
+        let mut files = st.files.lock().unwrap_or_else(|e| e.into_inner());
+        let mut batches = st.batches.lock().unwrap_or_else(|e| e.into_inner());
+        let id = format!("batch_{}", batches.len() + 1);
+        let (o, e) = (format!("file-{id}-output"), format!("file-{id}-errors"));
+        files.insert(o.clone(), out);
+        files.insert(e.clone(), errors);
+        batches.insert(
+            id.clone(),
+            MockBatch {
+                input_file_id: input,
+                created: Instant::now(),
+                output_file_id: o,
+                error_file_id: e,
+                total,
+                failed,
+            },
+        );
+        id
+    };
+    {
+        let mut s = st.stats.lock().unwrap_or_else(|e| e.into_inner());
+        s.batches += 1;
+        s.batch_lines += total;
+    }
+    batch_status(&st, &id)
+}
+
+/// `GET /v1/batches/ID`.
+fn batch_status(st: &State, id: &str) -> Resp {
+    let Some(b) = st.batches.lock().unwrap_or_else(|e| e.into_inner()).get(id).cloned() else {
+        return api_error(404, &format!("no batch `{id}`"));
+    };
+    st.stats.lock().unwrap_or_else(|e| e.into_inner()).batch_polls += 1;
+    let done = b.created.elapsed() >= Duration::from_millis(st.rules.batch.completion_delay_ms);
+    json_response(
+        200,
+        &json!({
+            "id": id,
+            "object": "batch",
+            "endpoint": "/v1/chat/completions",
+            "input_file_id": b.input_file_id,
+            "completion_window": "24h",
+            "status": if done { "completed" } else { "in_progress" },
+            "output_file_id": if done { json!(b.output_file_id) } else { Json::Null },
+            "error_file_id": if done { json!(b.error_file_id) } else { Json::Null },
+            "request_counts": {
+                "total": b.total,
+                "completed": if done { b.total - b.failed } else { 0 },
+                "failed": if done { b.failed } else { 0 },
+            },
+        }),
+    )
 }
 
 /// One entry the reply must contain: its key in a multi-criterion reply, the criterion text
@@ -709,19 +942,25 @@ async fn chat(st: Arc<State>, req: Request<Incoming>) -> Resp {
     if !st.rules.latency.is_zero() {
         st.delays.until(arrived + st.rules.latency).await;
     }
+    let sample: usize =
+        headers.get("x-rubric-sample").and_then(|v| v.to_str().ok()).and_then(|s| s.parse().ok()).unwrap_or(0);
+    answer(&st, sample, &body, &bytes, false).await
+}
+
+/// The reply to one chat-completions body (sample `sample`): a fault or the rules' answer. In
+/// a batch (`batch`), faults that stall or never end are failed lines instead.
+async fn answer(st: &Arc<State>, sample: usize, body: &Json, bytes: &[u8], batch: bool) -> Resp {
     let prompt: String = body
         .get("messages")
         .and_then(Json::as_array)
         .map(|ms| ms.iter().filter_map(|m| m.get("content").and_then(Json::as_str)).collect::<Vec<_>>().join("\n"))
         .unwrap_or_default();
     let untagged_prompt = st.fence_tags.replace_all(&prompt, "<<<$1 $2 TAG>>>").into_owned();
-    let sample: usize =
-        headers.get("x-rubric-sample").and_then(|v| v.to_str().ok()).and_then(|s| s.parse().ok()).unwrap_or(0);
-    let entries = entries_of(&body);
+    let entries = entries_of(body);
     let body_hash = {
         // Fence tags differ from run to run (a dispatcher draws its own secret): the same
         // request from another run is the same request here.
-        let text = String::from_utf8_lossy(&bytes);
+        let text = String::from_utf8_lossy(bytes);
         let untagged = st.fence_tags.replace_all(&text, "<<<$1 $2 TAG>>>");
         let mut h = std::collections::hash_map::DefaultHasher::new();
         untagged.hash(&mut h);
@@ -747,6 +986,9 @@ async fn chat(st: Arc<State>, req: Request<Incoming>) -> Resp {
         }
         st.stats.lock().unwrap_or_else(|e| e.into_inner()).faults += 1;
         match f.kind {
+            FaultKind::Timeout | FaultKind::Endless if batch => {
+                return api_error(500, "injected fault: the line failed")
+            }
             FaultKind::Timeout => {
                 tokio::time::sleep(Duration::from_millis(f.delay_ms.unwrap_or(30_000))).await;
             }

@@ -19,6 +19,7 @@
 //!
 //! `mock` is `rubric mock-judge`, a loopback server speaking the same API, driven by rules.
 
+pub mod batch;
 pub mod cache;
 pub mod client;
 pub mod config;
@@ -273,6 +274,12 @@ pub struct Stats {
     /// Milliseconds of each successful HTTP request, by endpoint.
     #[serde(skip)]
     pub latency_ms: BTreeMap<String, Vec<f64>>,
+    /// Batches submitted through Batch APIs, open batches of an earlier run polled again, status
+    /// polls, and requests answered (or failed) through them.
+    pub batches_submitted: u64,
+    pub batches_resumed: u64,
+    pub batch_polls: u64,
+    pub batch_lines: u64,
     /// Whether the configuration prices any model (cost accounting is on).
     pub accounted: bool,
     /// Cost counters, by judge and endpoint.
@@ -364,6 +371,8 @@ struct Inner {
     deadline: Option<std::time::Instant>,
     /// Whether the run has a budget (its state is in `stats.budget`).
     budgeted: bool,
+    /// Send through the endpoints' Batch APIs, polling this often (`DispatcherBuilder::batch`).
+    batch: Option<std::time::Duration>,
     /// Woken whenever a request held against the budget settles.
     budget_settled: tokio::sync::Notify,
     config: JudgesConfig,
@@ -393,6 +402,7 @@ pub struct DispatcherBuilder {
     deadline: Option<std::time::Instant>,
     budget: Option<f64>,
     dry: bool,
+    batch: Option<std::time::Duration>,
 }
 
 impl DispatcherBuilder {
@@ -419,6 +429,13 @@ impl DispatcherBuilder {
     /// Record every request and reply.
     pub fn record(mut self, transcript: TranscriptWriter) -> Self {
         self.transcript = Some(transcript);
+        self
+    }
+
+    /// Send each round's requests through the endpoints' Batch APIs (`--dispatch batch`),
+    /// polling every `poll` until the batches end (or the deadline).
+    pub fn batch(mut self, poll: std::time::Duration) -> Self {
+        self.batch = Some(poll);
         self
     }
 
@@ -472,6 +489,7 @@ impl DispatcherBuilder {
                 stats: Mutex::new(stats),
                 deadline: self.deadline,
                 budgeted: self.budget.is_some(),
+                batch: self.batch,
                 budget_settled: tokio::sync::Notify::new(),
                 local: local::LocalModels::default(),
                 fences: prompt::Fences::Secret(key),
@@ -511,6 +529,7 @@ impl Dispatcher {
             deadline: None,
             budget: None,
             dry: false,
+            batch: None,
         }
     }
 
@@ -718,9 +737,14 @@ impl Dispatcher {
         let mut set = tokio::task::JoinSet::new();
         let mut ids = HashMap::new();
         let mut local_ids = Vec::new();
+        let mut batched = Vec::new();
         let (uniques, plan) = self.plan(tasks, |i, p| {
             if p.local.is_some() {
                 local_ids.push(i);
+                return;
+            }
+            if self.inner.batch.is_some() {
+                batched.push(i);
                 return;
             }
             let me = self.clone();
@@ -735,6 +759,12 @@ impl Dispatcher {
             tokio::task::spawn_blocking(move || me.fetch_local(&ps))
         });
         let mut fetched: Vec<Option<Fetched>> = vec![None; uniques.len()];
+        if let (Some(poll), false) = (self.inner.batch, batched.is_empty()) {
+            let ps: Vec<Arc<Prepared>> = batched.iter().map(|&i| uniques[i].clone()).collect();
+            for (&i, f) in batched.iter().zip(self.fetch_batched(&ps, poll).await) {
+                fetched[i] = Some(f);
+            }
+        }
         // A task that panicked leaves its slot empty: its criteria are unscored below.
         while let Some(r) = set.join_next_with_id().await {
             if let Ok((id, f)) = r {
@@ -824,22 +854,30 @@ impl Dispatcher {
         runtime().block_on(self.resolve(tasks))
     }
 
-    async fn fetch(&self, p: &Prepared) -> Fetched {
+    /// The answer memory or the cache has for `p`, if any.
+    fn lookup(&self, p: &Prepared) -> Option<Fetched> {
         let memo = lock(&self.inner.memo).get(&p.hash).cloned();
         if let Some(r) = memo {
             lock(&self.inner.stats).memo_hits += 1;
-            return self.finish(p, r, "memo", 0, None);
+            return Some(self.finish(p, r, "memo", 0, None));
         }
         if let Some(cache) = &self.inner.cache {
             match cache.get(&p.hash) {
                 Ok(cache::Lookup::Hit(r)) => {
                     lock(&self.inner.stats).cache_hits += 1;
-                    return self.finish(p, r, "cache", 0, None);
+                    return Some(self.finish(p, r, "cache", 0, None));
                 }
                 Ok(cache::Lookup::Miss) => {}
                 Ok(cache::Lookup::Unverified(_)) => lock(&self.inner.stats).cache_unverified += 1,
                 Err(_) => lock(&self.inner.stats).cache_errors += 1,
             }
+        }
+        None
+    }
+
+    async fn fetch(&self, p: &Prepared) -> Fetched {
+        if let Some(f) = self.lookup(p) {
+            return f;
         }
         match &self.inner.backend {
             Backend::Replay(replay) => match replay.get(&p.hash) {
@@ -860,12 +898,12 @@ impl Dispatcher {
                 };
                 let model = p.body.get("model").and_then(Json::as_str).unwrap_or_default();
                 let price = self.inner.config.price(model).copied();
-                let held = match self.hold(p, model, price.as_ref()).await {
+                let held = match self.hold(p, model, price.as_ref(), true).await {
                     Ok(held) => held,
                     Err(reason) => return self.fail(p, reason, "budget", 0),
                 };
                 let sent = ep.send(&p.body, p.sample, self.inner.deadline).await;
-                let spend = {
+                {
                     let mut s = lock(&self.inner.stats);
                     s.http_requests += 1;
                     s.http_attempts += sent.attempts as u64;
@@ -873,57 +911,8 @@ impl Dispatcher {
                     if let Some(ms) = sent.latency_ms {
                         s.latency_ms.entry(ep.name.clone()).or_default().push(ms);
                     }
-                    let tally = s.costs.entry(p.judge.clone()).or_default().entry(ep.name.clone()).or_default();
-                    let spend = match &sent.result {
-                        Ok(r) => {
-                            tally.calls += 1;
-                            tally.prompt_tokens += r.usage.prompt_tokens;
-                            tally.cached_tokens += r.usage.cached_tokens;
-                            tally.completion_tokens += r.usage.completion_tokens;
-                            match (r.usage.reported, price) {
-                                (false, _) => {
-                                    tally.no_usage += 1;
-                                    Spend::Unknown
-                                }
-                                (true, None) => {
-                                    tally.unpriced += 1;
-                                    Spend::Unknown
-                                }
-                                (true, Some(pr)) => {
-                                    let u = r.usage;
-                                    let usd = pr.cost(u.prompt_tokens, u.cached_tokens, u.completion_tokens);
-                                    tally.usd += usd;
-                                    tally.saved_usd += pr.saved(u.cached_tokens.min(u.prompt_tokens));
-                                    Spend::Paid(usd)
-                                }
-                            }
-                        }
-                        // A request that timed out after it was sent may still be billed.
-                        Err(reason) if reason.starts_with("judge_timeout") || reason.starts_with("judge_deadline") => {
-                            if sent.attempts > 0 {
-                                tally.timed_out += 1;
-                                Spend::Unknown
-                            } else {
-                                Spend::Free
-                            }
-                        }
-                        Err(_) => Spend::Free,
-                    };
-                    if let Ok(r) = &sent.result {
-                        s.tokens_in += r.usage.prompt_tokens;
-                        s.tokens_out += r.usage.completion_tokens;
-                    }
-                    if let (Some(b), Some(held)) = (s.budget.as_mut(), held) {
-                        b.held_usd -= held;
-                        b.spent_usd += match spend {
-                            Spend::Free => 0.0,
-                            Spend::Paid(usd) => usd,
-                            Spend::Unknown => held,
-                        };
-                    }
-                    spend
-                };
-                self.inner.budget_settled.notify_waiters();
+                }
+                let spend = self.account(p, &ep.name, sent.result.as_ref(), sent.attempts, price, held);
                 let mut fetched = match sent.result {
                     Ok(mut r) => {
                         // Whatever the server said, the key never travels further.
@@ -1005,9 +994,154 @@ impl Dispatcher {
             .collect()
     }
 
+    /// Count what sending `p` to endpoint `endpoint` cost (its tally, tokens and the budget's
+    /// settlement of `held`), from its outcome: a reply priced from its usage, a timeout after
+    /// sending (perhaps billed: unknown), or nothing.
+    fn account(
+        &self,
+        p: &Prepared,
+        endpoint: &str,
+        result: Result<&Reply, &String>,
+        attempts: u32,
+        price: Option<Price>,
+        held: Option<f64>,
+    ) -> Spend {
+        let spend = {
+            let mut s = lock(&self.inner.stats);
+            let tally = s.costs.entry(p.judge.clone()).or_default().entry(endpoint.to_string()).or_default();
+            let spend = match result {
+                Ok(r) => {
+                    tally.calls += 1;
+                    tally.prompt_tokens += r.usage.prompt_tokens;
+                    tally.cached_tokens += r.usage.cached_tokens;
+                    tally.completion_tokens += r.usage.completion_tokens;
+                    match (r.usage.reported, price) {
+                        (false, _) => {
+                            tally.no_usage += 1;
+                            Spend::Unknown
+                        }
+                        (true, None) => {
+                            tally.unpriced += 1;
+                            Spend::Unknown
+                        }
+                        (true, Some(pr)) => {
+                            let u = r.usage;
+                            let factor = if r.batched { pr.batch_factor() } else { 1.0 };
+                            let usd = factor * pr.cost(u.prompt_tokens, u.cached_tokens, u.completion_tokens);
+                            tally.usd += usd;
+                            tally.saved_usd += factor * pr.saved(u.cached_tokens.min(u.prompt_tokens));
+                            Spend::Paid(usd)
+                        }
+                    }
+                }
+                // A request that timed out after it was sent may still be billed.
+                Err(reason) if reason.starts_with("judge_timeout") || reason.starts_with("judge_deadline") => {
+                    if attempts > 0 {
+                        tally.timed_out += 1;
+                        Spend::Unknown
+                    } else {
+                        Spend::Free
+                    }
+                }
+                Err(_) => Spend::Free,
+            };
+            if let Ok(r) = result {
+                s.tokens_in += r.usage.prompt_tokens;
+                s.tokens_out += r.usage.completion_tokens;
+            }
+            if let (Some(b), Some(held)) = (s.budget.as_mut(), held) {
+                b.held_usd -= held;
+                b.spent_usd += match spend {
+                    Spend::Free => 0.0,
+                    Spend::Paid(usd) => usd,
+                    Spend::Unknown => held,
+                };
+            }
+            spend
+        };
+        self.inner.budget_settled.notify_waiters();
+        spend
+    }
+
+    /// Answer `ps` (distinct requests, none local) through the endpoints' Batch APIs: each from
+    /// memory or the cache when it can be, the rest in one batch per endpoint (a batch an
+    /// earlier run left open is polled instead), within the budget.
+    async fn fetch_batched(&self, ps: &[Arc<Prepared>], poll: std::time::Duration) -> Vec<Fetched> {
+        let mut out: Vec<Option<Fetched>> = vec![None; ps.len()];
+        let mut by_endpoint: BTreeMap<String, Vec<(usize, Option<f64>, Option<Price>)>> = BTreeMap::new();
+        for (k, p) in ps.iter().enumerate() {
+            if let Some(f) = self.lookup(p) {
+                out[k] = Some(f);
+                continue;
+            }
+            let Backend::Http(eps) = &self.inner.backend else {
+                out[k] = Some(self.fetch(p).await);
+                continue;
+            };
+            let Some(name) = p.endpoint.as_ref().filter(|n| eps.contains_key(*n)) else {
+                out[k] = Some(self.fail(p, "judge_no_endpoint: no endpoint for this request".into(), "http", 0));
+                continue;
+            };
+            let model = p.body.get("model").and_then(Json::as_str).unwrap_or_default();
+            let price = self.inner.config.price(model).copied();
+            // Every request of a batch is held at once: none waits for another to settle.
+            match self.hold(p, model, price.as_ref(), false).await {
+                Ok(held) => by_endpoint.entry(name.clone()).or_default().push((k, held, price)),
+                Err(reason) => out[k] = Some(self.fail(p, reason, "budget", 0)),
+            }
+        }
+        if let Backend::Http(eps) = &self.inner.backend {
+            for (name, items) in by_endpoint {
+                let Some(ep) = eps.get(&name) else { continue };
+                let lines: Vec<batch::Line> = items
+                    .iter()
+                    .map(|(k, _, _)| batch::Line {
+                        hash: ps[*k].hash.clone(),
+                        sample: ps[*k].sample,
+                        body: ps[*k].body.clone(),
+                    })
+                    .collect();
+                let mut done = batch::dispatch(ep, self.inner.cache.as_ref(), lines, poll, self.inner.deadline).await;
+                {
+                    let mut s = lock(&self.inner.stats);
+                    s.batches_submitted += done.submitted;
+                    s.batches_resumed += done.resumed;
+                    s.batch_polls += done.polls;
+                    s.batch_lines += items.len() as u64;
+                }
+                for (k, held, price) in items {
+                    let p = &ps[k];
+                    let result = done
+                        .replies
+                        .remove(&p.hash)
+                        .unwrap_or_else(|| Err("judge_batch_missing: the batch gave no result for this request".into()))
+                        .map(|mut r| {
+                            r.batched = true;
+                            r.content = r.content.map(|c| ep.redact(&c));
+                            r
+                        });
+                    // A line still in progress at the deadline is billed when its batch ends,
+                    // to the run that then reads it back.
+                    let sent = u32::from(!matches!(&result, Err(r) if r.starts_with("judge_deadline")));
+                    let spend = self.account(p, &name, result.as_ref(), sent, price, held);
+                    let mut f = match result {
+                        Ok(r) => self.finish(p, r, "batch", 1, None),
+                        Err(reason) => self.fail(p, reason, "batch", 1),
+                    };
+                    f.spend = spend;
+                    out[k] = Some(f);
+                }
+            }
+        }
+        out.into_iter()
+            .enumerate()
+            .map(|(k, f)| f.unwrap_or_else(|| self.fail(&ps[k], "judge_internal: not answered".into(), "batch", 0)))
+            .collect()
+    }
+
     /// Under a budget, hold the worst case of `p` (its prompt's token bound at the input price,
     /// `max_tokens` at the output price) or refuse it: `Ok(None)` without a budget.
-    async fn hold(&self, p: &Prepared, model: &str, price: Option<&Price>) -> Result<Option<f64>, String> {
+    async fn hold(&self, p: &Prepared, model: &str, price: Option<&Price>, wait: bool) -> Result<Option<f64>, String> {
         if !self.inner.budgeted {
             return Ok(None);
         }
@@ -1054,7 +1188,15 @@ impl Dispatcher {
                         return Ok(Some(*worst));
                     }
                     // It may fit once the requests in flight have settled at what they cost.
-                    Ok(_) => {}
+                    Ok(_) if wait => {}
+                    Ok(worst) => {
+                        b.refused += 1;
+                        return Err(format!(
+                            "budget: this request could cost up to ${worst:.6}, which with the rest of its batch \
+                             (${:.6} held) could take the run past its budget of ${:.6} (${:.6} spent)",
+                            b.held_usd, b.limit_usd, b.spent_usd
+                        ));
+                    }
                 }
             }
             settled.await;
@@ -1080,7 +1222,7 @@ impl Dispatcher {
         let (samples, ok) = reply::interpret(&p.rendered, &reply);
         if ok {
             lock(&self.inner.memo).insert(p.hash.clone(), reply.clone());
-            if matches!(source, "http" | "replay" | "local") {
+            if matches!(source, "http" | "batch" | "replay" | "local") {
                 if let Some(cache) = &self.inner.cache {
                     if cache.put(&p.hash, &reply).is_err() {
                         lock(&self.inner.stats).cache_errors += 1;
@@ -1120,7 +1262,8 @@ impl Dispatcher {
         match (reply.usage.reported, self.inner.config.price(model)) {
             (true, Some(pr)) => {
                 let u = reply.usage;
-                Spend::Paid(pr.cost(u.prompt_tokens, u.cached_tokens, u.completion_tokens))
+                let factor = if reply.batched { pr.batch_factor() } else { 1.0 };
+                Spend::Paid(factor * pr.cost(u.prompt_tokens, u.cached_tokens, u.completion_tokens))
             }
             _ => Spend::Unknown,
         }

@@ -26,6 +26,9 @@ pub struct Reply {
     pub logprobs: Option<Vec<TokenLogprob>>,
     #[serde(default)]
     pub usage: Usage,
+    /// Answered through a Batch API (billed at the model's batch price).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub batched: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -116,7 +119,7 @@ impl Reply {
             },
         };
         let model = body.get("model").and_then(Json::as_str).filter(|m| !m.is_empty()).unwrap_or(sent_model);
-        Ok(Reply { model: model.to_string(), content, refusal, finish_reason, logprobs, usage })
+        Ok(Reply { model: model.to_string(), content, refusal, finish_reason, logprobs, usage, batched: false })
     }
 }
 

@@ -132,6 +132,16 @@ pub fn report(stats: &Json) -> String {
         n("criteria_not_needed"),
         n("planning_rounds"),
     ));
+    if n("batches_submitted") + n("batches_resumed") > 0 {
+        out.push_str(&format!(
+            "\nbatch: {} requests through the Batch API in {} batches submitted and {} resumed from an earlier run \
+             ({} status polls)",
+            n("batch_lines"),
+            n("batches_submitted"),
+            n("batches_resumed"),
+            n("batch_polls"),
+        ));
+    }
     out.push_str(&cost_report(stats));
     if let Some(aside) = stats.get("cache_set_aside").and_then(Json::as_str) {
         out.push_str(&format!(
