@@ -18,6 +18,8 @@
 #      target/bench-venv and takes 10-20 minutes on 2 cores; PARTS=8 runs it).
 #   9. bench/sandbox.sh: hostile rows against the sandbox's row limits (wall time and peak memory
 #      of each next to the limit it hit).
+#  10. bench/cost.sh: what 2,000 judged criterion checks cost all-strong, several per call, with
+#      the prefix cache, through the Batch API and as a cascade, with agreement.
 # bench/python.sh (the Python binding vs the IFEval reference) needs the package built first
 # (`bash python/build.sh --release`) and runs on its own.
 #
@@ -25,7 +27,7 @@
 #   PARTS="1 3" bash bench/all.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
-PARTS=${PARTS:-"1 2 3 4 5 6 7 9"}
+PARTS=${PARTS:-"1 2 3 4 5 6 7 9 10"}
 REPORT=target/bench-report.txt
 mkdir -p target
 cargo build --release -q
@@ -49,6 +51,7 @@ RUBRIC=target/release/rubric
       7) echo; echo "## 7. the batch numeric stage (bench/numeric.sh)"; RUBRIC=$RUBRIC bash bench/numeric.sh ;;
       8) echo; echo "## 8. local judges (bench/local_judge.sh)"; RUBRIC_BIN=$RUBRIC bash bench/local_judge.sh --rows 2 ;;
       9) echo; echo "## 9. the sandbox's limits (bench/sandbox.sh)"; RUBRIC=$RUBRIC bash bench/sandbox.sh ;;
+      10) echo; echo "## 10. judge cost (bench/cost.sh)"; bash bench/cost.sh ;;
     esac
   done
 } 2>&1 | tee "$REPORT"

@@ -374,10 +374,13 @@ struct Compiled {
     key: Option<String>,
     default: Matcher,
     rules: Vec<Matcher>,
-    faults: Vec<(Fault, Option<Regex>, Option<Regex>, Option<Regex>)>,
+    faults: Vec<CompiledFault>,
     prefix_cache: PrefixCache,
     batch: BatchRules,
 }
+
+/// A fault with its regexes compiled: on the prompt, the criterion and the model.
+type CompiledFault = (Fault, Option<Regex>, Option<Regex>, Option<Regex>);
 
 /// What the server has seen.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
@@ -1069,7 +1072,7 @@ async fn answer(st: &Arc<State>, sample: usize, body: &Json, bytes: &[u8], batch
         })
         .sum();
     let prompt_tokens = mock_tokens(prompt.len());
-    let cached = cached_prefix(&st, &asked, prompt.as_bytes());
+    let cached = cached_prefix(st, &asked, prompt.as_bytes());
     let finish = if flags.truncated { "length" } else { "stop" };
     let mut reply = json!({
         "id": format!("mock-{body_hash:016x}"),

@@ -786,10 +786,8 @@ impl Dispatcher {
         }
         // How many sample slots each distinct request answers: its cost is split between them.
         let mut uses = vec![0u32; uniques.len()];
-        for slot in plan.iter().flatten().flatten() {
-            if let Ok((u, _)) = slot {
-                uses[*u] += 1;
-            }
+        for (u, _) in plan.iter().flatten().flatten().flatten() {
+            uses[*u] += 1;
         }
         tasks
             .iter()
@@ -1068,7 +1066,9 @@ impl Dispatcher {
     /// earlier run left open is polled instead), within the budget.
     async fn fetch_batched(&self, ps: &[Arc<Prepared>], poll: std::time::Duration) -> Vec<Fetched> {
         let mut out: Vec<Option<Fetched>> = vec![None; ps.len()];
-        let mut by_endpoint: BTreeMap<String, Vec<(usize, Option<f64>, Option<Price>)>> = BTreeMap::new();
+        // Per endpoint: each request's index, what the budget holds for it, its model's price.
+        type Held = (usize, Option<f64>, Option<Price>);
+        let mut by_endpoint: BTreeMap<String, Vec<Held>> = BTreeMap::new();
         for (k, p) in ps.iter().enumerate() {
             if let Some(f) = self.lookup(p) {
                 out[k] = Some(f);

@@ -373,7 +373,7 @@ pub struct MemberTally {
 
 impl CascadeTally {
     /// Count one criterion's trail: the members asked, in order, with what each cost.
-    fn count(&mut self, trail: &[(String, Vec<String>, Option<Cost>)]) {
+    fn count(&mut self, trail: &[Asked]) {
         self.criteria += 1;
         self.escalated += u64::from(trail.len() > 1);
         for (k, (who, _, cost)) in trail.iter().enumerate() {
@@ -410,6 +410,9 @@ impl CascadeTally {
         }
     }
 }
+
+/// A cascade member asked about a criterion: its name, the models that answered, the cost.
+type Asked = (String, Vec<String>, Option<Cost>);
 
 /// Whether a cascade member's verdict calls for the next member: it is unscored (no sample
 /// decided), its samples split, or its graded answer (P(yes), value, or the share of met
@@ -616,7 +619,7 @@ pub fn evaluate_chunk(
         // Jury members' verdicts, by (row, jury, criterion): one per member, in member order.
         let mut panels: BTreeMap<(usize, u32, String), Vec<MemberVerdict>> = BTreeMap::new();
         // The cascade members asked so far, by (row, criterion): name, models, cost.
-        let mut trails: BTreeMap<(usize, String), Vec<(String, Vec<String>, Option<Cost>)>> = BTreeMap::new();
+        let mut trails: BTreeMap<(usize, String), Vec<Asked>> = BTreeMap::new();
         // Escalations are asked in the same round, one member further each time.
         while !tasks.is_empty() {
             let answers = dispatcher.resolve_blocking(&tasks);
