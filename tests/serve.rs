@@ -791,3 +791,46 @@ fn serve_refuses_oversize_bodies_before_reading_them() {
     let m = metrics(&server);
     assert_eq!(m["requests_by_status"]["413"], 2, "{m}");
 }
+
+/// `rubric serve --budget USD` caps what the server's judge calls spend over its life: the
+/// requests that could pass it are not sent and their criteria come back `unscored(budget)`,
+/// the budget is in `/metrics`, and a later request finds it spent.
+#[test]
+fn serve_keeps_its_judge_calls_within_its_budget() {
+    let dir = TempDir::new("serve-budget");
+    let example = crate_root().join("examples/judge-cost");
+    let rt = crate::judge::rt();
+    let rules = std::fs::read_to_string(example.join("mock-rules.toml")).unwrap();
+    let mock = rt.block_on(crate::judge::server(crate::judge::rules(&rules)));
+    let judges = dir.file(
+        "judges.toml",
+        &format!(
+            "default = \"mock\"\n[endpoints.mock]\nbase_url = \"{}\"\n[prices.\"gpt-4.1\"]\ninput = 2.0\noutput = 8.0\n",
+            mock.base_url()
+        ),
+    );
+    let rows = rows_of(&example.join("inputs.jsonl"));
+    let server =
+        Server::start(&[&example.join("main.rubric"), &"--judges", &judges, &"--no-cache", &"--budget", &"0.02"], &[]);
+    let (s, r) = server.score(&json!({ "rows": rows }));
+    let criteria: Vec<&Json> = results(s, &r).iter().flat_map(|rec| rec["criteria"].as_array().unwrap()).collect();
+    let held = criteria.iter().filter(|c| c["status"] == "unscored").count();
+    let spent: f64 = criteria.iter().filter_map(|c| c["cost_usd"].as_f64()).sum();
+    assert!(held > 0 && held < criteria.len(), "{criteria:?}");
+    assert!(criteria
+        .iter()
+        .filter(|c| c["status"] == "unscored")
+        .all(|c| c["reason"].as_str().unwrap().starts_with("budget: ")));
+    assert!(spent > 0.0 && spent <= 0.02, "{spent}");
+    assert_eq!(mock.requests() as usize, criteria.len() - held);
+    let budget = &metrics(&server)["judges"]["budget"];
+    assert_eq!(budget["limit_usd"], json!(0.02), "{budget}");
+    assert!((budget["spent_usd"].as_f64().unwrap() - spent).abs() < 1e-9, "{budget}");
+    // What is left of the budget is less than any request's worst case: nothing more is sent
+    // (the requests answered before come from memory).
+    let before = mock.requests();
+    let (s, r) = server.score(&json!({ "rows": rows }));
+    let again: Vec<&Json> = results(s, &r).iter().flat_map(|rec| rec["criteria"].as_array().unwrap()).collect();
+    assert_eq!(again.iter().filter(|c| c["status"] == "unscored").count(), held);
+    assert_eq!(mock.requests(), before);
+}

@@ -110,3 +110,35 @@ def test_processes_share_one_cache_file(mock_judge, tmp_path):
     for rec in want + got:
         rec.pop("row")
     assert got == want
+
+
+def test_a_budget_caps_what_a_loaded_rubric_spends(rubric_bin, tmp_path):
+    """`rubric.load(..., budget=USD)`: no request whose worst case could pass the budget is sent;
+    what is held back comes back unscored with reason `budget`, and what was paid is priced."""
+    from support import MockJudge
+
+    example = EXAMPLES / "judge-cost"
+    mock = MockJudge(rubric_bin, example / "mock-rules.toml", tmp_path)
+    try:
+        judges = tmp_path / "priced.toml"
+        judges.write_text(
+            mock.judges.read_text() + '[prices."gpt-4.1"]\ninput = 2.0\ncached_input = 0.5\noutput = 8.0\n'
+        )
+        rows = read_rows(example / "inputs.jsonl")
+        r = rubric.load(example / "main.rubric", judges=judges, cache=False, budget=0.01)
+        records = r.score(rows)
+        criteria = [c for rec in records for c in rec["criteria"]]
+        held = [c for c in criteria if c["status"] == "unscored"]
+        paid = [c for c in criteria if c["status"] != "unscored"]
+        assert held and paid, criteria
+        assert all(c["reason"].startswith("budget: ") for c in held), held
+        spent = sum(c["cost_usd"] for c in paid)
+        assert 0 < spent <= 0.01
+        assert mock.requests() == len(paid)
+        stats = r.judge_stats()
+        assert stats["budget"]["limit_usd"] == 0.01 and stats["budget"]["refused"] == len(held), stats
+        assert abs(stats["budget"]["spent_usd"] - spent) < 1e-9, stats
+        with pytest.raises(ValueError, match="budget"):
+            rubric.load(example / "main.rubric", judges=judges, cache=False, budget=-1)
+    finally:
+        mock.stop()
