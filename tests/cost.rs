@@ -655,3 +655,59 @@ fn batch_dispatch_submits_once_resumes_polling_and_bills_the_batch_price() {
     let stats = mock_get(&base, "/stats");
     assert_eq!((stats["batches"].as_u64(), stats["batch_lines"].as_u64()), (Some(2), Some(41)), "{stats}");
 }
+
+/// A cascade escalates an answer the evidence rule would reject (met, with a quote that is not in
+/// the input) as `unscored`: the strong judge, quoting the response, decides.
+#[test]
+fn a_cascade_escalates_an_answer_whose_evidence_is_not_found() {
+    let dir = TempDir::new("cost-cascade-evidence");
+    let rules = "[default]\nverdict = \"unmet\"\n\
+                 [[rule]]\nmodel = \"small\"\nverdict = \"met\"\nevidence = \"words the response never says\"\n\
+                 [[rule]]\nmodel = \"large\"\nverdict = \"met\"\nquote = \"Call \\\\d+ now\"\n";
+    let (_m, base, judges) = mock(&dir, rules, "");
+    let main = dir.file(
+        "main.rubric",
+        r#"rubric cost.evidence @ 1.0.0
+input response: Text
+
+judge small {
+  model "m-small"
+  sees response
+  evidence must quote response
+}
+
+judge large {
+  model "m-large"
+  sees response
+  evidence must quote response
+}
+
+judge tiered {
+  cascade small, large
+  escalate unscored
+}
+
+criterion er "Tells the user to call emergency services" by tiered
+"#,
+    );
+    let rows = dir.file("rows.jsonl", "{\"response\": \"Call 911 now and stay with them.\"}\n");
+    let out = dir.path("out.jsonl");
+    let o = run(&[
+        "run",
+        main.to_str().unwrap(),
+        "--input",
+        rows.to_str().unwrap(),
+        "--judges",
+        judges.to_str().unwrap(),
+        "--no-cache",
+        "--no-progress",
+        "--output",
+        out.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", describe(&o));
+    let recs = records(&out);
+    let c = &criteria(&recs[0])[0];
+    assert_eq!((c["status"].as_str(), c["evidence"].as_str()), (Some("met"), Some("Call 911 now")), "{c}");
+    assert_eq!(c["cascade"], serde_json::json!(["small", "large"]), "{c}");
+    assert_eq!(mock_get(&base, "/stats")["requests"], 2);
+}

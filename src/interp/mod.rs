@@ -9,7 +9,7 @@
 
 pub mod driver;
 pub mod ops;
-mod verdict;
+pub(crate) mod verdict;
 
 pub use driver::{aggregate, roots, run_row, verdict_value, Attr, Decided, Evaluator, GatePart, Owner, Root, Trace};
 pub use ops::compare;

@@ -415,15 +415,30 @@ impl CascadeTally {
 type Asked = (String, Vec<String>, Option<Cost>);
 
 /// Whether a cascade member's verdict calls for the next member: it is unscored (no sample
-/// decided), its samples split, or its graded answer (P(yes), value, or the share of met
-/// samples) lies in a band.
-fn escalates(rules: &[crate::ir::Escalate], v: &Json) -> bool {
+/// decided: each failed, or, under an evidence rule whose input reads `evidence`, is met
+/// without quoting it), its samples split, or its graded answer (P(yes), value, or the share of
+/// met samples) lies in a band.
+fn escalates(rules: &[crate::ir::Escalate], v: &Json, evidence: Option<&str>) -> bool {
+    use crate::interp::verdict::normalize_ws;
     use crate::ir::Escalate;
     let samples: Vec<&Json> = match v.get("samples").and_then(Json::as_array) {
         Some(s) => s.iter().collect(),
         None => vec![v],
     };
-    let decided: Vec<&Json> = samples.into_iter().filter(|s| s.get("unscored").is_none()).collect();
+    let hay = evidence.map(normalize_ws);
+    // A met sample whose quote the evidence rule will not find leaves the vote, as the engine
+    // leaves it out (`interp::verdict`).
+    let quotes = |s: &Json| {
+        let met = s.get("verdict").and_then(Json::as_str) == Some("met")
+            || s.get("value").and_then(Json::as_f64).is_some_and(|x| x > 0.0);
+        match (&hay, met) {
+            (Some(hay), true) => {
+                s.get("evidence").and_then(Json::as_str).is_some_and(|q| hay.contains(&normalize_ws(q)))
+            }
+            _ => true,
+        }
+    };
+    let decided: Vec<&Json> = samples.into_iter().filter(|s| s.get("unscored").is_none() && quotes(s)).collect();
     let answer = |s: &Json| ["verdict", "level", "label", "value"].iter().find_map(|k| s.get(*k)).cloned();
     let graded = |s: &Json| {
         s.get("p_yes").and_then(Json::as_f64).or_else(|| s.get("value").and_then(Json::as_f64)).or_else(|| {
@@ -647,7 +662,12 @@ pub fn evaluate_chunk(
                             answered.push(v.id.clone());
                             let trail = trails.entry((ri, v.id.clone())).or_default();
                             trail.push((member.clone(), v.models.clone(), v.cost));
-                            if tier + 1 < c.members.len() && escalates(&c.escalate, &v.verdict) {
+                            // The evidence rule, as the engine will apply it to this member's answer.
+                            let evidence = program.judges[cascade as usize]
+                                .evidence_from
+                                .and_then(|i| rows[ri].inputs.get(i as usize))
+                                .and_then(|x| x.as_text().map(str::to_string));
+                            if tier + 1 < c.members.len() && escalates(&c.escalate, &v.verdict, evidence.as_deref()) {
                                 up.extend(task.criteria().iter().find(|x| x.id == v.id).cloned());
                                 continue;
                             }
