@@ -13,6 +13,7 @@ mod agree;
 mod bundle;
 mod cli;
 mod common;
+mod compare;
 mod conformance;
 mod conformance_data;
 mod contained;

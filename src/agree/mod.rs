@@ -16,6 +16,7 @@
 //! replayed transcript or a live judge); the statistics are [`metrics`].
 
 pub mod calibrate;
+pub mod compare;
 pub mod labels;
 pub mod metrics;
 

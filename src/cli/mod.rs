@@ -28,6 +28,7 @@ pub use embed_bench::sentences as bench_sentences;
 #[cfg(feature = "models")]
 mod bench_numeric;
 pub mod bundle;
+mod compare;
 mod import;
 #[cfg(all(feature = "models", feature = "judges"))]
 mod model;
@@ -265,6 +266,14 @@ pub enum Command {
     Plan {
         #[command(flatten)]
         args: plan::PlanArgs,
+    },
+    /// Two result files of the same rows compared: per-row score differences with a paired
+    /// bootstrap interval, pass/fail flips with McNemar's test, per-criterion flips, rows in
+    /// one file only; `--fail-if` conditions set the exit status (1) for a CI gate, `--junit`
+    /// writes JUnit XML.
+    Compare {
+        #[command(flatten)]
+        args: compare::CompareArgs,
     },
     /// How far a judge agrees with human labels: per criterion, axis, tag and judge, the
     /// judge's verdicts against the labels (accuracy, TPR/TNR, precision/recall/F1, macro and
@@ -797,6 +806,7 @@ pub fn main_with(cli: Cli) -> ExitCode {
         }
         #[cfg(feature = "judges")]
         Command::Plan { args } => plan::run(args),
+        Command::Compare { args } => compare::run(args),
         Command::Agree { scoring, by, bootstrap, seed, confidence, format } => agree::run(agree::AgreeArgs {
             scoring,
             by,
