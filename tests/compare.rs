@@ -104,3 +104,53 @@ fn compare_pairs_rows_counts_flips_and_gates_a_regression() {
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("is not a condition"), "{}", describe(&o));
 }
+
+/// `rubric init DIR` writes a rubric directory that passes `rubric test` on every engine as it
+/// is, whose mock judge (its own rules) gives the recorded verdicts' scores, and refuses a
+/// directory that is not empty.
+#[test]
+fn init_scaffolds_a_directory_that_passes_its_tests() {
+    let dir = TempDir::new("init");
+    let target = dir.path("support-eval");
+    let o = rubric(&[&"init", &target]);
+    assert!(o.status.success(), "{}", describe(&o));
+    for engine in ["interp", "wasm", "jit"] {
+        let o = rubric(&[&"test", &"--engine", &engine, &target]);
+        assert!(o.status.success(), "{engine}: {}", describe(&o));
+        let out = String::from_utf8_lossy(&o.stdout);
+        assert!(out.contains("5 passed, 0 failed (examples: 2 ok, 0 failed; rows: 3 ok"), "{out}");
+    }
+    // The mock judge, on a free port, answers as the recorded verdicts do.
+    let (_mock, base) = crate::common::Spawned::start(
+        std::process::Command::new(env!("CARGO_BIN_EXE_rubric"))
+            .args(["mock-judge", "--addr", "127.0.0.1:0", "--rules"])
+            .arg(target.join("mock-rules.toml")),
+    );
+    let judges =
+        std::fs::read_to_string(target.join("judges.toml")).unwrap().replace("http://127.0.0.1:8765/v1", &base);
+    std::fs::write(target.join("judges.toml"), judges).unwrap();
+    let out = dir.path("out.jsonl");
+    let o = rubric(&[
+        &"run",
+        &target.join("main.rubric"),
+        &"--input",
+        &target.join("inputs.jsonl"),
+        &"--judges",
+        &target.join("judges.toml"),
+        &"--no-cache",
+        &"--no-progress",
+        &"--output",
+        &out,
+    ]);
+    assert!(o.status.success(), "{}", describe(&o));
+    let scores: Vec<Json> =
+        json_lines(&std::fs::read_to_string(&out).unwrap()).iter().map(|r| r["score"].clone()).collect();
+    let want: Vec<Json> = json_lines(&std::fs::read_to_string(target.join("expected.jsonl")).unwrap())
+        .iter()
+        .map(|r| r["score"].clone())
+        .collect();
+    assert_eq!(scores, want);
+    let o = rubric(&[&"init", &target]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("is not empty"), "{}", describe(&o));
+}

@@ -30,6 +30,7 @@ mod bench_numeric;
 pub mod bundle;
 mod compare;
 mod import;
+mod init;
 #[cfg(all(feature = "models", feature = "judges"))]
 mod model;
 #[cfg(feature = "judges")]
@@ -274,6 +275,13 @@ pub enum Command {
     Compare {
         #[command(flatten)]
         args: compare::CompareArgs,
+    },
+    /// A new rubric directory that passes `rubric test DIR` as it is: a rubric with checks, a
+    /// judged criterion, a gate and examples; rows, recorded verdicts and expected results; a
+    /// `judges.toml` for the mock judge; a README with the next commands.
+    Init {
+        /// The directory to create (it must not exist, or be empty).
+        dir: PathBuf,
     },
     /// How far a judge agrees with human labels: per criterion, axis, tag and judge, the
     /// judge's verdicts against the labels (accuracy, TPR/TNR, precision/recall/F1, macro and
@@ -807,6 +815,7 @@ pub fn main_with(cli: Cli) -> ExitCode {
         #[cfg(feature = "judges")]
         Command::Plan { args } => plan::run(args),
         Command::Compare { args } => compare::run(args),
+        Command::Init { dir } => init::run(&dir),
         Command::Agree { scoring, by, bootstrap, seed, confidence, format } => agree::run(agree::AgreeArgs {
             scoring,
             by,
