@@ -630,16 +630,9 @@ criterion tone "Tone" nominal {warm: 1, neutral: 0.5, curt: 0} by toner
     assert!(orders.len() > 1, "one order only: {orders:?}");
 }
 
-/// `rubric mock-judge` with `rules`, and a `judges.toml` in `dir` that points at it: the
-/// server (stopped when dropped), its base URL and the judges file.
+/// `rubric mock-judge` with `rules`, and a `judges.toml` in `dir` that points at it.
 fn mock_judge(dir: &TempDir, rules: &std::path::Path) -> (crate::common::Spawned, String, std::path::PathBuf) {
-    let (mock, base) = crate::common::Spawned::start(
-        std::process::Command::new(env!("CARGO_BIN_EXE_rubric"))
-            .args(["mock-judge", "--addr", "127.0.0.1:0", "--rules"])
-            .arg(rules),
-    );
-    let judges = dir.file("judges.toml", &format!("default = \"mock\"\n[endpoints.mock]\nbase_url = \"{base}\"\n"));
-    (mock, base, judges)
+    crate::common::mock_judge(dir, rules, "")
 }
 
 /// A jury over HTTP: three mock judges with their own personalities (by model), asked for every

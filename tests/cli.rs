@@ -948,13 +948,7 @@ fn run_reads_standard_input_and_writes_standard_output() {
 fn replay_answers_from_the_transcript_even_with_a_warm_cache() {
     let dir = TempDir::new("replay-warm");
     let ex = crate_root().join("examples/healthbench");
-    let (mock, base) = crate::common::Spawned::start(
-        Command::new(env!("CARGO_BIN_EXE_rubric"))
-            .args(["mock-judge", "--addr", "127.0.0.1:0", "--rules"])
-            .arg(ex.join("mock-rules.toml")),
-    );
-    let judges =
-        dir.file("judges.toml", &format!("default = \"mock\"\n[endpoints.mock]\nbase_url = \"{}\"\n", base.trim()));
+    let (mock, _base, judges) = crate::common::mock_judge(&dir, &ex.join("mock-rules.toml"), "");
     let (cache, transcript) = (dir.path("cache.sqlite"), dir.path("transcript.jsonl"));
     let (main, input) = (ex.join("main.rubric"), ex.join("inputs.jsonl"));
     let run = |out: &str, extra: &[&dyn AsRef<std::ffi::OsStr>]| {

@@ -146,3 +146,17 @@ pub fn mock_get(base: &str, path: &str) -> Json {
     let body = text.split_once("\r\n\r\n").map(|(_, b)| b).unwrap_or_default();
     serde_json::from_str(body).unwrap_or_else(|e| panic!("GET {path}: {e}: {text}"))
 }
+
+/// `rubric mock-judge --rules RULES` on a free loopback port, and a `judges.toml` in `dir`
+/// binding every judge to it, with `extra` appended (endpoint settings on its first lines,
+/// then any tables): the server (stopped when dropped), its base URL and the judges file.
+pub fn mock_judge(dir: &TempDir, rules: &Path, extra: &str) -> (Spawned, String, PathBuf) {
+    let (mock, base) = Spawned::start(
+        std::process::Command::new(env!("CARGO_BIN_EXE_rubric"))
+            .args(["mock-judge", "--addr", "127.0.0.1:0", "--rules"])
+            .arg(rules),
+    );
+    let judges =
+        dir.file("judges.toml", &format!("default = \"mock\"\n[endpoints.mock]\nbase_url = \"{base}\"\n{extra}"));
+    (mock, base, judges)
+}

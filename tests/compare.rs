@@ -68,6 +68,13 @@ fn compare_pairs_rows_counts_flips_and_gates_a_regression() {
     let (sb, sn) = (scores(&base), scores(&new));
     let diffs: Vec<f64> = sb.iter().filter_map(|(k, b)| sn.get(k).map(|n| n - b)).collect();
     let want = diffs.iter().sum::<f64>() / diffs.len() as f64;
+    // Every paired row's difference is listed.
+    let by_row = c["by_row"].as_array().unwrap();
+    assert_eq!(by_row.len(), 39);
+    for r in by_row {
+        let k = r["row"].as_str().unwrap();
+        assert_eq!(r["difference"].as_f64(), Some(sn[k] - sb[k]), "{r}");
+    }
     assert!((c["difference"]["mean"].as_f64().unwrap() - want).abs() < 1e-12, "{c}");
     assert!(want < 0.0);
     let (lo, hi) = (c["difference"]["interval"][0].as_f64().unwrap(), c["difference"]["interval"][1].as_f64().unwrap());
@@ -121,11 +128,7 @@ fn init_scaffolds_a_directory_that_passes_its_tests() {
         assert!(out.contains("5 passed, 0 failed (examples: 2 ok, 0 failed; rows: 3 ok"), "{out}");
     }
     // The mock judge, on a free port, answers as the recorded verdicts do.
-    let (_mock, base) = crate::common::Spawned::start(
-        std::process::Command::new(env!("CARGO_BIN_EXE_rubric"))
-            .args(["mock-judge", "--addr", "127.0.0.1:0", "--rules"])
-            .arg(target.join("mock-rules.toml")),
-    );
+    let (_mock, base, _) = crate::common::mock_judge(&dir, &target.join("mock-rules.toml"), "");
     let judges =
         std::fs::read_to_string(target.join("judges.toml")).unwrap().replace("http://127.0.0.1:8765/v1", &base);
     std::fs::write(target.join("judges.toml"), judges).unwrap();

@@ -28,16 +28,7 @@ fn example(file: &str) -> std::path::PathBuf {
 /// endpoint settings) and pricing gpt-4.1 and mock-model.
 fn mock(dir: &TempDir, rules: &str, endpoint_extra: &str) -> (Spawned, String, std::path::PathBuf) {
     let rules = dir.file("rules.toml", rules);
-    let (m, base) = Spawned::start(
-        std::process::Command::new(env!("CARGO_BIN_EXE_rubric"))
-            .args(["mock-judge", "--addr", "127.0.0.1:0", "--rules"])
-            .arg(&rules),
-    );
-    let judges = dir.file(
-        "judges.toml",
-        &format!("default = \"mock\"\n[endpoints.mock]\nbase_url = \"{base}\"\n{endpoint_extra}\n{PRICES}"),
-    );
-    (m, base, judges)
+    crate::common::mock_judge(dir, &rules, &format!("{endpoint_extra}\n{PRICES}"))
 }
 
 fn run(args: &[&str]) -> Output {

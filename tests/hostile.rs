@@ -232,13 +232,7 @@ fn flip(path: &std::path::Path, from: &[u8], to: &[u8]) {
 fn a_damaged_judge_cache_is_asked_again_never_believed() {
     let dir = TempDir::new("hostile-cache");
     let ex = crate::common::crate_root().join("examples/healthbench");
-    let (_mock, base) = crate::common::Spawned::start(
-        Command::new(env!("CARGO_BIN_EXE_rubric"))
-            .args(["mock-judge", "--addr", "127.0.0.1:0", "--rules"])
-            .arg(ex.join("mock-rules.toml")),
-    );
-    let judges =
-        dir.file("judges.toml", &format!("default = \"mock\"\n[endpoints.mock]\nbase_url = \"{}\"\n", base.trim()));
+    let (_mock, _base, judges) = crate::common::mock_judge(&dir, &ex.join("mock-rules.toml"), "");
     let cache = dir.path("cache.sqlite");
     let (main, input) = (ex.join("main.rubric"), ex.join("inputs.jsonl"));
     let run = || {
@@ -417,13 +411,7 @@ fn votes_say_how_many_voted_and_min_samples_holds_them_to_it() {
         "rules.toml",
         "[[rule]]\nverdict = \"met\"\n\n[[fault]]\nkind = \"status\"\nstatus = 400\nsamples = [1, 2]\n",
     );
-    let (_mock, base) = crate::common::Spawned::start(
-        Command::new(env!("CARGO_BIN_EXE_rubric")).args(["mock-judge", "--addr", "127.0.0.1:0", "--rules"]).arg(&rules),
-    );
-    let judges = dir.file(
-        "judges.toml",
-        &format!("default = \"mock\"\n[endpoints.mock]\nbase_url = \"{}\"\nattempts = 1\n", base.trim()),
-    );
+    let (_mock, _base, judges) = crate::common::mock_judge(&dir, &rules, "attempts = 1\n");
     let out = dir.path("out.jsonl");
     let o = rubric(&[
         &"run",

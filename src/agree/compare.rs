@@ -32,6 +32,17 @@ pub struct Comparison {
     pub criteria: CriterionFlips,
     /// The rows whose score changed most, worst first: (row key, base, new).
     pub largest_drops: Vec<(String, f64, f64)>,
+    /// Every paired row's scores, in key order.
+    pub by_row: Vec<RowDifference>,
+}
+
+/// One paired row: its key, its score in each run, and new − base.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct RowDifference {
+    pub row: String,
+    pub base: f64,
+    pub new: f64,
+    pub difference: f64,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
@@ -213,6 +224,10 @@ pub fn compare(base: &[Record], new: &[Record], opts: &CompareOptions) -> Compar
         to_met: by.iter().map(|c| c.to_met).sum(),
         by_criterion: by,
     };
+    out.by_row = pairs
+        .iter()
+        .map(|(row, b, n)| RowDifference { row: row.clone(), base: *b, new: *n, difference: n - b })
+        .collect();
     let mut drops: Vec<(String, f64, f64)> = pairs.into_iter().filter(|p| p.2 < p.1).collect();
     drops.sort_by(|a, b| (a.2 - a.1).total_cmp(&(b.2 - b.1)).then_with(|| a.0.cmp(&b.0)));
     drops.truncate(10);
