@@ -10,8 +10,8 @@ use proptest::prelude::*;
 use proptest::sample::{select, Index};
 use rubric::source::{FileId, Span};
 use rubric::syntax::ast::*;
-use rubric::syntax::parse_file;
-use rubric::syntax::printer::{erase_spans, print_expr, print_file, KEYWORDS};
+use rubric::syntax::printer::{erase_spans, print_expr, print_file, print_file_with_comments, KEYWORDS};
+use rubric::syntax::{comment_spans, parse_file};
 use std::fmt::Write as _;
 
 // ---------------------------------------------------------------------- tree builders
@@ -1192,6 +1192,21 @@ proptest! {
         let formatted = print_file(&parsed.file);
         prop_assert_eq!(&formatted, &text, "fmt of\n{}", plain);
         prop_assert_eq!(program_of(&plain).map(|p| p.hash()), Ok(program.hash()));
+        // `rubric fmt` of a layout with comments keeps every comment, gives the same hash, and
+        // is a fixed point.
+        let parsed = parse_file(FileId(0), &messy);
+        prop_assert!(parsed.diagnostics.is_empty(), "{:?}\n{}", parsed.diagnostics, messy);
+        let kept = print_file_with_comments(&parsed.file, &messy);
+        let texts = |t: &str| -> Vec<String> {
+            let mut v: Vec<String> = comment_spans(t).into_iter().map(|(a, b)| t[a..b].trim_end().to_string()).collect();
+            v.sort();
+            v
+        };
+        prop_assert_eq!(texts(&kept), texts(&messy), "fmt lost or changed a comment:\n{}\n--- formatted\n{}", messy, kept);
+        let with = program_of(&kept).map_err(|e| TestCaseError::fail(format!("{e}\n--- formatted\n{kept}")))?;
+        prop_assert_eq!(with.hash(), program.hash(), "fmt with comments changed the hash:\n{}", kept);
+        let reparsed = parse_file(FileId(0), &kept);
+        prop_assert_eq!(print_file_with_comments(&reparsed.file, &kept), kept.clone(), "not a fixed point:\n{}", messy);
     }
 
     #[test]

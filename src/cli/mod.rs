@@ -425,8 +425,8 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Lay rubric files out in canonical layout, in place (files with comments are left
-    /// alone until the formatter keeps them).
+    /// Lay rubric files out in canonical layout, in place, keeping their comments (a
+    /// trailing comment on its line, any other above the node it precedes).
     Fmt {
         #[arg(required = true)]
         files: Vec<PathBuf>,
@@ -1198,14 +1198,21 @@ fn fmt_file(file: &Path, check: bool, to_stdout: bool) -> u8 {
         emit(&parsed.diagnostics, &sources, ErrorFormat::Human, false);
         return 1;
     }
-    if crate::syntax::scan_comments(&text).0 {
+    let out = crate::syntax::printer::print_file_with_comments(&parsed.file, &text);
+    // Never write what would lose a comment or change the tree.
+    let kept = crate::syntax::comment_spans(&out).len() == crate::syntax::comment_spans(&text).len();
+    let again = crate::syntax::parse_file(id, &out);
+    let (mut a, mut b) = (parsed.file.clone(), again.file.clone());
+    crate::syntax::printer::erase_spans(&mut a);
+    crate::syntax::printer::erase_spans(&mut b);
+    if !kept || !again.diagnostics.is_empty() || a != b {
         eprintln!(
-            "error: `{}` has comments, which `rubric fmt` does not keep yet; nothing was changed",
-            file.display()
+            "error: `{}`: formatting would {} (a bug; please report it); nothing was changed",
+            file.display(),
+            if kept { "change the rubric" } else { "lose a comment" }
         );
         return 2;
     }
-    let out = crate::syntax::printer::print_file(&parsed.file);
     if to_stdout {
         out!("{out}");
         return 0;

@@ -6,7 +6,7 @@ pub mod ast;
 mod parser;
 pub mod printer;
 
-pub use parser::{parse_file, parse_type_sig, scan_comments, ParseOutput, BROKEN_HEADER, MAX_NESTING};
+pub use parser::{comment_spans, parse_file, parse_type_sig, scan_comments, ParseOutput, BROKEN_HEADER, MAX_NESTING};
 
 #[derive(pest_derive::Parser)]
 #[grammar = "../grammar/rubric.pest"]

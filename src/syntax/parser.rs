@@ -174,7 +174,8 @@ const ITEM_KEYWORDS: &[&str] = &[
 enum Lexeme {
     /// A byte of code (not in a string or a comment), at its offset.
     Code(usize, u8),
-    Comment,
+    /// A comment: its byte range (a line comment's without its newline).
+    Comment(usize, usize),
     /// A `/*` that is never closed, at its offset: the scan ends there.
     Unclosed(usize),
 }
@@ -196,12 +197,15 @@ fn scan_code(src: &str, mut on: impl FnMut(Lexeme)) {
             }
             i += 1;
         } else if b[i..].starts_with(b"//") {
-            on(Lexeme::Comment);
-            i = find(i, b"\n").unwrap_or(b.len());
+            let end = find(i, b"\n").unwrap_or(b.len());
+            on(Lexeme::Comment(i, end));
+            i = end;
         } else if b[i..].starts_with(b"/*") {
-            on(Lexeme::Comment);
             match find(i + 2, b"*/") {
-                Some(j) => i = j + 2,
+                Some(j) => {
+                    on(Lexeme::Comment(i, j + 2));
+                    i = j + 2;
+                }
                 None => return on(Lexeme::Unclosed(i)),
             }
         } else {
@@ -216,11 +220,22 @@ fn scan_code(src: &str, mut on: impl FnMut(Lexeme)) {
 pub fn scan_comments(src: &str) -> (bool, Option<usize>) {
     let (mut any, mut unclosed) = (false, None);
     scan_code(src, |l| match l {
-        Lexeme::Comment => any = true,
+        Lexeme::Comment(..) => any = true,
         Lexeme::Unclosed(at) => unclosed = Some(at),
         Lexeme::Code(..) => {}
     });
     (any, unclosed)
+}
+
+/// The byte range of every comment outside string literals, in order (`rubric fmt` keeps them).
+pub fn comment_spans(src: &str) -> Vec<(usize, usize)> {
+    let mut out = Vec::new();
+    scan_code(src, |l| {
+        if let Lexeme::Comment(s, e) = l {
+            out.push((s, e));
+        }
+    });
+    out
 }
 
 /// The most brackets (`(`, `[`, `{`: blocks, groups, types, literals, calls) open at once.

@@ -23,6 +23,168 @@ pub fn print_file(f: &File) -> String {
     p.out
 }
 
+/// Print a whole file in canonical form, keeping the comments of `src` (the text `f` was parsed
+/// from). Each comment is attached to a node of the tree: a comment after code on its line
+/// trails the last item, setting, criterion or example line that ends on that line; any other
+/// comment leads the next one in the same block (or, after a block's last element, stays at the
+/// end of that block; after the last item, at the end of the file). A blank line after a
+/// comment in the source is kept. Attached comments print where their node prints, so
+/// formatting twice gives the same text, and no comment is lost: one inside an expression that
+/// spans lines moves before the next node.
+pub fn print_file_with_comments(f: &File, src: &str) -> String {
+    let mut p = Printer { notes: attach(f, src), ..Printer::default() };
+    p.file(f);
+    p.out
+}
+
+/// A comment as printed: its text, and whether a blank line followed it in the source.
+#[derive(Debug, Clone, Default)]
+struct Note {
+    text: String,
+    blank_after: bool,
+}
+
+/// Where each comment of a file goes, by the span (start, end) of the node it is attached to.
+#[derive(Debug, Default)]
+struct Notes {
+    before_header: Vec<Note>,
+    leading: std::collections::HashMap<(u32, u32), Vec<Note>>,
+    trailing: std::collections::HashMap<(u32, u32), Vec<String>>,
+    /// After a block's last element, before its `}`.
+    dangling: std::collections::HashMap<(u32, u32), Vec<Note>>,
+    end: Vec<Note>,
+}
+
+/// A node comments attach to: an item, or an element of a block (a judge or reward setting, a
+/// criterion, a group, an example line); blocks have their elements as children.
+struct Anchor {
+    key: (u32, u32),
+    /// Where its code ends: the parser's span may run on over the blanks and comments after it.
+    end: u32,
+    block: bool,
+    children: Vec<Anchor>,
+}
+
+/// `end` moved back over the whitespace and the comments (`comments`, in order) before it, to
+/// the end of the code of a node that starts at `start`.
+fn code_end(src: &str, comments: &[(usize, usize)], start: u32, end: u32) -> u32 {
+    let (start, mut end) = (start as usize, (end as usize).min(src.len()));
+    loop {
+        let trimmed = start + src[start..end].trim_end().len();
+        match comments.iter().rev().find(|c| c.1 == trimmed && c.0 >= start) {
+            Some(c) => end = c.0,
+            None => return trimmed as u32,
+        }
+    }
+}
+
+/// Set every anchor's `end` to the end of its code.
+fn settle(a: &mut Anchor, src: &str, comments: &[(usize, usize)]) {
+    a.end = code_end(src, comments, a.key.0, a.key.1);
+    for c in &mut a.children {
+        settle(c, src, comments);
+    }
+}
+
+fn key(s: Span) -> (u32, u32) {
+    (s.start, s.end)
+}
+
+fn leaf(s: Span) -> Anchor {
+    Anchor { key: key(s), end: s.end, block: false, children: vec![] }
+}
+
+fn group_anchor(g: &Group) -> Anchor {
+    let children = g
+        .members
+        .iter()
+        .map(|m| match m {
+            GroupMember::Criterion(c) => leaf(c.span),
+            GroupMember::Group(g) => group_anchor(g),
+        })
+        .collect();
+    Anchor { key: key(g.span), end: g.span.end, block: true, children }
+}
+
+fn item_anchor(item: &Item) -> Anchor {
+    let block = |span: Span, children: Vec<Anchor>| Anchor { key: key(span), end: span.end, block: true, children };
+    match item {
+        Item::Judge(j) => block(j.span, j.settings.iter().map(|s| leaf(s.span)).collect()),
+        Item::Criteria(b) => block(
+            b.span,
+            match &b.body {
+                CriteriaBody::Static(cs) => cs.iter().map(|c| leaf(c.span)).collect(),
+                CriteriaBody::Each { template, .. } => vec![leaf(template.span)],
+            },
+        ),
+        Item::Tier(t) => block(t.span, t.criteria.iter().map(|c| leaf(c.span)).collect()),
+        Item::Group(g) => group_anchor(g),
+        Item::Example(e) => block(e.span, e.stmts.iter().map(|s| leaf(s.span)).collect()),
+        Item::Reward(r) => block(r.span, r.settings.iter().map(|s| leaf(s.span)).collect()),
+        other => leaf(other.span()),
+    }
+}
+
+/// The innermost block holding offset `at`, and its children (the roots when none).
+fn innermost(roots: &[Anchor], at: u32) -> (Option<&Anchor>, &[Anchor]) {
+    let mut found: Option<&Anchor> = None;
+    let mut level = roots;
+    while let Some(a) = level.iter().find(|a| a.block && a.key.0 < at && at < a.end) {
+        found = Some(a);
+        level = &a.children;
+    }
+    (found, level)
+}
+
+/// The node ending last at or before `at` but not before `from` (the comment's line), deepest
+/// on a tie.
+fn ending_on_line(roots: &[Anchor], from: u32, at: u32) -> Option<(u32, u32)> {
+    let mut best: Option<((u32, u32), u32)> = None;
+    let mut stack: Vec<&Anchor> = roots.iter().collect();
+    while let Some(a) = stack.pop() {
+        if a.end >= from && a.end <= at && best.is_none_or(|(_, e)| a.end >= e) {
+            best = Some((a.key, a.end));
+        }
+        stack.extend(a.children.iter());
+    }
+    best.map(|(k, _)| k)
+}
+
+fn attach(f: &File, src: &str) -> Notes {
+    let comments = super::comment_spans(src);
+    let mut roots: Vec<Anchor> = f.items.iter().map(item_anchor).collect();
+    for r in &mut roots {
+        settle(r, src, &comments);
+    }
+    let mut notes = Notes::default();
+    for &(s, e) in &comments {
+        let text = src[s..e].trim_end().to_string();
+        let rest = &src[e..];
+        let gap = &rest[..rest.find(|c: char| !c.is_whitespace()).unwrap_or(rest.len())];
+        let blank_after = gap.matches('\n').count() >= 2;
+        let line_start = src[..s].rfind('\n').map_or(0, |i| i + 1);
+        let (s32, e32) = (s as u32, e as u32);
+        if !src[line_start..s].trim().is_empty() {
+            if let Some(k) = ending_on_line(&roots, line_start as u32, s32) {
+                notes.trailing.entry(k).or_default().push(text);
+                continue;
+            }
+        }
+        let note = Note { text, blank_after };
+        if f.header.as_ref().is_some_and(|h| e32 <= h.span.start) {
+            notes.before_header.push(note);
+            continue;
+        }
+        let (block, level) = innermost(&roots, s32);
+        match (level.iter().find(|a| a.key.0 >= e32), block) {
+            (Some(next), _) => notes.leading.entry(next.key).or_default().push(note),
+            (None, Some(b)) => notes.dangling.entry(b.key).or_default().push(note),
+            (None, None) => notes.end.push(note),
+        }
+    }
+    notes
+}
+
 /// Print one expression on one line (block strings aside), parenthesised only where the
 /// grammar needs it.
 pub fn print_expr(e: &Expr) -> String {
@@ -174,6 +336,8 @@ fn prec(e: &Expr) -> Prec {
 struct Printer {
     out: String,
     indent: String,
+    /// The comments to keep (`print_file_with_comments`); empty otherwise.
+    notes: Notes,
 }
 
 #[derive(PartialEq)]
@@ -201,6 +365,41 @@ fn layout(item: &Item) -> Layout {
 impl Printer {
     fn w(&mut self, s: &str) {
         self.out.push_str(s);
+    }
+
+    /// Print notes on their own lines at the current indent.
+    fn notes(&mut self, notes: Vec<Note>) {
+        for n in notes {
+            self.line_start();
+            self.w(&n.text);
+            self.nl();
+            if n.blank_after {
+                self.nl();
+            }
+        }
+    }
+
+    /// The comments leading the node at `span`.
+    fn lead(&mut self, span: Span) {
+        let notes = self.notes.leading.remove(&key(span)).unwrap_or_default();
+        self.notes(notes);
+    }
+
+    /// The comments trailing the node at `span`, on the line just written (before its newline
+    /// when `before_newline`).
+    fn trail(&mut self, span: Span, before_newline: bool) {
+        let Some(texts) = self.notes.trailing.remove(&key(span)) else { return };
+        let newline = before_newline && self.out.ends_with('\n');
+        if newline {
+            self.out.pop();
+        }
+        for t in texts {
+            self.w("  ");
+            self.w(&t);
+        }
+        if newline {
+            self.nl();
+        }
     }
 
     fn line_start(&mut self) {
@@ -248,6 +447,8 @@ impl Printer {
     // ------------------------------------------------------------------ files and items
 
     fn file(&mut self, f: &File) {
+        let before = std::mem::take(&mut self.notes.before_header);
+        self.notes(before);
         if let Some(h) = &f.header {
             match h.kind {
                 HeaderKind::Rubric => {
@@ -276,8 +477,17 @@ impl Printer {
             if (i > 0 || f.header.is_some()) && !tight {
                 self.nl();
             }
+            self.lead(item.span());
             self.item(item);
+            self.trail(item.span(), true);
             prev = Some(this);
+        }
+        let end = std::mem::take(&mut self.notes.end);
+        if !end.is_empty() {
+            if !self.out.is_empty() {
+                self.nl();
+            }
+            self.notes(end);
         }
     }
 
@@ -341,7 +551,7 @@ impl Printer {
                 self.w("tier ");
                 self.w(&t.name.text);
                 self.default_judge(&t.default_judge);
-                self.criteria_body(&t.criteria);
+                self.criteria_body(t.span, &t.criteria);
             }
             Item::Group(g) => self.group(g),
             Item::Let(l) => {
@@ -385,7 +595,7 @@ impl Printer {
             Item::Example(e) => self.example(e),
             Item::Reward(r) => {
                 self.w("reward");
-                self.block(&r.settings, |p, s| p.reward_setting(&s.kind));
+                self.block(r.span, &r.settings, |s| s.span, |p, s| p.reward_setting(&s.kind));
             }
         }
     }
@@ -418,8 +628,11 @@ impl Printer {
     }
 
     /// ` {` + lines + `}` (or ` {}` when empty); the caller has written the block's head.
-    fn block<T>(&mut self, xs: &[T], mut each: impl FnMut(&mut Self, &T)) {
-        if xs.is_empty() {
+    /// A braced block of `container` (its span), one element a line; each element's comments
+    /// around it (`span` gives its span), and the block's last comments before its `}`.
+    fn block<T>(&mut self, container: Span, xs: &[T], span: impl Fn(&T) -> Span, mut each: impl FnMut(&mut Self, &T)) {
+        let dangling = self.notes.dangling.remove(&key(container)).unwrap_or_default();
+        if xs.is_empty() && dangling.is_empty() {
             self.w(" {}");
             self.nl();
             return;
@@ -428,10 +641,13 @@ impl Printer {
         self.nl();
         self.push_indent();
         for x in xs {
+            self.lead(span(x));
             self.line_start();
             each(self, x);
+            self.trail(span(x), false);
             self.nl();
         }
+        self.notes(dangling);
         self.pop_indent();
         self.line_start();
         self.w("}");
@@ -441,7 +657,7 @@ impl Printer {
     fn judge(&mut self, j: &Judge) {
         self.w("judge ");
         self.w(&j.name.text);
-        self.block(&j.settings, |p, s| p.judge_setting(&s.kind));
+        self.block(j.span, &j.settings, |s| s.span, |p, s| p.judge_setting(&s.kind));
     }
 
     fn judge_setting(&mut self, s: &JudgeSettingKind) {
@@ -571,8 +787,8 @@ impl Printer {
         }
     }
 
-    fn criteria_body(&mut self, cs: &[Criterion]) {
-        self.block(cs, |p, c| p.criterion(c));
+    fn criteria_body(&mut self, container: Span, cs: &[Criterion]) {
+        self.block(container, cs, |c| c.span, |p, c| p.criterion(c));
     }
 
     fn criteria_block(&mut self, b: &CriteriaBlock) {
@@ -581,7 +797,7 @@ impl Printer {
         match &b.body {
             CriteriaBody::Static(cs) => {
                 self.default_judge(&b.default_judge);
-                self.criteria_body(cs);
+                self.criteria_body(b.span, cs);
             }
             CriteriaBody::Each { var, list, template } => {
                 self.w(" each ");
@@ -589,7 +805,7 @@ impl Printer {
                 self.w(" in ");
                 self.expr(list, Prec::Lowest);
                 self.default_judge(&b.default_judge);
-                self.criteria_body(std::slice::from_ref(template));
+                self.criteria_body(b.span, std::slice::from_ref(template));
             }
         }
     }
@@ -602,7 +818,11 @@ impl Printer {
             self.expr(w, Prec::Lowest);
         }
         self.default_judge(&g.default_judge);
-        self.block(&g.members, |p, m| match m {
+        let span_of = |m: &GroupMember| match m {
+            GroupMember::Criterion(c) => c.span,
+            GroupMember::Group(g) => g.span,
+        };
+        self.block(g.span, &g.members, span_of, |p, m| match m {
             GroupMember::Criterion(c) => p.criterion(c),
             GroupMember::Group(g) => {
                 p.group(g);
@@ -722,7 +942,7 @@ impl Printer {
     fn example(&mut self, e: &Example) {
         self.w("example ");
         self.str_lit(&e.name.value);
-        self.block(&e.stmts, |p, s| p.example_stmt(&s.kind));
+        self.block(e.span, &e.stmts, |s| s.span, |p, s| p.example_stmt(&s.kind));
     }
 
     fn example_stmt(&mut self, s: &ExampleStmtKind) {
