@@ -101,6 +101,25 @@ impl Price {
     pub fn saved(&self, cached: u64) -> f64 {
         cached as f64 * (self.input - self.cached()).max(0.0) / 1e6
     }
+
+    /// What a reply with this usage was billed: [`Price::cost`], at the batch share when it
+    /// came through the Batch API.
+    pub fn charge(&self, u: super::reply::Usage, batched: bool) -> f64 {
+        self.factor(batched) * self.cost(u.prompt_tokens, u.cached_tokens, u.completion_tokens)
+    }
+
+    /// What its cached prompt tokens saved, at the same share.
+    pub fn saved_on(&self, u: super::reply::Usage, batched: bool) -> f64 {
+        self.factor(batched) * self.saved(u.cached_tokens.min(u.prompt_tokens))
+    }
+
+    fn factor(&self, batched: bool) -> f64 {
+        if batched {
+            self.batch_factor()
+        } else {
+            1.0
+        }
+    }
 }
 
 /// How the reply schema is requested.

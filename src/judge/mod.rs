@@ -933,23 +933,9 @@ impl Dispatcher {
         let mut out: Vec<Option<Fetched>> = vec![None; ps.len()];
         let mut todo: BTreeMap<std::path::PathBuf, Vec<usize>> = BTreeMap::new();
         for (k, p) in ps.iter().enumerate() {
-            let memo = lock(&self.inner.memo).get(&p.hash).cloned();
-            if let Some(r) = memo {
-                lock(&self.inner.stats).memo_hits += 1;
-                out[k] = Some(self.finish(p, r, "memo", 0, None));
+            if let Some(f) = self.lookup(p) {
+                out[k] = Some(f);
                 continue;
-            }
-            if let Some(cache) = &self.inner.cache {
-                match cache.get(&p.hash) {
-                    Ok(cache::Lookup::Hit(r)) => {
-                        lock(&self.inner.stats).cache_hits += 1;
-                        out[k] = Some(self.finish(p, r, "cache", 0, None));
-                        continue;
-                    }
-                    Ok(cache::Lookup::Miss) => {}
-                    Ok(cache::Lookup::Unverified(_)) => lock(&self.inner.stats).cache_unverified += 1,
-                    Err(_) => lock(&self.inner.stats).cache_errors += 1,
-                }
             }
             if let Backend::Replay(replay) = &self.inner.backend {
                 if let Some(r) = replay.get(&p.hash) {
@@ -1023,11 +1009,9 @@ impl Dispatcher {
                             Spend::Unknown
                         }
                         (true, Some(pr)) => {
-                            let u = r.usage;
-                            let factor = if r.batched { pr.batch_factor() } else { 1.0 };
-                            let usd = factor * pr.cost(u.prompt_tokens, u.cached_tokens, u.completion_tokens);
+                            let usd = pr.charge(r.usage, r.batched);
                             tally.usd += usd;
-                            tally.saved_usd += factor * pr.saved(u.cached_tokens.min(u.prompt_tokens));
+                            tally.saved_usd += pr.saved_on(r.usage, r.batched);
                             Spend::Paid(usd)
                         }
                     }
@@ -1260,11 +1244,7 @@ impl Dispatcher {
         }
         let model = p.body.get("model").and_then(Json::as_str).unwrap_or_default();
         match (reply.usage.reported, self.inner.config.price(model)) {
-            (true, Some(pr)) => {
-                let u = reply.usage;
-                let factor = if reply.batched { pr.batch_factor() } else { 1.0 };
-                Spend::Paid(factor * pr.cost(u.prompt_tokens, u.cached_tokens, u.completion_tokens))
-            }
+            (true, Some(pr)) => Spend::Paid(pr.charge(reply.usage, reply.batched)),
             _ => Spend::Unknown,
         }
     }

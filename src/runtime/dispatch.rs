@@ -486,6 +486,11 @@ fn criterion_for(program: &Program, id: &str, result: &RowResult) -> Option<(u32
     Some((judge, Criterion::for_decl(program, decl, id.to_string(), text)?))
 }
 
+/// Whether a criterion's result came from a judge (a verdict or an extraction).
+fn is_judged(c: &crate::engine::CriterionResult) -> bool {
+    c.source.starts_with("judge:") || c.source.starts_with("extract:")
+}
+
 /// Who a task answers for: its row, and for a jury member's or a cascade member's task, which.
 pub(crate) type Owner = (usize, Option<Via>);
 
@@ -572,14 +577,10 @@ pub fn plan_rows(
     for (ri, row) in pending.iter_mut().enumerate() {
         asked += row_tasks(program, ri, row, &mut tasks, &mut owners);
         let demanded = row.result.as_ref().map_or(0, |r| r.demanded.len());
-        let skipped = row.result.as_ref().map_or(0, |r| {
-            r.criteria
-                .iter()
-                .filter(|c| {
-                    c.status == Status::Skipped && (c.source.starts_with("judge:") || c.source.starts_with("extract:"))
-                })
-                .count()
-        });
+        let skipped = row
+            .result
+            .as_ref()
+            .map_or(0, |r| r.criteria.iter().filter(|c| c.status == Status::Skipped && is_judged(c)).count());
         later += skipped.saturating_sub(demanded) as u64;
     }
     for ((_, via), t) in owners.iter().zip(&tasks) {
@@ -599,8 +600,6 @@ pub fn evaluate_chunk(
     dispatcher: &Dispatcher,
 ) -> ChunkStats {
     let mut stats = ChunkStats::default();
-    let is_judged =
-        |c: &&crate::engine::CriterionResult| c.source.starts_with("judge:") || c.source.starts_with("extract:");
     // Rows whose verdicts changed since they were last evaluated.
     let mut dirty = vec![true; rows.len()];
     loop {
@@ -761,7 +760,7 @@ pub fn evaluate_chunk(
         }
     }
     for r in rows.iter().filter_map(|r| r.result.as_ref()) {
-        for c in r.criteria.iter().filter(is_judged) {
+        for c in r.criteria.iter().filter(|c| is_judged(c)) {
             match c.status {
                 Status::Skipped => stats.not_needed += 1,
                 Status::Unscored if c.reason.as_deref().is_some_and(|x| x.starts_with("gated:")) => stats.gated += 1,

@@ -677,15 +677,7 @@ impl Printer {
                 self.w("vote ");
                 self.w(&v.text);
             }
-            JudgeSettingKind::Sees(names) => {
-                self.w("sees ");
-                for (i, n) in names.iter().enumerate() {
-                    if i > 0 {
-                        self.w(", ");
-                    }
-                    self.w(&n.text);
-                }
-            }
+            JudgeSettingKind::Sees(names) => self.name_list("sees", names),
             JudgeSettingKind::Returns { kind, fields } => {
                 self.w("returns ");
                 self.w(&kind.text);
@@ -727,15 +719,7 @@ impl Printer {
                 self.w("reasoning_effort ");
                 self.w(&n.text);
             }
-            JudgeSettingKind::Cascade(names) => {
-                self.w("cascade ");
-                for (i, n) in names.iter().enumerate() {
-                    if i > 0 {
-                        self.w(", ");
-                    }
-                    self.w(&n.text);
-                }
-            }
+            JudgeSettingKind::Cascade(names) => self.name_list("cascade", names),
             JudgeSettingKind::Escalate(whens) => {
                 self.w("escalate ");
                 for (i, w) in whens.iter().enumerate() {
@@ -753,15 +737,7 @@ impl Printer {
                     }
                 }
             }
-            JudgeSettingKind::Jury(names) => {
-                self.w("jury ");
-                for (i, n) in names.iter().enumerate() {
-                    if i > 0 {
-                        self.w(", ");
-                    }
-                    self.w(&n.text);
-                }
-            }
+            JudgeSettingKind::Jury(names) => self.name_list("jury", names),
             JudgeSettingKind::Weights(ws) => {
                 self.w("weights ");
                 for (i, w) in ws.iter().enumerate() {
@@ -771,6 +747,18 @@ impl Printer {
                     self.num(*w);
                 }
             }
+        }
+    }
+
+    /// `word a, b, c` (`sees`, `jury`, `cascade`).
+    fn name_list(&mut self, word: &str, names: &[Name]) {
+        self.w(word);
+        self.w(" ");
+        for (i, n) in names.iter().enumerate() {
+            if i > 0 {
+                self.w(", ");
+            }
+            self.w(&n.text);
         }
     }
 

@@ -195,25 +195,12 @@ impl Checker<'_> {
                 );
                 bad(self, at, &why, "members of a cascade answer alike; they differ in model and price");
             }
-            d.returns = first.returns.clone();
-            d.reply_fields = first.reply_fields.clone();
             d.samples = first.samples;
             d.vote = first.vote;
             d.min_samples = first.min_samples;
             d.evidence_from = first.evidence_from;
-            d.scoring = if members.iter().all(|m| m.scoring == ir::Scoring::Logprob) {
-                ir::Scoring::Logprob
-            } else {
-                ir::Scoring::Label
-            };
-            for m in &members {
-                for i in &m.sees {
-                    if !d.sees.contains(i) {
-                        d.sees.push(*i);
-                    }
-                }
-            }
         }
+        take_members_answer(d, &members);
         let Some((e_at, whens)) = &spans.escalate else {
             bad(
                 self,
@@ -329,23 +316,8 @@ impl Checker<'_> {
             invalid(self, at, why, "members of one jury all return `verdict`, or all `level`, `label` or `value`");
         }
         let members: Vec<ir::JudgeDecl> = jury.members.iter().map(|m| self.p.judges[*m as usize].clone()).collect();
-        if let Some(first) = members.first() {
-            d.returns = first.returns.clone();
-            d.reply_fields = first.reply_fields.clone();
-        }
+        take_members_answer(d, &members);
         d.samples = jury.members.len() as u32;
-        d.scoring = if members.iter().all(|m| m.scoring == ir::Scoring::Logprob) {
-            ir::Scoring::Logprob
-        } else {
-            ir::Scoring::Label
-        };
-        for m in &members {
-            for i in &m.sees {
-                if !d.sees.contains(i) {
-                    d.sees.push(*i);
-                }
-            }
-        }
         match (&spans.weights, d.vote) {
             (Some((w, ws)), ir::Vote::Weighted) => {
                 if ws.len() != jury.members.len() {
@@ -572,6 +544,28 @@ impl Checker<'_> {
             return 1;
         }
         n as u32
+    }
+}
+
+/// What a panel of judges (a jury or a cascade) takes from its members: the first member's reply
+/// kind and fields, log-probability scoring when every member scores so, and every input any
+/// member sees.
+fn take_members_answer(d: &mut ir::JudgeDecl, members: &[ir::JudgeDecl]) {
+    if let Some(first) = members.first() {
+        d.returns = first.returns.clone();
+        d.reply_fields = first.reply_fields.clone();
+    }
+    d.scoring = if members.iter().all(|m| m.scoring == ir::Scoring::Logprob) {
+        ir::Scoring::Logprob
+    } else {
+        ir::Scoring::Label
+    };
+    for m in members {
+        for i in &m.sees {
+            if !d.sees.contains(i) {
+                d.sees.push(*i);
+            }
+        }
     }
 }
 
