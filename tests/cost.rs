@@ -9,6 +9,7 @@
 use crate::cli::{describe, rubric};
 use crate::common::{crate_root, json_lines, mock_get, Spawned, TempDir};
 use serde_json::Value as Json;
+use std::path::Path;
 use std::process::Output;
 
 /// gpt-4.1's prices in the example's `judges.toml`, dollars per million tokens.
@@ -36,6 +37,16 @@ fn run(args: &[&str]) -> Output {
     rubric(&args)
 }
 
+/// `rubric run RUBRIC --input ROWS --no-progress --output OUT`, then `extra`.
+fn run_rows(rubric_file: &Path, rows: &Path, out: &Path, extra: &[&str]) -> Output {
+    let mut args: Vec<&dyn AsRef<std::ffi::OsStr>> =
+        vec![&"run", &rubric_file, &"--input", &rows, &"--no-progress", &"--output", &out];
+    for e in extra {
+        args.push(e);
+    }
+    rubric(&args)
+}
+
 fn records(path: &std::path::Path) -> Vec<Json> {
     json_lines(&std::fs::read_to_string(path).unwrap())
 }
@@ -58,20 +69,12 @@ fn cost_is_recorded_per_criterion_row_and_run_from_the_usage_of_each_reply() {
     let dir = TempDir::new("cost-accounting");
     let (_m, _base, judges) = mock(&dir, RULES, "concurrency = 4");
     let (out, transcript) = (dir.path("out.jsonl"), dir.path("t.jsonl"));
-    let o = run(&[
-        "run",
-        example("main.rubric").to_str().unwrap(),
-        "--input",
-        example("inputs.jsonl").to_str().unwrap(),
-        "--judges",
-        judges.to_str().unwrap(),
-        "--no-cache",
-        "--no-progress",
-        "--output",
-        out.to_str().unwrap(),
-        "--record",
-        transcript.to_str().unwrap(),
-    ]);
+    let o = run_rows(
+        &example("main.rubric"),
+        &example("inputs.jsonl"),
+        &out,
+        &["--judges", judges.to_str().unwrap(), "--no-cache", "--record", transcript.to_str().unwrap()],
+    );
     assert!(o.status.success(), "{}", describe(&o));
     // The cost of each request, from its recorded reply's usage.
     let mut by_hash = std::collections::HashMap::new();
@@ -131,22 +134,9 @@ fn a_reply_without_usage_or_price_is_unknown_cost_never_free() {
         "{\"prompt\": \"p\", \"response\": \"r\", \"rubrics\": [{\"criterion\": \"Asks how long it lasted\", \"points\": 2, \"tags\": []}, {\"criterion\": \"Mentions a doctor\", \"points\": 3, \"tags\": []}]}\n",
     );
     let out = dir.path("out.jsonl");
-    let args = |rubric_file: &str| {
-        vec![
-            "run".to_string(),
-            rubric_file.to_string(),
-            "--input".into(),
-            rows.to_str().unwrap().into(),
-            "--judges".into(),
-            judges.to_str().unwrap().into(),
-            "--no-cache".into(),
-            "--no-progress".into(),
-            "--output".into(),
-            out.to_str().unwrap().into(),
-        ]
-    };
-    let a = args(example("main.rubric").to_str().unwrap());
-    let o = run(&a.iter().map(String::as_str).collect::<Vec<_>>());
+    let judged =
+        |rubric_file: &Path| run_rows(rubric_file, &rows, &out, &["--judges", judges.to_str().unwrap(), "--no-cache"]);
+    let o = judged(&example("main.rubric"));
     assert!(o.status.success(), "{}", describe(&o));
     let r = &records(&out)[0];
     let cs = criteria(r);
@@ -164,8 +154,7 @@ fn a_reply_without_usage_or_price_is_unknown_cost_never_free() {
     // A model the configuration has no price for.
     let text = std::fs::read_to_string(example("main.rubric")).unwrap().replace("\"gpt-4.1\"", "\"unpriced-model\"");
     let unpriced = dir.file("unpriced.rubric", &text);
-    let a = args(unpriced.to_str().unwrap());
-    let o = run(&a.iter().map(String::as_str).collect::<Vec<_>>());
+    let o = judged(&unpriced);
     assert!(o.status.success(), "{}", describe(&o));
     let r = &records(&out)[0];
     assert!(criteria(r).iter().all(|c| c["cost_usd"].is_null()), "{r}");
@@ -184,20 +173,12 @@ fn the_prompt_layout_lets_a_prefix_cache_serve_what_a_rows_calls_share() {
     let dir = TempDir::new("cost-prefix");
     let (_m, base, judges) = mock(&dir, RULES, "concurrency = 1");
     let (out, transcript) = (dir.path("out.jsonl"), dir.path("t.jsonl"));
-    let o = run(&[
-        "run",
-        example("main.rubric").to_str().unwrap(),
-        "--input",
-        example("inputs.jsonl").to_str().unwrap(),
-        "--judges",
-        judges.to_str().unwrap(),
-        "--no-cache",
-        "--no-progress",
-        "--output",
-        out.to_str().unwrap(),
-        "--record",
-        transcript.to_str().unwrap(),
-    ]);
+    let o = run_rows(
+        &example("main.rubric"),
+        &example("inputs.jsonl"),
+        &out,
+        &["--judges", judges.to_str().unwrap(), "--no-cache", "--record", transcript.to_str().unwrap()],
+    );
     assert!(o.status.success(), "{}", describe(&o));
     let bodies = mock_get(&base, "/requests");
     let bodies = bodies.as_array().unwrap();
@@ -240,22 +221,17 @@ fn budget_run(
     out: &str,
     rubric_file: &std::path::Path,
 ) -> Output {
-    run(&[
-        "run",
-        rubric_file.to_str().unwrap(),
-        "--input",
-        example("inputs.jsonl").to_str().unwrap(),
+    let cache = dir.path("cache.sqlite");
+    let extra = [
         "--judges",
         judges.to_str().unwrap(),
         "--cache",
-        dir.path("cache.sqlite").to_str().unwrap(),
-        "--no-progress",
+        cache.to_str().unwrap(),
         "--allow-errors",
         "--budget",
         budget,
-        "--output",
-        dir.path(out).to_str().unwrap(),
-    ])
+    ];
+    run_rows(rubric_file, &example("inputs.jsonl"), &dir.path(out), &extra)
 }
 
 /// Under `--budget`, no request is sent whose worst case could pass it: what was spent stays
@@ -354,21 +330,12 @@ fn plan_says_what_the_run_then_sends_and_what_it_costs() {
     assert_eq!(mock_get(&base, "/stats")["requests"], 0, "plan sent nothing");
     let out = dir.path("out.jsonl");
     let t = dir.path("t.jsonl");
-    let o = run(&[
-        "run",
-        unknown.to_str().unwrap(),
-        "--input",
-        rows,
-        "--judges",
-        judges_s,
-        "--cache",
-        cache,
-        "--no-progress",
-        "--output",
-        out.to_str().unwrap(),
-        "--record",
-        t.to_str().unwrap(),
-    ]);
+    let o = run_rows(
+        &unknown,
+        Path::new(rows),
+        &out,
+        &["--judges", judges_s, "--cache", cache, "--record", t.to_str().unwrap()],
+    );
     assert!(o.status.success(), "{}", describe(&o));
     assert_eq!(mock_get(&base, "/stats")["requests"], 40);
     let reported: u64 = records(&t).iter().map(|e| e["reply"]["usage"]["prompt_tokens"].as_u64().unwrap()).sum();
@@ -408,19 +375,7 @@ fn truncated_replies_and_reasoning_effort() {
         "{\"prompt\": \"p\", \"response\": \"r\", \"rubrics\": [{\"criterion\": \"Sees a doctor\", \"points\": 2, \"tags\": []}, {\"criterion\": \"Calls emergency services\", \"points\": 3, \"tags\": []}]}\n",
     );
     let out = dir.path("out.jsonl");
-    let o = run(&[
-        "run",
-        main.to_str().unwrap(),
-        "--input",
-        rows.to_str().unwrap(),
-        "--judges",
-        judges.to_str().unwrap(),
-        "--no-cache",
-        "--no-progress",
-        "--allow-errors",
-        "--output",
-        out.to_str().unwrap(),
-    ]);
+    let o = run_rows(&main, &rows, &out, &["--judges", judges.to_str().unwrap(), "--no-cache", "--allow-errors"]);
     assert!(o.status.success(), "{}", describe(&o));
     let r = &records(&out)[0];
     let reasons: Vec<&str> = criteria(r).iter().map(|c| c["reason"].as_str().unwrap()).collect();
@@ -457,22 +412,13 @@ fn a_cascade_asks_the_strong_judge_only_where_the_cheap_one_is_unsure() {
     let (_m, base, judges) = mock(&dir, &rules, "");
     let (out, t) = (dir.path("out.jsonl"), dir.path("t.jsonl"));
     let cascade = example("cascade.rubric");
-    let args = |extra: &[&str]| {
-        let mut a = vec![
-            "run".to_string(),
-            cascade.to_str().unwrap().into(),
-            "--input".into(),
-            example("inputs.jsonl").to_str().unwrap().into(),
-            "--no-cache".into(),
-            "--no-progress".into(),
-            "--output".into(),
-            out.to_str().unwrap().into(),
-        ];
-        a.extend(extra.iter().map(|s| s.to_string()));
-        a
-    };
-    let a = args(&["--judges", judges.to_str().unwrap(), "--record", t.to_str().unwrap()]);
-    let o = run(&a.iter().map(String::as_str).collect::<Vec<_>>());
+    let inputs = example("inputs.jsonl");
+    let o = run_rows(
+        &cascade,
+        &inputs,
+        &out,
+        &["--no-cache", "--judges", judges.to_str().unwrap(), "--record", t.to_str().unwrap()],
+    );
     assert!(o.status.success(), "{}", describe(&o));
     let live = std::fs::read_to_string(&out).unwrap();
     // The cheap judge's P(yes) (or failure) per request, from the transcript.
@@ -535,15 +481,9 @@ fn a_cascade_asks_the_strong_judge_only_where_the_cheap_one_is_unsure() {
     assert!(stderr.contains(&line) && stderr.contains("would have cost about $"), "{stderr}");
 
     // Replayed offline under the Wasm engine: the same escalations, the same records.
-    let a = args(&[
-        "--judge",
-        &format!("replay:{}", t.display()),
-        "--judges",
-        judges.to_str().unwrap(),
-        "--engine",
-        "wasm",
-    ]);
-    let o = run(&a.iter().map(String::as_str).collect::<Vec<_>>());
+    let replay = format!("replay:{}", t.display());
+    let extra = ["--no-cache", "--judge", &replay, "--judges", judges.to_str().unwrap(), "--engine", "wasm"];
+    let o = run_rows(&cascade, &inputs, &out, &extra);
     assert!(o.status.success(), "{}", describe(&o));
     let replayed = std::fs::read_to_string(&out).unwrap().replace("\"engine\":\"wasm\"", "\"engine\":\"interp\"");
     assert_eq!(replayed, live);
@@ -565,25 +505,18 @@ fn batch_dispatch_submits_once_resumes_polling_and_bills_the_batch_price() {
     let (out, t, cache) = (dir.path("out.jsonl"), dir.path("t.jsonl"), dir.path("cache.sqlite"));
     let batch_run = |extra: &[&str]| {
         let mut a = vec![
-            "run",
-            example("main.rubric").to_str().unwrap().to_string().leak(),
-            "--input",
-            example("inputs.jsonl").to_str().unwrap().to_string().leak(),
             "--judges",
             judges.to_str().unwrap(),
             "--cache",
             cache.to_str().unwrap(),
-            "--no-progress",
             "--allow-errors",
             "--dispatch",
             "batch",
             "--batch-poll",
             "50ms",
-            "--output",
-            out.to_str().unwrap(),
         ];
         a.extend_from_slice(extra);
-        run(&a)
+        run_rows(&example("main.rubric"), &example("inputs.jsonl"), &out, &a)
     };
     // Stopped while the batch is in progress.
     let o = batch_run(&["--deadline", "0.5s"]);
@@ -683,18 +616,7 @@ criterion er "Tells the user to call emergency services" by tiered
     );
     let rows = dir.file("rows.jsonl", "{\"response\": \"Call 911 now and stay with them.\"}\n");
     let out = dir.path("out.jsonl");
-    let o = run(&[
-        "run",
-        main.to_str().unwrap(),
-        "--input",
-        rows.to_str().unwrap(),
-        "--judges",
-        judges.to_str().unwrap(),
-        "--no-cache",
-        "--no-progress",
-        "--output",
-        out.to_str().unwrap(),
-    ]);
+    let o = run_rows(&main, &rows, &out, &["--judges", judges.to_str().unwrap(), "--no-cache"]);
     assert!(o.status.success(), "{}", describe(&o));
     let recs = records(&out);
     let c = &criteria(&recs[0])[0];
