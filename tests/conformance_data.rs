@@ -3,6 +3,9 @@
 //! - HealthBench: every `example_*.json` row, with deterministic pseudo-random verdicts, scored
 //!   through `examples/healthbench/main.rubric` must equal the simple-evals rule computed here
 //!   independently (Σ points of met items / Σ positive points), exactly;
+//! - HealthBench's run-level numbers: the same rows through `rubric run --summary` must give
+//!   simple-evals' aggregation computed here (the clipped mean, per item tag and per example
+//!   tag), exactly;
 //! - PaperBench: every graded tree, imported with `rubric import paperbench` and scored from its
 //!   leaf grades, must reproduce every published internal node score exactly; every rubric tree
 //!   and fixture must import and compile;
@@ -242,6 +245,112 @@ fn healthbench_simple_evals_golden() {
     assert_eq!(simple_evals_score(&points, &met), Some(11.0 / 22.0));
     assert_eq!(result.score, Some(11.0 / 22.0));
     assert_eq!(result.score, Some(0.5));
+}
+
+/// simple-evals' `_aggregate_get_clipped_mean`: the mean of the values, clipped to [0, 1].
+fn clipped_mean(values: &[f64]) -> f64 {
+    (values.iter().sum::<f64>() / values.len() as f64).clamp(0.0, 1.0)
+}
+
+#[test]
+fn healthbench_run_statistics_match_simple_evals() {
+    let dir = shared_dir("healthbench");
+    let tmp = crate::common::TempDir::new("hb-stats");
+    let (mut rows, mut verdicts) = (String::new(), String::new());
+    // simple-evals' metrics, computed here: per example its score, per item tag the score over
+    // the items with that tag (when they have positive points), per example tag the score.
+    let mut overall = Vec::new();
+    let mut by_item_tag: std::collections::BTreeMap<String, Vec<f64>> = Default::default();
+    let mut by_example_tag: std::collections::BTreeMap<String, Vec<f64>> = Default::default();
+    for (n, path) in files_in(&dir, "example_", ".json").iter().enumerate() {
+        let example = read_json(path);
+        let rubrics = example["rubrics"].as_array().unwrap_or_else(|| panic!("`{}`: no rubrics", path.display()));
+        let met: Vec<bool> = rubrics
+            .iter()
+            .map(|i| !fnv1a(i["criterion"].as_str().unwrap_or_default().as_bytes()).is_multiple_of(3))
+            .collect();
+        let points: Vec<f64> = rubrics.iter().map(|i| i["points"].as_f64().unwrap_or(f64::NAN)).collect();
+        let score =
+            simple_evals_score(&points, &met).unwrap_or_else(|| panic!("`{}`: no positive points", path.display()));
+        overall.push(score);
+        let mut tags: std::collections::BTreeSet<&str> = Default::default();
+        for i in rubrics {
+            tags.extend(i["tags"].as_array().into_iter().flatten().filter_map(Json::as_str));
+        }
+        for tag in tags {
+            let keep: Vec<bool> =
+                rubrics.iter().map(|i| i["tags"].as_array().into_iter().flatten().any(|t| t == tag)).collect();
+            let pts: Vec<f64> = points.iter().zip(&keep).filter(|(_, k)| **k).map(|(p, _)| *p).collect();
+            let mt: Vec<bool> = met.iter().zip(&keep).filter(|(_, k)| **k).map(|(m, _)| *m).collect();
+            if let Some(s) = simple_evals_score(&pts, &mt) {
+                by_item_tag.entry(tag.to_string()).or_default().push(s);
+            }
+        }
+        for tag in example["example_tags"].as_array().into_iter().flatten().filter_map(Json::as_str) {
+            by_example_tag.entry(tag.to_string()).or_default().push(score);
+        }
+        let id = format!("example_{n}");
+        let row = json!({
+            "id": id, "prompt": example["prompt"], "response": SYNTHETIC_RESPONSE,
+            "rubrics": rubrics, "example_tags": example["example_tags"],
+        });
+        rows.push_str(&format!("{row}\n"));
+        verdicts.push_str(&format!("{}\n", json!({"row": id, "verdicts": items_verdicts(&met)})));
+    }
+    let input = tmp.file("rows.jsonl", &rows);
+    let vfile = tmp.file("verdicts.jsonl", &verdicts);
+    let (out, summary) = (tmp.path("out.jsonl"), tmp.path("summary.json"));
+    let run = Command::new(env!("CARGO_BIN_EXE_rubric"))
+        .arg("run")
+        .arg(crate_root().join("examples/healthbench/main.rubric"))
+        .args([&"--input".as_ref(), &input.as_os_str(), &"--verdicts".as_ref(), &vfile.as_os_str()]
+            as [&std::ffi::OsStr; 4])
+        .arg("--output")
+        .arg(&out)
+        .arg("--summary")
+        .arg(&summary)
+        .arg("--no-progress")
+        .output()
+        .expect("rubric runs");
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert!(run.status.success(), "{stderr}");
+    assert!(stderr.contains("statistics (95% bootstrap intervals"), "the run prints its statistics: {stderr}");
+    let got = read_json(&summary);
+    let stats = got["stats"].as_array().expect("a list of statistics");
+    let value = |name: &str, key: Option<&str>| -> f64 {
+        stats
+            .iter()
+            .find(|s| s["name"] == name && s.get("key").and_then(Json::as_str) == key)
+            .and_then(|s| s["value"].as_f64())
+            .unwrap_or_else(|| panic!("no value for `{name}` {key:?} in {got}"))
+    };
+    let close = |a: f64, b: f64, what: &str| assert!((a - b).abs() < 1e-12, "{what}: rubric {a}, simple-evals {b}");
+    close(value("overall", None), clipped_mean(&overall), "overall");
+    for (tag, values) in &by_item_tag {
+        close(value("item_tags", Some(tag)), clipped_mean(values), tag);
+    }
+    for (tag, values) in &by_example_tag {
+        close(value("example_tags", Some(tag)), clipped_mean(values), tag);
+    }
+    // No key the rule does not have (an item tag with no positive points anywhere has no value).
+    let keys = |name: &str| -> Vec<String> {
+        stats
+            .iter()
+            .filter(|s| s["name"] == name && !s["value"].is_null())
+            .filter_map(|s| s["key"].as_str().map(String::from))
+            .collect()
+    };
+    assert_eq!(keys("item_tags"), by_item_tag.keys().cloned().collect::<Vec<_>>());
+    assert_eq!(keys("example_tags"), by_example_tag.keys().cloned().collect::<Vec<_>>());
+    assert!(by_item_tag.len() >= 5 && by_example_tag.len() >= 3, "{by_item_tag:?} {by_example_tag:?}");
+    // Every value has a bootstrap interval around it and the run's row counts.
+    for s in stats.iter().filter(|s| s["n"].as_f64().unwrap_or(0.0) >= 3.0) {
+        let (v, lo, hi) = (s["value"].as_f64(), s["interval"][0].as_f64(), s["interval"][1].as_f64());
+        let (Some(v), Some(lo), Some(hi)) = (v, lo, hi) else { panic!("no interval: {s}") };
+        assert!(lo <= v && v <= hi, "{s}");
+    }
+    let rows = overall.len() as f64;
+    assert_eq!((got["rows"].as_f64(), got["scored"].as_f64()), (Some(rows), Some(rows)));
 }
 
 // ---------------------------------------------------------------- PaperBench

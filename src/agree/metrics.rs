@@ -322,10 +322,31 @@ pub fn bootstrap<T>(
     confidence: f64,
     stats: impl Fn(&[&T]) -> Vec<Option<f64>>,
 ) -> Vec<Option<(f64, f64)>> {
+    let tail = (1.0 - confidence) / 2.0;
+    bootstrap_draws(clusters, resamples, &mut Rng::new(seed), stats)
+        .into_iter()
+        .map(|mut vs| {
+            if vs.len() * 2 < resamples {
+                return None;
+            }
+            vs.sort_by(f64::total_cmp);
+            let rank = |q: f64| vs[((q * vs.len() as f64).ceil() as usize).clamp(1, vs.len()) - 1];
+            Some((rank(tail), rank(1.0 - tail)))
+        })
+        .collect()
+}
+
+/// The values of `stats` on `resamples` resamples of `clusters` (drawn with replacement from
+/// `rng`): for each statistic, the values of the resamples that define it, in draw order.
+pub fn bootstrap_draws<T>(
+    clusters: &[T],
+    resamples: usize,
+    rng: &mut Rng,
+    stats: impl Fn(&[&T]) -> Vec<Option<f64>>,
+) -> Vec<Vec<f64>> {
     if clusters.is_empty() || resamples == 0 {
         return vec![];
     }
-    let mut rng = Rng::new(seed);
     let mut values: Vec<Vec<f64>> = Vec::new();
     let mut sample: Vec<&T> = Vec::with_capacity(clusters.len());
     for _ in 0..resamples {
@@ -341,18 +362,7 @@ pub fn bootstrap<T>(
             values[i].extend(v);
         }
     }
-    let tail = (1.0 - confidence) / 2.0;
     values
-        .into_iter()
-        .map(|mut vs| {
-            if vs.len() * 2 < resamples {
-                return None;
-            }
-            vs.sort_by(f64::total_cmp);
-            let rank = |q: f64| vs[((q * vs.len() as f64).ceil() as usize).clamp(1, vs.len()) - 1];
-            Some((rank(tail), rank(1.0 - tail)))
-        })
-        .collect()
 }
 
 #[cfg(test)]

@@ -19,6 +19,7 @@ pub mod calibrate;
 pub mod compare;
 pub mod labels;
 pub mod metrics;
+pub mod stats;
 
 use labels::{Label, LabelEntry};
 use metrics::{Confusion, Level, Weights};

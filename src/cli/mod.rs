@@ -35,6 +35,7 @@ mod init;
 mod model;
 #[cfg(feature = "judges")]
 mod plan;
+mod stats;
 pub mod suite;
 
 use crate::api::{CacheSetting, EngineChoice, JudgeSettings};
@@ -258,6 +259,14 @@ pub enum Command {
         /// this run (`5%`); default 0.
         #[arg(long, value_name = "N|P%", value_parser = Allowance::parse)]
         max_failures: Option<Allowance>,
+        #[command(flatten)]
+        stats: stats::StatsArgs,
+    },
+    /// The statistics of a result file: the mean score and the rubric's `stat`s, each with a
+    /// seeded bootstrap interval over rows (docs/statistics.md).
+    Stats {
+        #[command(flatten)]
+        args: stats::StatsCommand,
     },
     /// What `rubric run` would ask the judges and what it would cost, sending nothing: the
     /// requests left after planning, deduplication and the cache, their prompt tokens (counted
@@ -641,7 +650,16 @@ pub fn main_with(cli: Cli) -> ExitCode {
             numeric,
             allow_errors,
             max_failures,
+            stats,
         } => {
+            if let Err(e) = stats.check() {
+                eprintln!("error: {e}");
+                return ExitCode::from(2);
+            }
+            if stats.summary.is_some() && runtime::is_stdio(&output) {
+                eprintln!("error: `--summary` reads the records back: write them to a file (`--output FILE`)");
+                return ExitCode::from(2);
+            }
             let allowance = if allow_errors { Allowance::Any } else { max_failures.unwrap_or(Allowance::Rows(0)) };
             let Some(rubric) = bundle::load_or_report_as(&file, error_format, warnings) else {
                 return ExitCode::from(1);
@@ -759,6 +777,10 @@ pub fn main_with(cli: Cli) -> ExitCode {
                         eprintln!("{}", failures_line(&s));
                     }
                     if !runtime::is_stdio(&output) {
+                        if let Err(e) = stats::after_run(program, &output, &input, &stats) {
+                            eprintln!("error: {e}");
+                            return ExitCode::from(1);
+                        }
                         eprintln!("results: {}", output.display());
                     }
                     if allowance.allows(s.failed_rows, s.rows) {
@@ -815,6 +837,7 @@ pub fn main_with(cli: Cli) -> ExitCode {
         #[cfg(feature = "judges")]
         Command::Plan { args } => plan::run(args),
         Command::Compare { args } => compare::run(args),
+        Command::Stats { args } => stats::run(args),
         Command::Init { dir } => init::run(&dir),
         Command::Agree { scoring, by, bootstrap, seed, confidence, format } => agree::run(agree::AgreeArgs {
             scoring,

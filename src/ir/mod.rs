@@ -47,6 +47,11 @@ pub struct Program {
     /// before the field existed).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reward: Option<RewardDecl>,
+    /// Dataset-level statistics (`stat NAME = ...`), in declaration order; computed from the
+    /// run's records by `agree::stats`, never by an engine. Not serialised when empty, so
+    /// rubrics without any keep their canonical bytes and hash.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub stats: Vec<StatDecl>,
     pub examples: Vec<Example>,
     /// How many sites the program's nodes name: every `SiteId` in it is below this. Where
     /// they lie is the `SiteTable` beside the program (same length), not part of the IR.
@@ -68,6 +73,119 @@ pub struct RewardDecl {
     /// The credit of a token no criterion's span covers.
     pub uncovered: Uncovered,
     pub site: SiteId,
+}
+
+/// A dataset-level statistic declared in the rubric (`docs/statistics.md`): an aggregate over
+/// rows of a per-row measure, optionally one value per key, optionally clipped.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StatDecl {
+    pub name: String,
+    pub agg: StatAgg,
+    pub measure: StatMeasure,
+    /// `rate(MEASURE OP VALUE)`: the row counts when the comparison holds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub test: Option<StatTest>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub per: Option<StatPer>,
+    /// The aggregate (not each row) is clipped to `[lo, hi]`, as HealthBench clips its mean.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub clip: Option<(f64, f64)>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StatAgg {
+    /// The mean of the measure over the rows that define it.
+    Mean,
+    /// The fraction of those rows where the test holds (a binary criterion: where it is met).
+    Rate,
+}
+
+impl StatAgg {
+    pub const ALL: &'static [(&'static str, StatAgg)] = &[("mean", StatAgg::Mean), ("rate", StatAgg::Rate)];
+}
+
+/// What a statistic reads from each row's record.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
+pub enum StatMeasure {
+    /// The row's score.
+    Score,
+    /// A criterion's value (1 or 0 for a binary one).
+    Criterion { id: String },
+    /// Σ points of the met criteria of a set over Σ of its positive points.
+    PointsRatio { set: String },
+    /// The fraction of a set's criteria that are met.
+    MetRatio { set: String },
+}
+
+impl StatMeasure {
+    /// The functions a measure may call, by name.
+    pub const FUNCTIONS: &'static [&'static str] = &["points_ratio", "met_ratio"];
+
+    /// The set a measure reads, if it reads one.
+    pub fn set(&self) -> Option<&str> {
+        match self {
+            StatMeasure::PointsRatio { set } | StatMeasure::MetRatio { set } => Some(set),
+            StatMeasure::Score | StatMeasure::Criterion { .. } => None,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StatTest {
+    pub op: StatCmp,
+    pub value: f64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StatCmp {
+    Eq,
+    Ne,
+    Lt,
+    Le,
+    Gt,
+    Ge,
+}
+
+impl StatCmp {
+    pub fn holds(self, a: f64, b: f64) -> bool {
+        match self {
+            StatCmp::Eq => a == b,
+            StatCmp::Ne => a != b,
+            StatCmp::Lt => a < b,
+            StatCmp::Le => a <= b,
+            StatCmp::Gt => a > b,
+            StatCmp::Ge => a >= b,
+        }
+    }
+
+    pub fn symbol(self) -> &'static str {
+        match self {
+            StatCmp::Eq => "==",
+            StatCmp::Ne => "!=",
+            StatCmp::Lt => "<",
+            StatCmp::Le => "<=",
+            StatCmp::Gt => ">",
+            StatCmp::Ge => ">=",
+        }
+    }
+}
+
+/// One value of the statistic per key.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
+pub enum StatPer {
+    /// Per tag (starting with `prefix`) of the set's criteria: each row's measure over the
+    /// criteria that carry the tag.
+    Tag { prefix: String },
+    /// Per axis of the set's criteria, likewise.
+    Axis,
+    /// Per value of a row input (each item of a `List[Text]`): the rows that have it.
+    Input { name: String },
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

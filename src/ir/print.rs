@@ -112,6 +112,25 @@ impl Sx {
 
 /// A number that reads back to the same `f64`: shortest digits, an exponent only for very
 /// large or very small magnitudes.
+/// `stat NAME mean(points_ratio(items)) per tag "axis:" clip [0, 1]`.
+fn stat_line(st: &StatDecl) -> String {
+    let measure = match &st.measure {
+        StatMeasure::Score => "score".to_string(),
+        StatMeasure::Criterion { id } => id.clone(),
+        StatMeasure::PointsRatio { set } => format!("points_ratio({set})"),
+        StatMeasure::MetRatio { set } => format!("met_ratio({set})"),
+    };
+    let test = st.test.map(|t| format!(" {} {}", t.op.symbol(), num(t.value))).unwrap_or_default();
+    let per = match &st.per {
+        None => String::new(),
+        Some(StatPer::Tag { prefix }) => format!(" per tag {prefix:?}"),
+        Some(StatPer::Axis) => " per axis".into(),
+        Some(StatPer::Input { name }) => format!(" per input {name}"),
+    };
+    let clip = st.clip.map(|(lo, hi)| format!(" clip [{}, {}]", num(lo), num(hi))).unwrap_or_default();
+    format!("stat {} {}({measure}{test}){per}{clip}", st.name, word(&st.agg))
+}
+
 /// The serde name of a unit enum value (a reward setting), for the text form.
 fn word<T: serde::Serialize>(x: &T) -> String {
     serde_json::to_value(x).ok().and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default()
@@ -387,6 +406,9 @@ impl Writer<'_> {
                     w.expr_line(2, "penalty", e);
                 }
             });
+        }
+        for st in &p.stats {
+            self.entry("stat", |w| w.line(0, &stat_line(st)));
         }
         for (i, e) in p.examples.iter().enumerate() {
             self.entry("example", |w| w.example(i, e));
@@ -703,6 +725,7 @@ mod tests {
                 Type::Number,
             ),
             reward: None,
+            stats: vec![],
             examples: vec![],
             site_count: 4,
         }

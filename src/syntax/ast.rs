@@ -66,6 +66,7 @@ pub enum Item {
     Score(ScoreDef),
     Example(Example),
     Reward(RewardDef),
+    Stat(StatDef),
 }
 
 impl Item {
@@ -84,6 +85,7 @@ impl Item {
             Item::Score(i) => i.span,
             Item::Example(i) => i.span,
             Item::Reward(i) => i.span,
+            Item::Stat(i) => i.span,
         }
     }
 }
@@ -326,6 +328,43 @@ pub enum RewardSettingKind {
     Penalty(Expr),
     Unscored(Name),
     Uncovered(Name),
+}
+
+/// `stat NAME = AGG(MEASURE [CMP NUMBER]) [per tag "PREFIX" | per axis | per input FIELD]
+/// [clip LO, HI]`: a dataset-level statistic over the run's records.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StatDef {
+    pub name: Name,
+    /// `mean`, `rate`.
+    pub agg: Name,
+    pub measure: StatMeasure,
+    /// `rate(score >= 0.5)`: the comparison and its number.
+    pub test: Option<(CmpOp, f64, Span)>,
+    pub per: Option<StatPer>,
+    pub clip: Option<(f64, f64, Span)>,
+    pub span: Span,
+}
+
+/// What a statistic measures on each row.
+#[derive(Debug, Clone, PartialEq)]
+pub enum StatMeasure {
+    /// The row's score.
+    Score(Span),
+    /// A criterion's value.
+    Criterion(Name),
+    /// `points_ratio(SET)`, `met_ratio(SET)`: over the criteria of a set.
+    Call { func: Name, set: Name },
+}
+
+/// How a statistic splits into one value per key.
+#[derive(Debug, Clone, PartialEq)]
+pub enum StatPer {
+    /// Per tag of the set's criteria (those starting with the prefix, when one is given).
+    Tag(Option<StrLit>, Span),
+    /// Per axis of the set's criteria.
+    Axis(Span),
+    /// Per value of a row input (a `Text`, or each item of a `List[Text]`).
+    Input(Name),
 }
 
 #[derive(Debug, Clone, PartialEq)]

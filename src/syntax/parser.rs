@@ -323,7 +323,7 @@ fn describe(rule: &Rule) -> Option<&'static str> {
     Some(match rule {
         Rule::EOI => "end of file",
         Rule::item | Rule::item_entry => {
-            "a declaration (`input`, `judge`, `gate`, `criterion`, `criteria`, `tier`, `group`, `let`, `fn`, `score`, `reward`, `example`, `import`)"
+            "a declaration (`input`, `judge`, `gate`, `criterion`, `criteria`, `tier`, `group`, `let`, `fn`, `score`, `reward`, `stat`, `example`, `import`)"
         }
         Rule::header => "`rubric NAME @ VERSION` or `module NAME`",
         Rule::ident => "a name",
@@ -376,7 +376,7 @@ fn describe(rule: &Rule) -> Option<&'static str> {
         Rule::k_rubric | Rule::k_module | Rule::k_import | Rule::k_input | Rule::k_judge | Rule::k_gate
         | Rule::k_criterion | Rule::k_criteria | Rule::k_tier | Rule::k_group | Rule::k_let | Rule::k_fn
         | Rule::k_score | Rule::k_example => {
-            "a declaration (`input`, `judge`, `gate`, `criterion`, `criteria`, `tier`, `group`, `let`, `fn`, `score`, `reward`, `example`, `import`)"
+            "a declaration (`input`, `judge`, `gate`, `criterion`, `criteria`, `tier`, `group`, `let`, `fn`, `score`, `reward`, `stat`, `example`, `import`)"
         }
         Rule::kw_reason => "`reason`",
         _ => return None,
@@ -773,6 +773,7 @@ impl Lower {
                 let settings = kids(inner).map(|s| self.reward_setting(s)).collect();
                 Item::Reward(RewardDef { settings, span })
             }
+            Rule::stat_item => Item::Stat(self.stat_item(inner, span)),
             Rule::judge_item => {
                 let mut k = kids(inner);
                 let name = self.name(k.next().unwrap());
@@ -942,6 +943,72 @@ impl Lower {
             r => unreachable!("judge setting {r:?}"),
         };
         JudgeSetting { kind, span }
+    }
+
+    fn stat_item(&self, p: Pair<'_, Rule>, span: Span) -> StatDef {
+        let mut names = Vec::new();
+        let (mut measure, mut test, mut per, mut clip) = (None, None, None, None);
+        for c in p.into_inner() {
+            match c.as_rule() {
+                Rule::ident => names.push(self.name(c)),
+                Rule::stat_measure => {
+                    let m = c.into_inner().next().unwrap();
+                    measure = Some(match m.as_rule() {
+                        Rule::k_score => StatMeasure::Score(self.span(&m)),
+                        Rule::stat_call => {
+                            let mut k = m.into_inner();
+                            let func = self.name(k.next().unwrap());
+                            StatMeasure::Call { func, set: self.name(k.next().unwrap()) }
+                        }
+                        _ => StatMeasure::Criterion(self.name(m)),
+                    });
+                }
+                Rule::stat_test => {
+                    let at = self.span(&c);
+                    let mut k = c.into_inner();
+                    let op = match k.next().unwrap().as_str() {
+                        "==" => CmpOp::Eq,
+                        "!=" => CmpOp::Ne,
+                        "<=" => CmpOp::Le,
+                        ">=" => CmpOp::Ge,
+                        "<" => CmpOp::Lt,
+                        _ => CmpOp::Gt,
+                    };
+                    test = Some((op, self.number(k.next().unwrap()), at));
+                }
+                Rule::stat_per => {
+                    let at = self.span(&c);
+                    let k = c.into_inner().find(|x| x.as_rule() != Rule::kw_per).unwrap();
+                    per = Some(match k.as_rule() {
+                        Rule::stat_per_tag => StatPer::Tag(
+                            k.into_inner().find(|x| x.as_rule() == Rule::string).map(|s| self.string(s)),
+                            at,
+                        ),
+                        Rule::stat_per_input => {
+                            StatPer::Input(self.name(k.into_inner().find(|x| x.as_rule() == Rule::ident).unwrap()))
+                        }
+                        _ => StatPer::Axis(at),
+                    });
+                }
+                Rule::stat_clip => {
+                    let at = self.span(&c);
+                    let mut nums =
+                        c.into_inner().filter(|x| x.as_rule() == Rule::signed_number).map(|x| self.number(x));
+                    clip = Some((nums.next().unwrap(), nums.next().unwrap(), at));
+                }
+                _ => {}
+            }
+        }
+        let mut names = names.into_iter();
+        StatDef {
+            name: names.next().unwrap(),
+            agg: names.next().unwrap(),
+            measure: measure.unwrap(),
+            test,
+            per,
+            clip,
+            span,
+        }
     }
 
     fn reward_setting(&self, p: Pair<'_, Rule>) -> RewardSetting {

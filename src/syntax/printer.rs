@@ -356,6 +356,7 @@ fn layout(item: &Item) -> Layout {
         Item::Let(_) => Layout::Line("let"),
         Item::Fn(_) => Layout::Line("fn"),
         Item::Score(_) => Layout::Line("score"),
+        Item::Stat(_) => Layout::Line("stat"),
         Item::Judge(_) | Item::Criteria(_) | Item::Tier(_) | Item::Group(_) | Item::Example(_) | Item::Reward(_) => {
             Layout::Block
         }
@@ -597,6 +598,55 @@ impl Printer {
                 self.w("reward");
                 self.block(r.span, &r.settings, |s| s.span, |p, s| p.reward_setting(&s.kind));
             }
+            Item::Stat(st) => {
+                self.stat(st);
+                self.nl();
+            }
+        }
+    }
+
+    fn stat(&mut self, st: &StatDef) {
+        self.w("stat ");
+        self.w(&st.name.text);
+        self.w(" = ");
+        self.w(&st.agg.text);
+        self.w("(");
+        match &st.measure {
+            StatMeasure::Score(_) => self.w("score"),
+            StatMeasure::Criterion(n) => self.w(&n.text),
+            StatMeasure::Call { func, set } => {
+                self.w(&func.text);
+                self.w("(");
+                self.w(&set.text);
+                self.w(")");
+            }
+        }
+        if let Some((op, n, _)) = &st.test {
+            self.w(" ");
+            self.w(op.symbol());
+            self.w(" ");
+            self.num(*n);
+        }
+        self.w(")");
+        match &st.per {
+            None => {}
+            Some(StatPer::Tag(prefix, _)) => {
+                self.w(" per tag");
+                if let Some(p) = prefix {
+                    self.w(" ");
+                    self.str_lit(&p.value);
+                }
+            }
+            Some(StatPer::Axis(_)) => self.w(" per axis"),
+            Some(StatPer::Input(n)) => {
+                self.w(" per input ");
+                self.w(&n.text);
+            }
+        }
+        if let Some((lo, hi, _)) = st.clip {
+            self.setting_num(" clip", lo);
+            self.w(", ");
+            self.num(hi);
         }
     }
 
@@ -1358,6 +1408,36 @@ fn erase_item(item: &mut Item) {
         Item::Score(s) => {
             s.span = Span::default();
             erase_expr(&mut s.expr);
+        }
+        Item::Stat(st) => {
+            st.span = Span::default();
+            name(&mut st.name);
+            name(&mut st.agg);
+            match &mut st.measure {
+                StatMeasure::Score(s) => *s = Span::default(),
+                StatMeasure::Criterion(n) => name(n),
+                StatMeasure::Call { func, set } => {
+                    name(func);
+                    name(set);
+                }
+            }
+            if let Some(t) = &mut st.test {
+                t.2 = Span::default();
+            }
+            match &mut st.per {
+                None => {}
+                Some(StatPer::Tag(p, s)) => {
+                    *s = Span::default();
+                    if let Some(p) = p {
+                        str_lit(p);
+                    }
+                }
+                Some(StatPer::Axis(s)) => *s = Span::default(),
+                Some(StatPer::Input(n)) => name(n),
+            }
+            if let Some(c) = &mut st.clip {
+                c.2 = Span::default();
+            }
         }
         Item::Reward(r) => {
             r.span = Span::default();

@@ -8,7 +8,7 @@ use super::{diagnostics, Checker};
 use crate::ir::{self, Type};
 use crate::source::Span;
 use crate::syntax::ast;
-use diagnostics::BadNumber;
+use diagnostics::{BadNumber, BadStat, Duplicate};
 use std::collections::HashMap;
 
 impl Checker<'_> {
@@ -117,6 +117,141 @@ impl Checker<'_> {
             self.report(diagnostics::reward_unknown_value(what, n, &names));
         }
         found
+    }
+}
+
+impl Checker<'_> {
+    /// Every `stat` of the root file, after the criteria and sets they name are all known.
+    pub(super) fn stats(&mut self, file: &ast::File) {
+        let mut seen: HashMap<String, Span> = HashMap::new();
+        for item in &file.items {
+            let ast::Item::Stat(st) = item else { continue };
+            if let Some(first) = seen.get(&st.name.text) {
+                self.report(diagnostics::resolve_duplicate(
+                    st.name.span,
+                    Duplicate::Stat { name: &st.name.text, first: *first },
+                ));
+                continue;
+            }
+            seen.insert(st.name.text.clone(), st.name.span);
+            if let Some(d) = self.stat(st) {
+                self.p.stats.push(d);
+            }
+        }
+    }
+
+    fn stat(&mut self, st: &ast::StatDef) -> Option<ir::StatDecl> {
+        use ast::StatMeasure as M;
+        let agg = ir::StatAgg::ALL.iter().find(|(w, _)| *w == st.agg.text).map(|(_, a)| *a);
+        let Some(agg) = agg else {
+            let names: Vec<&str> = ir::StatAgg::ALL.iter().map(|x| x.0).collect();
+            self.report(diagnostics::stat_unknown("aggregate", &st.agg, &names));
+            return None;
+        };
+        let (measure, binary, at) = match &st.measure {
+            M::Score(span) => (ir::StatMeasure::Score, false, *span),
+            M::Criterion(n) => {
+                let Some(c) = self.p.criteria.iter().find(|c| c.id == n.text) else {
+                    let ids: Vec<&str> = self.p.criteria.iter().map(|c| c.id.as_str()).collect();
+                    self.report(diagnostics::stat_unknown("criterion", n, &ids));
+                    return None;
+                };
+                if matches!(c.kind, ir::CriterionKind::Nominal { .. }) {
+                    self.report(diagnostics::stat_bad(n.span, BadStat::NominalCriterion(&n.text)));
+                    return None;
+                }
+                let binary = c.kind == ir::CriterionKind::Binary;
+                (ir::StatMeasure::Criterion { id: n.text.clone() }, binary, n.span)
+            }
+            M::Call { func, set } => {
+                if !ir::StatMeasure::FUNCTIONS.contains(&func.text.as_str()) {
+                    self.report(diagnostics::stat_unknown("statistic function", func, ir::StatMeasure::FUNCTIONS));
+                    return None;
+                }
+                if !self.p.sets.iter().any(|s| s.name == set.text) {
+                    let names: Vec<&str> = self.p.sets.iter().map(|s| s.name.as_str()).collect();
+                    self.report(diagnostics::stat_unknown("set", set, &names));
+                    return None;
+                }
+                let m = if func.text == "points_ratio" {
+                    ir::StatMeasure::PointsRatio { set: set.text.clone() }
+                } else {
+                    ir::StatMeasure::MetRatio { set: set.text.clone() }
+                };
+                (m, false, func.span.to(set.span))
+            }
+        };
+        let test = st.test.map(|(op, value, _)| ir::StatTest { op: stat_cmp(op), value });
+        match (agg, &st.test) {
+            (ir::StatAgg::Rate, None) if !binary => {
+                self.report(diagnostics::stat_bad(at, BadStat::RateNeedsTest));
+                return None;
+            }
+            (ir::StatAgg::Mean, Some((_, _, span))) => {
+                self.report(diagnostics::stat_bad(*span, BadStat::MeanWithTest));
+                return None;
+            }
+            _ => {}
+        }
+        let per = match &st.per {
+            None => None,
+            Some(ast::StatPer::Tag(prefix, span)) => {
+                if measure.set().is_none() {
+                    self.report(diagnostics::stat_bad(*span, BadStat::PerNeedsSet("tag")));
+                    return None;
+                }
+                Some(ir::StatPer::Tag { prefix: prefix.as_ref().map(|p| p.value.clone()).unwrap_or_default() })
+            }
+            Some(ast::StatPer::Axis(span)) => {
+                if measure.set().is_none() {
+                    self.report(diagnostics::stat_bad(*span, BadStat::PerNeedsSet("axis")));
+                    return None;
+                }
+                Some(ir::StatPer::Axis)
+            }
+            Some(ast::StatPer::Input(n)) => {
+                let Some(input) = self.p.inputs.iter().find(|i| i.name == n.text) else {
+                    let names: Vec<&str> = self.p.inputs.iter().map(|i| i.name.as_str()).collect();
+                    self.report(diagnostics::stat_unknown("input", n, &names));
+                    return None;
+                };
+                let base = |t: &Type| match t {
+                    Type::Optional(inner) => (**inner).clone(),
+                    t => t.clone(),
+                };
+                let ok = match base(&input.ty) {
+                    Type::Text | Type::Number | Type::Bool => true,
+                    Type::List(item) => base(&item) == Type::Text,
+                    _ => false,
+                };
+                if !ok {
+                    let ty = format!("`{}`", input.ty);
+                    self.report(diagnostics::stat_bad(n.span, BadStat::PerInputType(&n.text, ty)));
+                    return None;
+                }
+                Some(ir::StatPer::Input { name: n.text.clone() })
+            }
+        };
+        let clip = match st.clip {
+            Some((lo, hi, span)) if lo >= hi => {
+                self.report(diagnostics::stat_bad(span, BadStat::Clip(lo, hi)));
+                return None;
+            }
+            Some((lo, hi, _)) => Some((lo, hi)),
+            None => None,
+        };
+        Some(ir::StatDecl { name: st.name.text.clone(), agg, measure, test, per, clip })
+    }
+}
+
+fn stat_cmp(op: ast::CmpOp) -> ir::StatCmp {
+    match op {
+        ast::CmpOp::Eq => ir::StatCmp::Eq,
+        ast::CmpOp::Ne => ir::StatCmp::Ne,
+        ast::CmpOp::Lt => ir::StatCmp::Lt,
+        ast::CmpOp::Le => ir::StatCmp::Le,
+        ast::CmpOp::Gt => ir::StatCmp::Gt,
+        ast::CmpOp::Ge => ir::StatCmp::Ge,
     }
 }
 

@@ -64,6 +64,11 @@ pub(super) enum Duplicate<'a> {
     Reward {
         first: Span,
     },
+    /// A statistic named like the one at `first`.
+    Stat {
+        name: &'a str,
+        first: Span,
+    },
     /// A gate named like the declaration at `first`.
     Gate {
         name: &'a str,
@@ -88,6 +93,10 @@ pub(super) fn resolve_duplicate(again: Span, what: Duplicate<'_>) -> Diagnostic 
             .with_label(first, "first defined here"),
         Duplicate::Reward { first } => error(CODE, "the reward is declared twice", again, "declared again here")
             .with_label(first, "first declared here"),
+        Duplicate::Stat { name, first } => {
+            error(CODE, format!("statistic `{name}` is declared twice"), again, "declared again here")
+                .with_label(first, "first declared here")
+        }
         Duplicate::Gate { name, first } => error(CODE, format!("`{name}` is defined twice"), again, "gate named here")
             .with_label(first, "first defined here"),
     }
@@ -103,6 +112,58 @@ pub(super) fn reward_unknown_value(what: &str, written: &ast::Name, known: &[&st
     let message = format!("unknown {what} `{}`", written.text);
     error("rubric::reward::unknown_value", message, written.span, "not one of the known values")
         .with_help(format!("use one of {}", backticked(known)))
+}
+
+/// A `stat` names an aggregate, function, criterion, set or input that does not exist.
+pub(super) fn stat_unknown(what: &str, written: &ast::Name, known: &[&str]) -> Diagnostic {
+    let message = format!("unknown {what} `{}`", written.text);
+    let help = match did_you_mean(&written.text, known.iter().copied()) {
+        Some(s) => s,
+        None if known.is_empty() => format!("this rubric has no {what} to name"),
+        None if known.len() <= 12 => format!("use one of {}", backticked(known)),
+        None => format!("use one of {}, ...", backticked(&known[..12])),
+    };
+    error("rubric::stat::unknown", message, written.span, "not declared").with_help(help)
+}
+
+/// A `stat` that cannot be computed as written.
+pub(super) enum BadStat<'a> {
+    /// `rate(X)` where X is not a binary criterion.
+    RateNeedsTest,
+    /// `mean(X OP N)`.
+    MeanWithTest,
+    /// `per tag` or `per axis` over a measure that reads no set.
+    PerNeedsSet(&'a str),
+    /// `per input X` where X is not text, a number, a boolean or a list of text.
+    PerInputType(&'a str, String),
+    /// A criterion measure whose kind has no number (nominal).
+    NominalCriterion(&'a str),
+    Clip(f64, f64),
+}
+
+pub(super) fn stat_bad(at: Span, what: BadStat<'_>) -> Diagnostic {
+    const CODE: &str = "rubric::stat::bad";
+    match what {
+        BadStat::RateNeedsTest => error(CODE, "`rate` needs a test", at, "not a binary criterion")
+            .with_help("write the test inside: `rate(score >= 0.5)`, or name a binary criterion"),
+        BadStat::MeanWithTest => error(CODE, "`mean` takes a measure, not a test", at, "a test here")
+            .with_help("the fraction of rows where a test holds is `rate(...)`"),
+        BadStat::PerNeedsSet(what) => error(CODE, format!("`per {what}` splits the criteria of a set"), at, "here")
+            .with_help(format!(
+                "use a measure over a set, such as `points_ratio(SET)` or `met_ratio(SET)`, or split the rows with `per input FIELD`"
+            )),
+        BadStat::PerInputType(name, ty) => {
+            error(CODE, format!("input `{name}` cannot split rows"), at, format!("`{name}` is {ty}"))
+                .with_help("split by an input of type `Text`, `Number`, `Bool` or `List[Text]` (optional or not)")
+        }
+        BadStat::NominalCriterion(id) => {
+            error(CODE, format!("criterion `{id}` is nominal: it has no number to aggregate"), at, "nominal")
+                .with_help("aggregate a binary, ordinal or continuous criterion, or the score")
+        }
+        BadStat::Clip(lo, hi) => {
+            error(CODE, "`clip` needs its low bound below its high bound", at, format!("{lo} is not below {hi}"))
+        }
+    }
 }
 
 /// A number of the `reward` block out of its range.

@@ -52,6 +52,7 @@ impl Checker<'_> {
             }
         }
         self.fill_set_all();
+        self.stats(file);
         self.calibration_criteria();
         for item in &file.items {
             if let ast::Item::Example(e) = item {
