@@ -1,4 +1,4 @@
-//! The command line: `rubric check | run | test | explain | ir | fmt | import | build |
+//! The command line: `rubric check | run | test | explain | ir | fmt | lsp | import | build |
 //! inspect | diff | mock-judge | serve`. Thin: each command compiles with `types` (or loads a
 //! bundle with `bundle`), runs with `runtime` (or `judge` for the mock judge, `serve` for the
 //! reward server), and renders diagnostics.
@@ -439,6 +439,9 @@ pub enum Command {
         #[arg(long)]
         stdout: bool,
     },
+    /// Run the language server on standard input and output (diagnostics, hover, go to
+    /// definition, completion and formatting for editors; see docs/editor.md).
+    Lsp,
     /// Convert another system's rubric into a `.rubric` file.
     Import {
         #[arg(value_enum)]
@@ -861,6 +864,7 @@ pub fn main_with(cli: Cli) -> ExitCode {
             }
             ExitCode::from(status)
         }
+        Command::Lsp => ExitCode::from(crate::lsp::main()),
         Command::Import { format, file, output } => import::run(format, &file, output.as_deref()),
         Command::Build { file, output, with_sources, error_format } => {
             bundle::build_command(&file, &output, with_sources, error_format)
