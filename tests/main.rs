@@ -31,6 +31,7 @@ mod judge;
 mod judge_fences;
 #[cfg(all(feature = "models", feature = "judges"))]
 mod local_judge;
+mod lsp;
 mod models;
 #[cfg(feature = "models")]
 mod numeric;

@@ -1,4 +1,4 @@
-//! The command line: `rubric check | run | test | explain | ir | fmt | import | build |
+//! The command line: `rubric check | run | test | explain | ir | fmt | lsp | import | build |
 //! inspect | diff | mock-judge | serve`. Thin: each command compiles with `types` (or loads a
 //! bundle with `bundle`), runs with `runtime` (or `judge` for the mock judge, `serve` for the
 //! reward server), and renders diagnostics.
@@ -43,6 +43,7 @@ use crate::diag::Diagnostic;
 use crate::runtime::{self, RunOptions, VerdictFile};
 use crate::source::SourceMap;
 use crate::stdlib::Limits;
+use crate::syntax::printer::FormatError;
 use crate::types::{compile_path, Compiled};
 use clap::{Parser, Subcommand, ValueEnum};
 use std::io::{IsTerminal, Write};
@@ -447,6 +448,9 @@ pub enum Command {
         #[arg(long)]
         stdout: bool,
     },
+    /// Run the language server on standard input and output (diagnostics, hover, go to
+    /// definition, completion and formatting for editors; see docs/editor.md).
+    Lsp,
     /// Convert another system's rubric into a `.rubric` file.
     Import {
         #[arg(value_enum)]
@@ -883,6 +887,7 @@ pub fn main_with(cli: Cli) -> ExitCode {
             }
             ExitCode::from(status)
         }
+        Command::Lsp => ExitCode::from(crate::lsp::main()),
         Command::Import { format, file, output } => import::run(format, &file, output.as_deref()),
         Command::Build { file, output, with_sources, error_format } => {
             bundle::build_command(&file, &output, with_sources, error_format)
@@ -1216,26 +1221,22 @@ fn fmt_file(file: &Path, check: bool, to_stdout: bool) -> u8 {
     };
     let mut sources = SourceMap::new();
     let id = sources.add(file.display().to_string(), text.as_str());
-    let parsed = crate::syntax::parse_file(id, &text);
-    if !parsed.diagnostics.is_empty() {
-        emit(&parsed.diagnostics, &sources, ErrorFormat::Human, false);
-        return 1;
-    }
-    let out = crate::syntax::printer::print_file_with_comments(&parsed.file, &text);
-    // Never write what would lose a comment or change the tree.
-    let kept = crate::syntax::comment_spans(&out).len() == crate::syntax::comment_spans(&text).len();
-    let again = crate::syntax::parse_file(id, &out);
-    let (mut a, mut b) = (parsed.file.clone(), again.file.clone());
-    crate::syntax::printer::erase_spans(&mut a);
-    crate::syntax::printer::erase_spans(&mut b);
-    if !kept || !again.diagnostics.is_empty() || a != b {
-        eprintln!(
-            "error: `{}`: formatting would {} (a bug; please report it); nothing was changed",
-            file.display(),
-            if kept { "change the rubric" } else { "lose a comment" }
-        );
-        return 2;
-    }
+    let out = match crate::syntax::printer::format_source(id, &text) {
+        Ok(out) => out,
+        Err(FormatError::Parse(diagnostics)) => {
+            emit(&diagnostics, &sources, ErrorFormat::Human, false);
+            return 1;
+        }
+        // Never write what would lose a comment or change the tree.
+        Err(e) => {
+            eprintln!(
+                "error: `{}`: formatting would {} (a bug; please report it); nothing was changed",
+                file.display(),
+                if e == FormatError::LosesComment { "lose a comment" } else { "change the rubric" }
+            );
+            return 2;
+        }
+    };
     if to_stdout {
         out!("{out}");
         return 0;

@@ -37,6 +37,40 @@ pub fn print_file_with_comments(f: &File, src: &str) -> String {
     p.out
 }
 
+/// Why [`format_source`] gave no text.
+#[derive(Debug, Clone, PartialEq)]
+pub enum FormatError {
+    /// The source does not parse: its syntax diagnostics.
+    Parse(Vec<crate::diag::Diagnostic>),
+    /// The printed text would have fewer comments than the source (a printer bug).
+    LosesComment,
+    /// The printed text would parse to another tree, or not at all (a printer bug).
+    ChangesTree,
+}
+
+/// `rubric fmt` of one text (file `file` of its source map): the canonical layout with the
+/// comments kept, or why not. Never returns text that would lose a comment or change the tree:
+/// the output is parsed again and compared with the source's tree, spans erased. Shared by
+/// `rubric fmt` and the language server's formatting request.
+pub fn format_source(file: crate::source::FileId, text: &str) -> Result<String, FormatError> {
+    let parsed = super::parse_file(file, text);
+    if !parsed.diagnostics.is_empty() {
+        return Err(FormatError::Parse(parsed.diagnostics));
+    }
+    let out = print_file_with_comments(&parsed.file, text);
+    if super::comment_spans(&out).len() != super::comment_spans(text).len() {
+        return Err(FormatError::LosesComment);
+    }
+    let again = super::parse_file(file, &out);
+    let (mut a, mut b) = (parsed.file, again.file);
+    erase_spans(&mut a);
+    erase_spans(&mut b);
+    if !again.diagnostics.is_empty() || a != b {
+        return Err(FormatError::ChangesTree);
+    }
+    Ok(out)
+}
+
 /// A comment as printed: its text, and whether a blank line followed it in the source.
 #[derive(Debug, Clone, Default)]
 struct Note {

@@ -39,6 +39,19 @@ pub fn compile_source(name: &str, text: &str) -> Compiled {
     check_loaded(resolve::load_source(name, text, None))
 }
 
+/// Compile `text` as if it were the file at `path` (an editor's unsaved buffer): diagnostics
+/// name the file as `compile_path(path)` does, and relative imports resolve against the
+/// directory of `path`, so the result is what `rubric check PATH` gives once the text is saved.
+pub fn compile_source_at(path: &Path, text: &str) -> Compiled {
+    check_loaded(load_source_at(path, text))
+}
+
+/// Load (parse, with every import) `text` as the file at `path`; see [`compile_source_at`].
+pub fn load_source_at(path: &Path, text: &str) -> Loaded {
+    let dir = path.parent().map(Path::to_path_buf).unwrap_or_default();
+    resolve::load_source(&path.display().to_string(), text, Some(dir))
+}
+
 pub fn check_loaded(loaded: Loaded) -> Compiled {
     let Loaded { sources, modules, mut diagnostics } = loaded;
     if modules.is_empty() {
