@@ -205,7 +205,8 @@ impl Analysis {
             }
             return out;
         }
-        let in_score = enclosing_item_keyword(text, offset) == Some("score");
+        // A `stat` reads criteria and sets as the score does.
+        let in_score = matches!(enclosing_item_keyword(text, offset), Some("score" | "stat"));
         for s in self.symbols.iter().filter(|s| s.kind != Kind::Judge || !in_score) {
             let (rank, detail) = match s.kind {
                 Kind::Criterion => (if in_score { 0 } else { 2 }, "criterion"),
@@ -294,6 +295,7 @@ fn enclosing_item_keyword(text: &str, offset: usize) -> Option<&'static str> {
         "score",
         "example",
         "reward",
+        "stat",
     ];
     text[..offset].lines().rev().find_map(|line| {
         let first = &line.trim_start()[..trailing_ident_start(line.trim_start())];
@@ -501,7 +503,7 @@ fn index(loaded: &Loaded) -> Vec<Symbol> {
                 }
             },
             Item::Group(g) => group(loaded, g, None, &mut out),
-            Item::Score(_) | Item::Example(_) | Item::Reward(_) => {}
+            Item::Score(_) | Item::Example(_) | Item::Reward(_) | Item::Stat(_) => {}
         }
     }
     out
