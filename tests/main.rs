@@ -36,6 +36,7 @@ mod models;
 #[cfg(feature = "models")]
 mod numeric;
 mod props;
+mod report;
 mod sandbox;
 mod serve;
 mod stdlib_docs;

@@ -17,7 +17,7 @@
 
 use super::metrics::{bootstrap_draws, Rng};
 use crate::ir::{InputDecl, StatAgg, StatDecl, StatMeasure, StatPer};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::Value as Json;
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -36,7 +36,7 @@ impl Default for StatsOptions {
 }
 
 /// What `--summary` writes: the run's statistics as one JSON document.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Summary {
     pub rubric: Option<String>,
     pub version: Option<String>,
@@ -48,32 +48,39 @@ pub struct Summary {
     pub errors: usize,
     pub bootstrap: Bootstrap,
     pub stats: Vec<StatValue>,
+    /// The judge dispatcher's counters of the run that wrote the records (calls, cache hits,
+    /// latency percentiles, tokens, cost), when `rubric run` wrote the summary and judged.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub judges: Option<Json>,
+    /// How long that run took.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_seconds: Option<f64>,
     /// Statistics that could not be computed from what was given, with why.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub not_computed: Vec<NotComputed>,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct NotComputed {
     pub name: String,
     pub reason: String,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Bootstrap {
     pub resamples: usize,
     pub seed: u64,
     pub confidence: f64,
     /// Resampled over rows (every record is one draw).
-    pub over: &'static str,
+    pub over: String,
 }
 
 /// One value of one statistic (a statistic `per ...` has one per key).
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct StatValue {
     pub name: String,
     /// The tag, axis or input value (`per ...`); absent for a statistic of the whole run.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub key: Option<String>,
     /// The statistic as declared, in the IR's words (`mean(score) clip [0, 1]`).
     pub declared: String,
@@ -503,8 +510,15 @@ pub fn summarize(
         scored,
         unscored,
         errors,
-        bootstrap: Bootstrap { resamples: opts.resamples, seed: opts.seed, confidence: opts.confidence, over: "rows" },
+        bootstrap: Bootstrap {
+            resamples: opts.resamples,
+            seed: opts.seed,
+            confidence: opts.confidence,
+            over: "rows".into(),
+        },
         stats: values,
+        judges: None,
+        run_seconds: None,
         not_computed,
     })
 }

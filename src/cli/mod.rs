@@ -35,6 +35,7 @@ mod init;
 mod model;
 #[cfg(feature = "judges")]
 mod plan;
+mod report;
 mod stats;
 pub mod suite;
 
@@ -262,6 +263,13 @@ pub enum Command {
         max_failures: Option<Allowance>,
         #[command(flatten)]
         stats: stats::StatsArgs,
+    },
+    /// One self-contained HTML page of a run (no network): headline statistics with intervals,
+    /// per-criterion and per-axis bars, a score histogram, failure classes, judge statistics,
+    /// and a filterable table of rows that open to their criteria, reasons and evidence.
+    Report {
+        #[command(flatten)]
+        args: report::ReportArgs,
     },
     /// The statistics of a result file: the mean score and the rubric's `stat`s, each with a
     /// seeded bootstrap interval over rows (docs/statistics.md).
@@ -781,7 +789,9 @@ pub fn main_with(cli: Cli) -> ExitCode {
                         eprintln!("{}", failures_line(&s));
                     }
                     if !runtime::is_stdio(&output) {
-                        if let Err(e) = stats::after_run(program, &output, &input, &stats) {
+                        let facts =
+                            stats::RunFacts { judges: dispatching.as_ref().map(|d| d.stats()), seconds: Some(secs) };
+                        if let Err(e) = stats::after_run(program, &output, &input, &stats, facts) {
                             eprintln!("error: {e}");
                             return ExitCode::from(1);
                         }
@@ -842,6 +852,7 @@ pub fn main_with(cli: Cli) -> ExitCode {
         Command::Plan { args } => plan::run(args),
         Command::Compare { args } => compare::run(args),
         Command::Stats { args } => stats::run(args),
+        Command::Report { args } => report::run(args),
         Command::Init { dir } => init::run(&dir),
         Command::Agree { scoring, by, bootstrap, seed, confidence, format } => agree::run(agree::AgreeArgs {
             scoring,

@@ -46,8 +46,21 @@ impl StatsArgs {
     }
 }
 
+/// What the run adds to its summary beside the statistics.
+#[derive(Default)]
+pub struct RunFacts {
+    pub judges: Option<serde_json::Value>,
+    pub seconds: Option<f64>,
+}
+
 /// The statistics of the records in `results` (rows from `input`, for `per input`).
-pub fn compute(program: &Program, results: &Path, input: Option<&Path>, args: &StatsArgs) -> Result<Summary, String> {
+pub fn compute(
+    program: &Program,
+    results: &Path,
+    input: Option<&Path>,
+    args: &StatsArgs,
+    facts: RunFacts,
+) -> Result<Summary, String> {
     let open = |p: &Path| std::fs::File::open(p).map(BufReader::new).map_err(|e| format!("{}: {e}", p.display()));
     let needs_rows = program.stats.iter().any(|s| matches!(s.per, Some(StatPer::Input { .. })));
     let keys = match (needs_rows, input) {
@@ -56,7 +69,9 @@ pub fn compute(program: &Program, results: &Path, input: Option<&Path>, args: &S
         }
         _ => None,
     };
-    let summary = summarize(&program.stats, open(results)?, keys.as_ref(), args.options())?;
+    let mut summary = summarize(&program.stats, open(results)?, keys.as_ref(), args.options())?;
+    summary.judges = facts.judges;
+    summary.run_seconds = facts.seconds;
     if let Some(path) = &args.summary {
         let mut text = serde_json::to_string_pretty(&summary).map_err(|e| e.to_string())?;
         text.push('\n');
@@ -67,11 +82,17 @@ pub fn compute(program: &Program, results: &Path, input: Option<&Path>, args: &S
 
 /// After a run: print the statistics (stderr), write the summary. `Err` only when the asked
 /// summary could not be written or computed.
-pub fn after_run(program: &Program, output: &Path, input: &Path, args: &StatsArgs) -> Result<(), String> {
+pub fn after_run(
+    program: &Program,
+    output: &Path,
+    input: &Path,
+    args: &StatsArgs,
+    facts: RunFacts,
+) -> Result<(), String> {
     if !args.wanted(program) {
         return Ok(());
     }
-    match compute(program, output, Some(input), args) {
+    match compute(program, output, Some(input), args, facts) {
         Ok(s) => {
             eprintln!("{}", render(&s));
             if let Some(p) = &args.summary {
@@ -114,7 +135,7 @@ pub fn run(a: StatsCommand) -> ExitCode {
     let Some(rubric) = super::bundle::load_or_report_as(&a.file, super::ErrorFormat::Human, false) else {
         return ExitCode::from(1);
     };
-    match compute(rubric.program(), &a.results, a.input.as_deref(), &a.stats) {
+    match compute(rubric.program(), &a.results, a.input.as_deref(), &a.stats, RunFacts::default()) {
         Ok(s) => {
             match a.format {
                 ReportFormat::Text => println!("{}", render(&s)),
