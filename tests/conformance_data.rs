@@ -303,8 +303,10 @@ fn healthbench_run_statistics_match_simple_evals() {
     let run = Command::new(env!("CARGO_BIN_EXE_rubric"))
         .arg("run")
         .arg(crate_root().join("examples/healthbench/main.rubric"))
-        .args([&"--input".as_ref(), &input.as_os_str(), &"--verdicts".as_ref(), &vfile.as_os_str()]
-            as [&std::ffi::OsStr; 4])
+        .arg("--input")
+        .arg(&input)
+        .arg("--verdicts")
+        .arg(&vfile)
         .arg("--output")
         .arg(&out)
         .arg("--summary")

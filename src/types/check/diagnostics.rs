@@ -149,9 +149,9 @@ pub(super) fn stat_bad(at: Span, what: BadStat<'_>) -> Diagnostic {
         BadStat::MeanWithTest => error(CODE, "`mean` takes a measure, not a test", at, "a test here")
             .with_help("the fraction of rows where a test holds is `rate(...)`"),
         BadStat::PerNeedsSet(what) => error(CODE, format!("`per {what}` splits the criteria of a set"), at, "here")
-            .with_help(format!(
-                "use a measure over a set, such as `points_ratio(SET)` or `met_ratio(SET)`, or split the rows with `per input FIELD`"
-            )),
+            .with_help(
+                "use a measure over a set, such as `points_ratio(SET)` or `met_ratio(SET)`, or split the rows with `per input FIELD`",
+            ),
         BadStat::PerInputType(name, ty) => {
             error(CODE, format!("input `{name}` cannot split rows"), at, format!("`{name}` is {ty}"))
                 .with_help("split by an input of type `Text`, `Number`, `Bool` or `List[Text]` (optional or not)")
