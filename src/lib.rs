@@ -15,6 +15,7 @@ pub mod interp;
 pub mod ir;
 #[cfg(feature = "judges")]
 pub mod judge;
+pub mod lint;
 pub mod lsp;
 pub mod meter;
 #[cfg(feature = "models")]

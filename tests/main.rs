@@ -29,6 +29,7 @@ mod ifeval;
 mod jit_engine;
 mod judge;
 mod judge_fences;
+mod lint;
 #[cfg(all(feature = "models", feature = "judges"))]
 mod local_judge;
 mod lsp;

@@ -22,10 +22,13 @@ use rubric::types::{compile_path, Compiled};
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
-const CATEGORIES: &[&str] = &["parse", "types", "judges", "examples", "facts", "modules"];
+const CATEGORIES: &[&str] = &["parse", "types", "judges", "examples", "facts", "modules", "lint"];
 
 /// Codes the compiler never emits for a single file on its own: they are covered elsewhere.
-const NOT_COMPILE_TIME: &[(&str, &str)] = &[("rubric::example::failed", "emitted by `rubric test`; see tests/cli.rs")];
+const NOT_COMPILE_TIME: &[(&str, &str)] = &[
+    ("rubric::example::failed", "emitted by `rubric test`; see tests/cli.rs"),
+    ("rubric::lint::leak", "found in rows' criteria by `rubric lint --input`; see tests/lint.rs"),
+];
 
 struct Case {
     category: &'static str,
@@ -90,8 +93,13 @@ fn cases() -> Vec<Case> {
     out
 }
 
+/// The `lint` category is compiled as `rubric check --lint` compiles.
 fn compile(case: &Case) -> Compiled {
-    compile_path(&case.path)
+    if case.category == "lint" {
+        rubric::lint::check_path(&case.path)
+    } else {
+        compile_path(&case.path)
+    }
 }
 
 /// The snapshot text: the source, then every diagnostic rendered without colour.

@@ -31,9 +31,10 @@ pub mod bundle;
 mod compare;
 mod import;
 mod init;
+#[cfg(feature = "judges")]
+mod lint;
 #[cfg(all(feature = "models", feature = "judges"))]
 mod model;
-#[cfg(feature = "judges")]
 mod plan;
 mod report;
 mod stats;
@@ -178,6 +179,18 @@ pub enum Command {
         /// Hide notes (proven facts such as the score range).
         #[arg(long)]
         quiet: bool,
+        /// Also the lint rules over the static criteria (`rubric lint`: compound, vague,
+        /// duplicate criteria, ...), as warnings.
+        #[arg(long)]
+        lint: bool,
+    },
+    /// The rubric-quality rules (docs/lint.md): compound criteria, vague wording, duplicates and
+    /// near-duplicates, points whose sign and wording disagree, one criterion with most of the
+    /// points, a check whose numbers are not its text's; with `--input`, the same over each
+    /// row's criteria and criteria that quote the row's reference answer.
+    Lint {
+        #[command(flatten)]
+        args: lint::LintArgs,
     },
     /// Score every row of a JSONL file. Exits 0 when every row is scored, 3 when rows failed (an
     /// error record, or a criterion, gate or score unscored) beyond `--max-failures`, 1 when the
@@ -618,10 +631,10 @@ pub fn main_with(cli: Cli) -> ExitCode {
         return ExitCode::from(2);
     }
     match cli.command {
-        Command::Check { files, error_format, quiet } => {
+        Command::Check { files, error_format, quiet, lint } => {
             let mut failed = false;
             for f in &files {
-                let c = compile_path(f);
+                let c = if lint { crate::lint::check_path(f) } else { compile_path(f) };
                 failed |= c.has_errors();
                 emit(&c.diagnostics, &c.sources, error_format, quiet);
             }
@@ -852,6 +865,7 @@ pub fn main_with(cli: Cli) -> ExitCode {
         Command::Plan { args } => plan::run(args),
         Command::Compare { args } => compare::run(args),
         Command::Stats { args } => stats::run(args),
+        Command::Lint { args } => lint::run(args),
         Command::Report { args } => report::run(args),
         Command::Init { dir } => init::run(&dir),
         Command::Agree { scoring, by, bootstrap, seed, confidence, format } => agree::run(agree::AgreeArgs {
