@@ -699,6 +699,49 @@ reward {
 }
 "#;
 
+/// `std population` in the reward block: `zscore` divides by numpy.std's (ddof = 0) figure, not
+/// torch.std's (ddof = 1); the group statistics report the one used; the IR hash changes only
+/// for the rubric that chose it.
+#[test]
+fn run_groups_zscore_with_the_declared_standard_deviation() {
+    let dir = TempDir::new("groups-std");
+    let rows: String = ["please", "no", "please please", "nope"]
+        .iter()
+        .map(|r| format!("{}\n", serde_json::json!({"group": "g", "response": r})))
+        .collect();
+    let input = dir.file("rows.jsonl", &rows);
+    let base = "rubric cli.std @ 1.0.0\ninput response: Text\ncriterion polite \"Says please\" check contains_ci(response, \"please\")\n\
+                criterion short \"One word\" check word_count(response) <= 1\nscore = fraction(all)\n";
+    let mut got = Vec::new();
+    for std in ["", "std sample", "std population"] {
+        let file =
+            dir.file(&format!("r{}.rubric", got.len()), &format!("{base}reward {{\n  advantage zscore\n  {std}\n}}\n"));
+        let out = dir.path(&format!("out{}.jsonl", got.len()));
+        let o = rubric(&[&"run", &file, &"--input", &input, &"--output", &out, &"--groups", &"--no-progress"]);
+        assert_eq!(o.status.code(), Some(0), "{}", describe(&o));
+        let ir = rubric(&[&"ir", &file]);
+        let hash =
+            String::from_utf8_lossy(&ir.stderr).lines().find_map(|l| l.strip_prefix("ir_hash: ").map(String::from));
+        got.push((json_lines(&std::fs::read_to_string(&out).unwrap()), hash));
+    }
+    // Rewards 1, 0.5, 0.5, 0.5: mean 0.625, Σ(r − mean)² = 0.1875.
+    let rewards = [1.0, 0.5, 0.5, 0.5];
+    let (mean, ss) = (0.625, 0.1875f64);
+    for (k, sd) in [(0, (ss / 3.0).sqrt()), (1, (ss / 3.0).sqrt()), (2, (ss / 4.0).sqrt())] {
+        let lines = &got[k].0;
+        for (i, r) in rewards.iter().enumerate() {
+            assert_eq!(lines[i]["reward"].as_f64(), Some(*r), "{}", lines[i]);
+            let want = (r - mean) / (sd + 1e-6);
+            assert!((lines[i]["advantage"].as_f64().unwrap() - want).abs() < 1e-12, "{k}: {}", lines[i]);
+        }
+        assert!((lines[0]["group_stats"]["std"].as_f64().unwrap() - sd).abs() < 1e-15, "{}", lines[0]);
+    }
+    // Saying the default changes nothing, not even the hash; choosing population does.
+    assert_eq!(got[0].1, got[1].1);
+    assert_ne!(got[0].1, got[2].1);
+    assert!(got[0].1.is_some());
+}
+
 /// `--groups`: consecutive rows with the same `group` form a group; every record gets its
 /// reward (score less the declared penalty), its advantage against the group mean (as the
 /// rubric declares), its verdicts and the group's statistics — figures checked by hand. An

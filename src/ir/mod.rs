@@ -72,7 +72,31 @@ pub struct RewardDecl {
     pub unscored: RewardUnscored,
     /// The credit of a token no criterion's span covers.
     pub uncovered: Uncovered,
+    /// The standard deviation `zscore` divides by (not serialised when `sample`, so rubrics
+    /// that do not choose keep their hash).
+    #[serde(default, skip_serializing_if = "StdForm::is_sample")]
+    pub std: StdForm,
     pub site: SiteId,
+}
+
+/// Which standard deviation of a group's rewards `zscore` divides by.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StdForm {
+    /// √(Σ(r − mean)² / (n − 1)), as `torch.std` (TRL, verl, OpenRLHF).
+    #[default]
+    Sample,
+    /// √(Σ(r − mean)² / n), as `numpy.std`.
+    Population,
+}
+
+impl StdForm {
+    pub const ALL: &'static [(&'static str, StdForm)] =
+        &[("sample", StdForm::Sample), ("population", StdForm::Population)];
+
+    pub fn is_sample(&self) -> bool {
+        *self == StdForm::Sample
+    }
 }
 
 /// A dataset-level statistic declared in the rubric (`docs/statistics.md`): an aggregate over

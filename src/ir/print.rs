@@ -390,10 +390,11 @@ impl Writer<'_> {
         self.entry("score", |w| w.expr_line(0, "score", &p.score));
         if let Some(r) = &p.reward {
             self.entry("reward", |w| {
+                let std = if r.std.is_sample() { String::new() } else { format!(" std {}", word(&r.std)) };
                 w.line(
                     0,
                     &format!(
-                        "reward advantage {} epsilon {} clip {} unscored {} uncovered {} @s{}",
+                        "reward advantage {}{std} epsilon {} clip {} unscored {} uncovered {} @s{}",
                         word(&r.advantage),
                         num(r.epsilon),
                         opt(&r.clip, |(lo, hi)| format!("[{}, {}]", num(*lo), num(*hi))),

@@ -12,7 +12,7 @@
 //! character offsets, ids — stays on the host.
 
 use super::matrix::{as_f64, DeviceMatrix, Entry, HostMatrix};
-use crate::ir::{AdvantageForm, Program, RewardDecl, RewardUnscored, Uncovered};
+use crate::ir::{AdvantageForm, Program, RewardDecl, RewardUnscored, StdForm, Uncovered};
 use crate::runtime::credit::{char_offsets, spans, Spans};
 use crate::runtime::groups::{
     reward_of, scored_members, write_figures, write_token_credit, GroupFigures, GroupStats, PendingGroup,
@@ -108,7 +108,11 @@ fn advantages_on(decl: &RewardDecl, r: &Tensor, has: &Tensor, valid: &Tensor) ->
     let ss = d.mul(&d)?.sum(1)?;
     let n_minus_1 = n.affine(1.0, -1.0)?;
     let few = n.lt(2.0)?;
-    let std = few.where_cond(&full(0.0)?, &ss.div(&n_minus_1)?.sqrt()?)?;
+    let divisor = match decl.std {
+        StdForm::Sample => n_minus_1.clone(),
+        StdForm::Population => n.clone(),
+    };
+    let std = few.where_cond(&full(0.0)?, &ss.div(&divisor)?.sqrt()?)?;
     let few_b = col(&as_f64(&few)?)?.ne(0.0)?;
     let advantage = match decl.advantage {
         AdvantageForm::Zscore => r.sub(&col(&mean)?)?.div(&col(&std.affine(1.0, decl.epsilon)?)?)?,

@@ -208,12 +208,13 @@ proptest! {
     #[test]
     fn group_advantages_equal_the_scalar_path(
         groups in prop::collection::vec(prop::collection::vec(prop_oneof![4 => (-2.0f64..3.0).prop_map(Some), 1 => Just(Some(0.5)), 1 => Just(Some(1.0)), 1 => Just(None)], 1..9), 1..8),
-        form in 0usize..4, unscored in 0usize..3, clip in any::<bool>(),
+        form in 0usize..4, unscored in 0usize..3, clip in any::<bool>(), std in 0usize..2,
     ) {
         let decl = RewardDecl {
             advantage: AdvantageForm::ALL[form].1,
             unscored: RewardUnscored::ALL[unscored].1,
             clip: clip.then_some((-0.75, 0.75)),
+            std: crate::ir::StdForm::ALL[std].1,
             ..default_reward()
         };
         let got = rl::advantages(&decl, &groups, &Device::Cpu).unwrap();

@@ -5,7 +5,7 @@
 //! deviation, saturated criteria). The shaping rules come from the rubric's `reward`
 //! declaration (or its defaults), so they are part of the bundle hash. Formulas: docs/rl.md.
 
-use crate::ir::{AdvantageForm, RewardDecl, RewardUnscored, Uncovered};
+use crate::ir::{AdvantageForm, RewardDecl, RewardUnscored, StdForm, Uncovered};
 use crate::value::number_to_json;
 use serde_json::{json, Map, Value as Json};
 use std::collections::{BTreeMap, HashSet};
@@ -20,6 +20,7 @@ pub fn default_reward() -> RewardDecl {
         penalty: None,
         unscored: RewardUnscored::Exclude,
         uncovered: Uncovered::Zero,
+        std: StdForm::Sample,
         site: u32::MAX,
     }
 }
@@ -30,7 +31,8 @@ pub struct GroupStats {
     /// Members whose reward entered the statistics.
     pub n: usize,
     pub mean: Option<f64>,
-    /// The sample standard deviation (n − 1); 0 for one member.
+    /// The standard deviation the rubric declares (`std sample`, n − 1, by default; `std
+    /// population`, n); 0 for one member.
     pub std: Option<f64>,
     /// An unscored member under `unscored flag_group`: no member gets an advantage.
     pub flagged: bool,
@@ -46,16 +48,14 @@ pub fn advantages(decl: &RewardDecl, rewards: &[Option<f64>]) -> (Vec<Option<f64
     let xs: Vec<f64> = rewards.iter().flatten().copied().collect();
     let n = xs.len();
     let mean = (n > 0).then(|| xs.iter().sum::<f64>() / n as f64);
-    let std =
-        mean.map(
-            |m| {
-                if n < 2 {
-                    0.0
-                } else {
-                    (xs.iter().map(|x| (x - m) * (x - m)).sum::<f64>() / (n - 1) as f64).sqrt()
-                }
-            },
-        );
+    let std = mean.map(|m| {
+        let ss = xs.iter().map(|x| (x - m) * (x - m)).sum::<f64>();
+        match decl.std {
+            _ if n < 2 => 0.0,
+            StdForm::Sample => (ss / (n - 1) as f64).sqrt(),
+            StdForm::Population => (ss / n as f64).sqrt(),
+        }
+    });
     let stats = GroupStats { n, mean, std, flagged };
     if flagged || n == 0 {
         return (vec![None; rewards.len()], stats);
@@ -546,6 +546,18 @@ mod tests {
         close(&a, &[Some(0.5 / (sd + 1e-6)), Some(-0.5 / (sd + 1e-6)), Some(0.0), Some(0.0)]);
         assert_eq!((s.n, s.mean), (4, Some(0.5)));
         assert!((s.std.unwrap() - sd).abs() < 1e-12);
+    }
+
+    #[test]
+    fn zscore_with_the_population_standard_deviation() {
+        // numpy.std([1, 0, 0.5, 0.5]) = sqrt(0.5 / 4) = 0.35355339059327373 (ddof=0)
+        let d = RewardDecl { std: StdForm::Population, ..decl(AdvantageForm::Zscore) };
+        let (a, s) = advantages(&d, &[Some(1.0), Some(0.0), Some(0.5), Some(0.5)]);
+        let sd = 0.353_553_390_593_273_73;
+        assert!((s.std.unwrap() - sd).abs() < 1e-15);
+        close(&a, &[Some(0.5 / (sd + 1e-6)), Some(-0.5 / (sd + 1e-6)), Some(0.0), Some(0.0)]);
+        // One member: no spread either way.
+        assert_eq!(advantages(&d, &[Some(0.7)]).1.std, Some(0.0));
     }
 
     #[test]

@@ -328,6 +328,8 @@ pub enum RewardSettingKind {
     Penalty(Expr),
     Unscored(Name),
     Uncovered(Name),
+    /// `std sample | population`: the standard deviation of `zscore`.
+    Std(Name),
 }
 
 /// `stat NAME = AGG(MEASURE [CMP NUMBER]) [per tag "PREFIX" | per axis | per input FIELD]

@@ -337,7 +337,7 @@ fn describe(rule: &Rule) -> Option<&'static str> {
         | Rule::postfix_expr | Rule::primary => "an expression",
         Rule::type_expr | Rule::type_atom => "a type",
         Rule::reward_setting => {
-            "a reward setting (`advantage`, `epsilon`, `clip`, `penalty`, `unscored`, `uncovered`)"
+            "a reward setting (`advantage`, `std`, `epsilon`, `clip`, `penalty`, `unscored`, `uncovered`)"
         }
         Rule::judge_setting => {
             "a judge setting (`model`, `temperature`, `top_p`, `max_tokens`, `seed`, `samples`, `min_samples`, `vote`, `sees`, `returns`, `evidence`, `template`, `system`, `scoring`, `per_call`, `reasoning_effort`, `cascade`, `escalate`)"
@@ -1028,6 +1028,7 @@ impl Lower {
                 RewardSettingKind::Unscored(self.name(k.find(|x| x.as_rule() == Rule::ident).unwrap()))
             }
             Rule::rs_uncovered => RewardSettingKind::Uncovered(self.name(k.next().unwrap())),
+            Rule::rs_std => RewardSettingKind::Std(self.name(k.next().unwrap())),
             r => unreachable!("reward setting {r:?}"),
         };
         RewardSetting { kind, span }

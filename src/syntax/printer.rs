@@ -708,6 +708,10 @@ impl Printer {
                 self.w("uncovered ");
                 self.w(&n.text);
             }
+            RewardSettingKind::Std(n) => {
+                self.w("std ");
+                self.w(&n.text);
+            }
         }
     }
 
@@ -1480,7 +1484,8 @@ fn erase_item(item: &mut Item) {
                 match &mut s.kind {
                     RewardSettingKind::Advantage(n)
                     | RewardSettingKind::Unscored(n)
-                    | RewardSettingKind::Uncovered(n) => name(n),
+                    | RewardSettingKind::Uncovered(n)
+                    | RewardSettingKind::Std(n) => name(n),
                     RewardSettingKind::Penalty(e) => erase_expr(e),
                     RewardSettingKind::Epsilon(_) | RewardSettingKind::Clip(..) => {}
                 }

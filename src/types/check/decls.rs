@@ -56,6 +56,7 @@ impl Checker<'_> {
             penalty: None,
             unscored: ir::RewardUnscored::Exclude,
             uncovered: ir::Uncovered::Zero,
+            std: ir::StdForm::Sample,
             site,
         };
         let mut seen: HashMap<&'static str, Span> = HashMap::new();
@@ -86,6 +87,11 @@ impl Checker<'_> {
             K::Uncovered(n) => {
                 if let Some(v) = self.reward_choice(ir::Uncovered::ALL, n, "credit for uncovered tokens") {
                     d.uncovered = v;
+                }
+            }
+            K::Std(n) => {
+                if let Some(v) = self.reward_choice(ir::StdForm::ALL, n, "standard deviation") {
+                    d.std = v;
                 }
             }
             K::Epsilon(e) => {
@@ -265,5 +271,6 @@ fn setting_word(kind: &ast::RewardSettingKind) -> &'static str {
         K::Penalty(_) => "penalty",
         K::Unscored(_) => "unscored",
         K::Uncovered(_) => "uncovered",
+        K::Std(_) => "std",
     }
 }
