@@ -217,6 +217,8 @@ pub struct RowResult {
     /// inside when the score or the penalty is unscored, with `reward_reason` for the latter).
     pub reward: Option<Option<f64>>,
     pub reward_reason: Option<String>,
+    /// The report-only scores (`score NAME = ...`), in declaration order.
+    pub scores: Vec<NamedScoreResult>,
     /// Ids of the `skipped` criteria the result turned out to need (planning only; not
     /// written): the runtime asks the judges for them and evaluates the row again.
     pub demanded: Vec<String>,
@@ -224,6 +226,14 @@ pub struct RowResult {
     /// stopped the row, no `each` list failed, no resource limit ended it); not written. The
     /// tensor numeric stage (`numeric`) recomputes exactly these rows' scores.
     pub score_evaluated: bool,
+}
+
+/// A report-only score of one row: its value, or why it has none.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct NamedScoreResult {
+    pub name: String,
+    pub value: Option<f64>,
+    pub reason: Option<String>,
 }
 
 impl RowResult {
@@ -241,6 +251,16 @@ impl RowResult {
             m.insert("unscored_reason".into(), json!(r));
         }
         m.insert("failure_class".into(), self.failure_class.as_ref().map_or(Json::Null, |f| json!(f)));
+        if !self.scores.is_empty() {
+            let values: Map<String, Json> =
+                self.scores.iter().map(|s| (s.name.clone(), s.value.map_or(Json::Null, number_to_json))).collect();
+            m.insert("scores".into(), Json::Object(values));
+            let why: Map<String, Json> =
+                self.scores.iter().filter_map(|s| Some((s.name.clone(), json!(s.reason.as_ref()?)))).collect();
+            if !why.is_empty() {
+                m.insert("scores_unscored".into(), Json::Object(why));
+            }
+        }
         if let Some(r) = self.reward {
             m.insert("reward".into(), r.map_or(Json::Null, number_to_json));
             if let Some(why) = &self.reward_reason {

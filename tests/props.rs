@@ -376,7 +376,8 @@ fn item() -> BoxedStrategy<Item> {
         1 => (ident(), vec(param(), 0..3), type_expr(), expr()).prop_map(|(n, params, ret, body)| {
             Item::Fn(FnDef { name: nm(n), params, ret, body, span: sp() })
         }),
-        2 => expr().prop_map(|e| Item::Score(ScoreDef { expr: e, span: sp() })),
+        2 => expr().prop_map(|e| Item::Score(ScoreDef { name: None, expr: e, span: sp() })),
+        1 => (ident(), expr()).prop_map(|(n, e)| Item::Score(ScoreDef { name: Some(nm(n)), expr: e, span: sp() })),
         1 => (text(), vec(example_stmt(), 0..5))
             .prop_map(|(n, stmts)| Item::Example(Example { name: lit(n), stmts, span: sp() })),
     ]
@@ -459,7 +460,7 @@ proptest! {
 
     #[test]
     fn printed_expressions_parse_back_to_the_same_tree(e in expr()) {
-        let f = File { header: None, items: vec![Item::Score(ScoreDef { expr: e, span: sp() })], span: sp(), broken: vec![] };
+        let f = File { header: None, items: vec![Item::Score(ScoreDef { name: None, expr: e, span: sp() })], span: sp(), broken: vec![] };
         check_round_trip(&f)?;
     }
 

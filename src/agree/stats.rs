@@ -113,6 +113,8 @@ struct Crit {
 struct Row {
     row: usize,
     score: Option<f64>,
+    /// The report-only scores (`scores`), by name.
+    scores: serde_json::Map<String, Json>,
     error: bool,
     criteria: Option<Vec<Crit>>,
 }
@@ -153,7 +155,8 @@ fn read_row(line: &str) -> Result<Row, String> {
             })
             .collect()
     });
-    Ok(Row { row, score: v.get("score").and_then(Json::as_f64), error, criteria })
+    let scores = v.get("scores").and_then(Json::as_object).cloned().unwrap_or_default();
+    Ok(Row { row, score: v.get("score").and_then(Json::as_f64), scores, error, criteria })
 }
 
 fn in_set(c: &Crit, set: &str) -> bool {
@@ -186,6 +189,10 @@ fn measure(m: &StatMeasure, row: &Row, filter: Filter<'_>) -> Outcome {
     let crits = || row.criteria.as_deref().unwrap_or_default();
     match m {
         StatMeasure::Score => row.score.map_or(Outcome::Unscored, Outcome::Value),
+        StatMeasure::NamedScore { name } => match row.scores.get(name) {
+            Some(v) => v.as_f64().map_or(Outcome::Unscored, Outcome::Value),
+            None => Outcome::Absent,
+        },
         StatMeasure::Criterion { id } => match crits().iter().find(|c| &c.id == id) {
             None => Outcome::Absent,
             Some(c) => match c.status.as_str() {
@@ -249,6 +256,7 @@ fn input_keys(row: Option<&Json>, input: &InputDecl) -> Vec<String> {
 fn declared(st: &StatDecl) -> String {
     let measure = match &st.measure {
         StatMeasure::Score => "score".to_string(),
+        StatMeasure::NamedScore { name } => name.clone(),
         StatMeasure::Criterion { id } => id.clone(),
         StatMeasure::PointsRatio { set } => format!("points_ratio({set})"),
         StatMeasure::MetRatio { set } => format!("met_ratio({set})"),
@@ -412,7 +420,8 @@ pub fn summarize(
             (false, None) => unscored += 1,
         }
         for (st, slot) in all.iter().zip(&mut slots) {
-            if st.measure != StatMeasure::Score && !r.error && r.criteria.is_none() {
+            let reads_criteria = !matches!(st.measure, StatMeasure::Score | StatMeasure::NamedScore { .. });
+            if reads_criteria && !r.error && r.criteria.is_none() {
                 return Err(format!(
                     "results line {}: statistic `{}` reads criteria, and this record is compact (run without `--compact`)",
                     i + 1,

@@ -4,7 +4,7 @@
 
 use super::ReportFormat;
 use crate::agree::stats::{input_keys_of, render, summarize, StatsOptions, Summary};
-use crate::ir::{Program, StatPer};
+use crate::ir::{Program, StatAgg, StatDecl, StatMeasure, StatPer};
 use std::io::BufReader;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -42,7 +42,7 @@ impl StatsArgs {
 
     /// Whether a run of `program` computes statistics: it declares some, or a summary is asked.
     pub fn wanted(&self, program: &Program) -> bool {
-        self.summary.is_some() || !program.stats.is_empty()
+        self.summary.is_some() || !program.stats.is_empty() || !program.scores.is_empty()
     }
 }
 
@@ -69,7 +69,21 @@ pub fn compute(
         }
         _ => None,
     };
-    let mut summary = summarize(&program.stats, open(results)?, keys.as_ref(), args.options())?;
+    // After the built-in mean score: the mean of each report-only score, then the rubric's own.
+    let mut stats: Vec<StatDecl> = program
+        .scores
+        .iter()
+        .map(|s| StatDecl {
+            name: s.name.clone(),
+            agg: StatAgg::Mean,
+            measure: StatMeasure::NamedScore { name: s.name.clone() },
+            test: None,
+            per: None,
+            clip: None,
+        })
+        .collect();
+    stats.extend(program.stats.iter().cloned());
+    let mut summary = summarize(&stats, open(results)?, keys.as_ref(), args.options())?;
     summary.judges = facts.judges;
     summary.run_seconds = facts.seconds;
     if let Some(path) = &args.summary {

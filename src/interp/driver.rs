@@ -11,7 +11,7 @@
 use super::ops::{trap_reason, unscored};
 use super::verdict;
 use super::TraceEvent;
-use crate::engine::{CriterionResult, GateResult, RowResult, Status, TrapInfo, VerdictSource};
+use crate::engine::{CriterionResult, GateResult, NamedScoreResult, RowResult, Status, TrapInfo, VerdictSource};
 use crate::ir::validate::{MAX_GROUP_DEPTH, MAX_LOCALS};
 use crate::ir::{
     self, AggOp, CriterionDecl, CriterionKind, Expr, ExprKind, GateAction, Member, Policy, Program, SetKind, Step,
@@ -65,6 +65,8 @@ pub enum Root {
     Score,
     /// The `penalty` of the `reward` declaration.
     Penalty,
+    /// A report-only score (`score NAME = ...`), by index.
+    NamedScore(u32),
 }
 
 impl Root {
@@ -87,6 +89,7 @@ impl Root {
             Root::Criterion { owner: Owner::Each(s), attr: a } => format!("each{s}.{}", attr(a)),
             Root::Score => "score".into(),
             Root::Penalty => "penalty".into(),
+            Root::NamedScore(i) => format!("scores{i}"),
         }
     }
 
@@ -107,6 +110,7 @@ impl Root {
             }
             Root::Score => score_site(&p.score).unwrap_or(u32::MAX),
             Root::Penalty => p.reward.as_ref().map_or(u32::MAX, |r| r.site),
+            Root::NamedScore(i) => p.scores.get(i as usize).map_or(u32::MAX, |s| s.site),
         }
     }
 }
@@ -158,6 +162,9 @@ pub fn roots(p: &Program) -> Vec<(Root, &Expr)> {
     out.push((Root::Score, &p.score));
     if let Some(e) = p.reward.as_ref().and_then(|r| r.penalty.as_ref()) {
         out.push((Root::Penalty, e));
+    }
+    for (i, s) in p.scores.iter().enumerate() {
+        out.push((Root::NamedScore(i as u32), &s.expr));
     }
     out
 }
@@ -441,6 +448,28 @@ impl Driver<'_, '_> {
                 }
             }
         }
+        // Report-only scores: as the score, under the same gates and caps.
+        for (i, s) in p.scores.iter().enumerate() {
+            let (value, reason) = if let Some(gate) = &stopped {
+                match result.score {
+                    Some(v) => (Some(v), None),
+                    None => (None, Some(format!("gate `{gate}` stopped evaluation and left no score"))),
+                }
+            } else if let Some(r) = &result.unscored_reason.clone().filter(|_| !result.score_evaluated) {
+                (None, Some(r.clone()))
+            } else {
+                self.set_step(format!("score {}", s.name));
+                let mut locals = Vec::new();
+                match self.eval(Root::NamedScore(i as u32), &s.expr, &mut locals) {
+                    Ok(Value::Number(n)) if n.is_finite() => (Some(caps.iter().fold(n, |acc, c| acc.min(*c))), None),
+                    Ok(Value::Number(n)) => (None, Some(format!("the score is not finite ({n})"))),
+                    Ok(Value::Unscored(r)) => (None, Some(r.to_string())),
+                    Ok(other) => (None, Some(format!("the score produced {other}"))),
+                    Err(t) => (None, Some(trap_reason(&t))),
+                }
+            };
+            result.scores.push(NamedScoreResult { name: s.name.clone(), value, reason });
+        }
         // The reward: the score less the penalty.
         if let Some(rw) = &p.reward {
             let reward = match (result.score, &rw.penalty) {
@@ -499,6 +528,10 @@ impl Driver<'_, '_> {
         if let Some((t, root)) = &self.limit {
             result.score_evaluated = false;
             result.score = None;
+            for s in &mut result.scores {
+                s.value = None;
+                s.reason = Some(trap_reason(t));
+            }
             result.unscored_reason = Some(trap_reason(t));
             result.trap = Some(trap_info(p, t, root.site(p)));
         }

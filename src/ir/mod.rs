@@ -42,6 +42,10 @@ pub struct Program {
     pub criteria: Vec<CriterionDecl>,
     pub sets: Vec<SetDecl>,
     pub score: Expr,
+    /// Report-only scores (`score NAME = ...`), in declaration order: in every record beside
+    /// the score, never the reward. Not serialised when empty.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub scores: Vec<NamedScore>,
     /// How the score becomes a training reward (`reward { ... }`); absent in rubrics that do
     /// not declare one (and then not serialised, so their canonical bytes and hash are as
     /// before the field existed).
@@ -99,6 +103,15 @@ impl StdForm {
     }
 }
 
+/// A report-only score: a `Number` expression over what the score may read.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NamedScore {
+    pub name: String,
+    pub expr: Expr,
+    pub site: SiteId,
+}
+
 /// A dataset-level statistic declared in the rubric (`docs/statistics.md`): an aggregate over
 /// rows of a per-row measure, optionally one value per key, optionally clipped.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -136,6 +149,8 @@ impl StatAgg {
 pub enum StatMeasure {
     /// The row's score.
     Score,
+    /// A report-only score (`score NAME = ...`).
+    NamedScore { name: String },
     /// A criterion's value (1 or 0 for a binary one).
     Criterion { id: String },
     /// Σ points of the met criteria of a set over Σ of its positive points.
@@ -152,7 +167,7 @@ impl StatMeasure {
     pub fn set(&self) -> Option<&str> {
         match self {
             StatMeasure::PointsRatio { set } | StatMeasure::MetRatio { set } => Some(set),
-            StatMeasure::Score | StatMeasure::Criterion { .. } => None,
+            StatMeasure::Score | StatMeasure::NamedScore { .. } | StatMeasure::Criterion { .. } => None,
         }
     }
 }

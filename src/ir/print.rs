@@ -116,6 +116,7 @@ impl Sx {
 fn stat_line(st: &StatDecl) -> String {
     let measure = match &st.measure {
         StatMeasure::Score => "score".to_string(),
+        StatMeasure::NamedScore { name } => format!("score {name}"),
         StatMeasure::Criterion { id } => id.clone(),
         StatMeasure::PointsRatio { set } => format!("points_ratio({set})"),
         StatMeasure::MetRatio { set } => format!("met_ratio({set})"),
@@ -388,6 +389,9 @@ impl Writer<'_> {
             });
         }
         self.entry("score", |w| w.expr_line(0, "score", &p.score));
+        for s in &p.scores {
+            self.entry("score", |w| w.expr_line(0, &format!("score {} @s{}", s.name, s.site), &s.expr));
+        }
         if let Some(r) = &p.reward {
             self.entry("reward", |w| {
                 let std = if r.std.is_sample() { String::new() } else { format!(" std {}", word(&r.std)) };
@@ -726,6 +730,7 @@ mod tests {
                 Type::Number,
             ),
             reward: None,
+            scores: vec![],
             stats: vec![],
             examples: vec![],
             site_count: 4,

@@ -432,6 +432,15 @@ impl<'p> Validator<'p> {
             v.close(&f, None)?;
             v.assignable_to(&p.score, &Type::Number, "the score")
         })?;
+        for (i, s) in p.scores.iter().enumerate() {
+            self.at_index("scores", i, |v| {
+                v.site(s.site)?;
+                let mut f = Frame::new(Place::Score);
+                v.expr(&s.expr, &mut f, 0)?;
+                v.close(&f, None)?;
+                v.assignable_to(&s.expr, &Type::Number, "a score")
+            })?;
+        }
         if let Some(r) = &p.reward {
             self.at("reward", |v| {
                 v.site(r.site)?;

@@ -303,6 +303,8 @@ pub struct Param {
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct ScoreDef {
+    /// `score NAME = ...`: a report-only score beside the main one.
+    pub name: Option<Name>,
     pub expr: Expr,
     pub span: Span,
 }

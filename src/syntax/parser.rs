@@ -766,8 +766,9 @@ impl Lower {
                 Item::Fn(FnDef { name: name.unwrap(), params, ret: ret.unwrap(), body: body.unwrap(), span })
             }
             Rule::score_item => {
-                let e = kids(inner).next().unwrap();
-                Item::Score(ScoreDef { expr: self.expr(e), span })
+                let mut k = kids(inner).peekable();
+                let name = k.next_if(|c| c.as_rule() == Rule::ident).map(|n| self.name(n));
+                Item::Score(ScoreDef { name, expr: self.expr(k.next().unwrap()), span })
             }
             Rule::reward_item => {
                 let settings = kids(inner).map(|s| self.reward_setting(s)).collect();

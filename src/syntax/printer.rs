@@ -623,7 +623,12 @@ impl Printer {
                 self.nl();
             }
             Item::Score(s) => {
-                self.w("score = ");
+                self.w("score ");
+                if let Some(n) = &s.name {
+                    self.w(&n.text);
+                    self.w(" ");
+                }
+                self.w("= ");
                 self.expr(&s.expr, Prec::Lowest);
                 self.nl();
             }
@@ -1445,6 +1450,9 @@ fn erase_item(item: &mut Item) {
         }
         Item::Score(s) => {
             s.span = Span::default();
+            if let Some(n) = &mut s.name {
+                name(n);
+            }
             erase_expr(&mut s.expr);
         }
         Item::Stat(st) => {

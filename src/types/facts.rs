@@ -441,6 +441,10 @@ impl Facts<'_> {
             })
         };
         visit(&self.p.score, &mut used_sets, &mut used_crit);
+        // What only a report-only score reads is used too.
+        for s in &self.p.scores {
+            visit(&s.expr, &mut used_sets, &mut used_crit);
+        }
         for step in &self.p.steps {
             match step {
                 Step::Gate(g) => {

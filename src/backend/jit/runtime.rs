@@ -306,6 +306,7 @@ mod tests {
             sets: vec![],
             score: Expr::constant(Const::Number(1.0)),
             reward: None,
+            scores: vec![],
             stats: vec![],
             examples: vec![],
             site_count: 1,

@@ -156,10 +156,14 @@ impl Checker<'_> {
         };
         let (measure, binary, at) = match &st.measure {
             M::Score(span) => (ir::StatMeasure::Score, false, *span),
+            M::Criterion(n) if self.p.scores.iter().any(|s| s.name == n.text) => {
+                (ir::StatMeasure::NamedScore { name: n.text.clone() }, false, n.span)
+            }
             M::Criterion(n) => {
                 let Some(c) = self.p.criteria.iter().find(|c| c.id == n.text) else {
-                    let ids: Vec<&str> = self.p.criteria.iter().map(|c| c.id.as_str()).collect();
-                    self.report(diagnostics::stat_unknown("criterion", n, &ids));
+                    let mut ids: Vec<&str> = self.p.criteria.iter().map(|c| c.id.as_str()).collect();
+                    ids.extend(self.p.scores.iter().map(|s| s.name.as_str()));
+                    self.report(diagnostics::stat_unknown("criterion or score", n, &ids));
                     return None;
                 };
                 if matches!(c.kind, ir::CriterionKind::Nominal { .. }) {

@@ -64,6 +64,11 @@ pub(super) enum Duplicate<'a> {
     Reward {
         first: Span,
     },
+    /// A report-only score named like the one at `first`.
+    NamedScore {
+        name: &'a str,
+        first: Span,
+    },
     /// A statistic named like the one at `first`.
     Stat {
         name: &'a str,
@@ -93,6 +98,10 @@ pub(super) fn resolve_duplicate(again: Span, what: Duplicate<'_>) -> Diagnostic 
             .with_label(first, "first defined here"),
         Duplicate::Reward { first } => error(CODE, "the reward is declared twice", again, "declared again here")
             .with_label(first, "first declared here"),
+        Duplicate::NamedScore { name, first } => {
+            error(CODE, format!("score `{name}` is defined twice"), again, "defined again here")
+                .with_label(first, "first defined here")
+        }
         Duplicate::Stat { name, first } => {
             error(CODE, format!("statistic `{name}` is declared twice"), again, "declared again here")
                 .with_label(first, "first declared here")

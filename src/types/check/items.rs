@@ -63,7 +63,22 @@ impl Checker<'_> {
 
     /// The score: the one `score = ...` of the file, else the weighted mean of every criterion.
     fn score(&mut self, file: &ast::File) {
+        let mut named: std::collections::HashMap<&str, crate::source::Span> = std::collections::HashMap::new();
         for item in &file.items {
+            if let ast::Item::Score(ast::ScoreDef { name: Some(n), expr, span }) = item {
+                if let Some(first) = named.get(n.text.as_str()) {
+                    let d = Duplicate::NamedScore { name: &n.text, first: *first };
+                    self.report(diagnostics::resolve_duplicate(n.span, d));
+                    continue;
+                }
+                named.insert(&n.text, n.span);
+                let site = self.site(*span);
+                let mut scope = Scope::new(Place::Score);
+                let e = self.expr(expr, &mut scope, Some(&Type::Number));
+                self.expect_type(&e.ty, &Type::Number, expr.span, "a score");
+                self.p.scores.push(ir::NamedScore { name: n.text.clone(), expr: e, site });
+                continue;
+            }
             if let ast::Item::Score(s) = item {
                 if let Some(first) = self.score_seen {
                     self.report(diagnostics::resolve_duplicate(s.span, Duplicate::Score { first }));

@@ -148,6 +148,7 @@ fn empty_program(rubric: ir::RubricInfo) -> Program {
         sets: vec![ir::SetDecl { name: "all".into(), kind: ir::SetKind::All, weight: None, members: vec![] }],
         score: Expr::constant(Const::Null),
         reward: None,
+        scores: vec![],
         stats: vec![],
         examples: vec![],
         site_count: 0,
