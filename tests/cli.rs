@@ -699,6 +699,79 @@ reward {
 }
 "#;
 
+/// `--id-field`: rows named by another field (records carry it as `id`, verdict files name rows
+/// by it); a verdict file's rows and criteria that match nothing are reported after the run,
+/// with counts, never dropped in silence.
+#[test]
+fn run_reports_verdicts_that_match_nothing_and_names_rows_by_id_field() {
+    let dir = TempDir::new("unmatched");
+    let file = dir.file(
+        "j.rubric",
+        "rubric cli.j @ 1.0.0\ninput response: Text\njudge grader { model \"m\" sees response }\ncriterion tone \"Friendly\" by grader\n",
+    );
+    let input = dir.file(
+        "rows.jsonl",
+        "{\"prompt_id\": \"p1\", \"response\": \"a\"}\n{\"prompt_id\": \"p2\", \"response\": \"b\"}\n",
+    );
+    let verdicts = dir.file(
+        "v.jsonl",
+        concat!(
+            "{\"row\": 0, \"verdicts\": {\"tone\": \"met\", \"tonee\": \"met\"}}\n",
+            "{\"row\": 17, \"verdicts\": {\"tone\": \"met\"}}\n",
+            "{\"row\": \"nobody\", \"verdicts\": {\"tone\": \"met\"}}\n",
+            "{\"row\": \"p2\", \"verdicts\": {\"tone\": \"unmet\"}}\n",
+        ),
+    );
+    let out = dir.path("out.jsonl");
+    let o =
+        rubric(&[&"run", &file, &"--input", &input, &"--verdicts", &verdicts, &"--output", &out, &"--allow-errors"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains(
+            "names rows no input row has, their verdicts unused: 1 by index (17), 2 by id (\"nobody\", \"p2\")"
+        ),
+        "{err}"
+    );
+    assert!(err.contains("has verdicts for criteria the rows do not have, unused: `tonee` in 1 row"), "{err}");
+    // By `prompt_id`: row p2 is found, its verdict used; the record's id is the field's value.
+    let o = rubric(&[
+        &"run",
+        &file,
+        &"--input",
+        &input,
+        &"--verdicts",
+        &verdicts,
+        &"--output",
+        &out,
+        &"--id-field",
+        &"prompt_id",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", describe(&o));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("1 by index (17), 1 by id (\"nobody\")"), "{err}");
+    let lines = json_lines(&std::fs::read_to_string(&out).unwrap());
+    assert_eq!((lines[0]["id"].clone(), lines[1]["id"].clone()), (serde_json::json!("p1"), serde_json::json!("p2")));
+    assert_eq!(lines[1]["criteria"][0]["status"], "unmet");
+    // A verdict file whose every row and criterion matches says nothing.
+    let clean = dir.file(
+        "clean.jsonl",
+        "{\"row\": \"p1\", \"verdicts\": {\"tone\": \"met\"}}\n{\"row\": 1, \"verdicts\": {\"tone\": \"met\"}}\n",
+    );
+    let o = rubric(&[
+        &"run",
+        &file,
+        &"--input",
+        &input,
+        &"--verdicts",
+        &clean,
+        &"--output",
+        &out,
+        &"--id-field",
+        &"prompt_id",
+    ]);
+    assert!(!String::from_utf8_lossy(&o.stderr).contains("warning:"), "{}", describe(&o));
+}
+
 /// `std population` in the reward block: `zscore` divides by numpy.std's (ddof = 0) figure, not
 /// torch.std's (ddof = 1); the group statistics report the one used; the IR hash changes only
 /// for the rubric that chose it.

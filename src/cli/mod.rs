@@ -206,6 +206,10 @@ pub enum Command {
         /// Recorded judge verdicts, JSONL keyed by row and criterion.
         #[arg(long)]
         verdicts: Option<PathBuf>,
+        /// The row field that names a row (default `id`): records carry it as `id`, and
+        /// verdict files may name rows by it (HealthBench's `prompt_id`, say).
+        #[arg(long, value_name = "FIELD")]
+        id_field: Option<String>,
         /// Continue an interrupted run: keep the complete lines of OUTPUT, score the rest.
         #[arg(long)]
         resume: bool,
@@ -656,6 +660,7 @@ pub fn main_with(cli: Cli) -> ExitCode {
             input,
             output,
             verdicts,
+            id_field,
             resume,
             engine,
             error_format,
@@ -690,7 +695,7 @@ pub fn main_with(cli: Cli) -> ExitCode {
                 return ExitCode::from(1);
             };
             let program = rubric.program();
-            let ident = rubric.identity();
+            let ident = rubric.identity().with_id_field(id_field.as_deref());
             let judging = match judge_settings(
                 judges.as_deref(),
                 judge.as_deref(),
@@ -716,6 +721,7 @@ pub fn main_with(cli: Cli) -> ExitCode {
                 let settings = RunSettings {
                     input: &input,
                     verdicts: verdicts.as_deref(),
+                    id_field: id_field.as_deref(),
                     judging: &judging,
                     engine: engine.kind(&rubric).name(),
                     compact,
@@ -800,6 +806,11 @@ pub fn main_with(cli: Cli) -> ExitCode {
                     }
                     if !s.failures.is_empty() {
                         eprintln!("{}", failures_line(&s));
+                    }
+                    if let (Some(v), Some(path)) = (&vf, &verdicts) {
+                        for line in unmatched_lines(&v.unmatched(), path, s.skipped_resume > 0) {
+                            eprintln!("{line}");
+                        }
                     }
                     if !runtime::is_stdio(&output) {
                         let facts =
@@ -1290,6 +1301,7 @@ fn fmt_file(file: &Path, check: bool, to_stdout: bool) -> u8 {
 struct RunSettings<'a> {
     input: &'a Path,
     verdicts: Option<&'a Path>,
+    id_field: Option<&'a str>,
     /// `judges.toml` and a replayed transcript are read from here.
     judging: &'a JudgeSettings,
     engine: &'static str,
@@ -1323,6 +1335,51 @@ fn provenance(ident: &runtime::Identity, s: &RunSettings<'_>) -> Result<serde_js
         "groups": s.groups,
         "numeric": if s.tensor { "tensor" } else { "scalar" },
     }))
+    .map(|mut v| {
+        // Only when set, so that outputs written before the option existed still resume.
+        if let Some(f) = s.id_field {
+            v["id_field"] = serde_json::json!(f);
+        }
+        v
+    })
+}
+
+/// The warnings of a run whose verdict file names rows or criteria the run did not have.
+fn unmatched_lines(u: &runtime::Unmatched, path: &Path, resumed: bool) -> Vec<String> {
+    let mut out = Vec::new();
+    let some = |xs: Vec<String>| {
+        let n = xs.len();
+        let shown: Vec<String> = xs.into_iter().take(5).collect();
+        format!("{}{}", shown.join(", "), if n > 5 { format!(", and {} more", n - 5) } else { String::new() })
+    };
+    if !resumed && (!u.indices.is_empty() || !u.ids.is_empty()) {
+        let mut parts = Vec::new();
+        if !u.indices.is_empty() {
+            parts.push(format!(
+                "{} by index ({})",
+                u.indices.len(),
+                some(u.indices.iter().map(u64::to_string).collect())
+            ));
+        }
+        if !u.ids.is_empty() {
+            parts.push(format!("{} by id ({})", u.ids.len(), some(u.ids.iter().map(|i| format!("{i:?}")).collect())));
+        }
+        out.push(format!(
+            "warning: `{}` names rows no input row has, their verdicts unused: {}",
+            path.display(),
+            parts.join(", ")
+        ));
+    }
+    if !u.criteria.is_empty() {
+        let listed = some(
+            u.criteria.iter().map(|(c, n)| format!("`{c}` in {n} row{}", if *n == 1 { "" } else { "s" })).collect(),
+        );
+        out.push(format!(
+            "warning: `{}` has verdicts for criteria the rows do not have, unused: {listed}",
+            path.display()
+        ));
+    }
+    out
 }
 
 /// How many failed rows a run may have and still exit 0.

@@ -11,7 +11,7 @@ pub mod groups;
 pub mod verdicts;
 
 pub use bind::{bind_row, BindError};
-pub use verdicts::VerdictFile;
+pub use verdicts::{Unmatched, VerdictFile};
 
 use crate::engine::{Engine, RowResult, TrapInfo, VerdictSource};
 use crate::ir::{Program, SiteTable};
@@ -39,6 +39,9 @@ pub struct Identity {
     pub bundle: Option<String>,
     /// The site table beside the program (`types::Compiled::sites`, a bundle's source map).
     pub sites: SiteTable,
+    /// The row field that names a row in records and verdict files (`--id-field`; `id` when
+    /// unset).
+    pub id_field: Option<String>,
 }
 
 impl Identity {
@@ -50,7 +53,14 @@ impl Identity {
             ir_hash: p.hash(),
             bundle: None,
             sites: sites.clone(),
+            id_field: None,
         }
+    }
+
+    /// Records and verdict files name rows by this field instead of `id`.
+    pub fn with_id_field(mut self, field: Option<&str>) -> Identity {
+        self.id_field = field.map(String::from);
+        self
     }
 
     /// The identity of a program loaded from the bundle whose hash is `bundle`.
@@ -194,9 +204,10 @@ pub enum RunError {
     Resume(String),
 }
 
-/// The row's identity: its 0-based index among non-blank lines, and its `id` field if any.
-fn row_id(row: &Json) -> Option<Json> {
-    row.get("id").filter(|v| v.is_string() || v.is_number()).cloned()
+/// The row's identity: its 0-based index among non-blank lines, and its id: the `id` field, or
+/// the field `--id-field` names, when it is a string or a number.
+pub fn row_id(row: &Json, field: Option<&str>) -> Option<Json> {
+    row.get(field.unwrap_or("id")).filter(|v| v.is_string() || v.is_number()).cloned()
 }
 
 /// The text of a caught panic's payload.
@@ -279,6 +290,9 @@ pub fn score_row(
     match prepare_contained(program, ident, index, row, verdicts) {
         Ok(row) => {
             let result = Contained(engine).evaluate(program, &row.inputs, &row.verdicts);
+            if let Some(v) = verdicts {
+                v.note_result(&row.verdicts, result.criteria.iter().map(|c| c.id.as_str()));
+            }
             finish_record(row.out, ident, engine.name(), &result)
         }
         Err(record) => record,
@@ -332,6 +346,9 @@ pub fn prepare_row(
 ) -> Result<PreparedRow, Json> {
     let mut out = Map::new();
     out.insert("row".into(), json!(index));
+    if let Some(v) = verdicts {
+        v.saw_index(index);
+    }
     let parsed;
     let row = match row {
         RowIn::Value(v) => v,
@@ -360,9 +377,12 @@ pub fn prepare_row(
             format!("a row must be a JSON object, found {}", kind_of(row)),
         ));
     }
-    let id = row_id(row);
+    let id = row_id(row, ident.id_field.as_deref());
     if let Some(id) = &id {
         out.insert("id".into(), id.clone());
+        if let Some(v) = verdicts {
+            v.saw_id(id);
+        }
     }
     let inputs = match bind_row(program, row) {
         Ok(v) => v,
@@ -1077,6 +1097,9 @@ fn score_chunk_results(
                     outs.push(error_record(r.out, ident, "rubric::row::internal", "the row was not evaluated".into()));
                     continue;
                 };
+                if let Some(v) = verdicts {
+                    v.note_result(&r.verdicts, result.criteria.iter().map(|c| c.id.as_str()));
+                }
                 let mut record = finish_record(r.out, ident, engine.name(), &result);
                 let (mut usd, mut unknown, mut dispatched) = (0.0, 0u64, false);
                 if let Some(list) = record.get_mut("criteria").and_then(Json::as_array_mut) {
