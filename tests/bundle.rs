@@ -949,3 +949,37 @@ fn bundle_trap_sites_locate_the_gate_in_the_source() {
     let (start, end) = (site["start"].as_u64().unwrap() as usize, site["end"].as_u64().unwrap() as usize);
     assert!(src[start..end].starts_with("gate first: xs[3]"), "the site is `{}`", &src[start..end]);
 }
+
+/// Report-only scores and run statistics travel in the bundle: `inspect` lists them, a bundle run
+/// writes the same `scores` as the source, and `diff` names a change to either.
+#[test]
+fn bundles_carry_report_only_scores_and_statistics() {
+    let dir = TempDir::new("bundle-scores");
+    let src = "rubric bundle.scores @ 1.0.0\ninput response: Text\n\
+               criteria main {\n  criterion short \"Short\" check word_count(response) <= 5\n  criterion polite \"Polite\" check contains_ci(response, \"please\")\n}\n\
+               score = fraction(main)\nscore strict = if all(main) then 1 else 0\nstat strict_rate = rate(strict >= 1)\n";
+    dir.file("a.rubric", src);
+    dir.file("b.rubric", &src.replace("then 1 else 0", "then 1 else 0.5"));
+    dir.file("rows.jsonl", "{\"response\": \"please\"}\n{\"response\": \"no thanks at all, friend, not now\"}\n");
+    let built = rubric_in(&dir.0, &[&"build", &"a.rubric", &"-o", &"a.rbk"]);
+    assert!(built.status.success(), "{}", describe_output(&built));
+    let inspected = rubric_in(&dir.0, &[&"inspect", &"a.rbk"]);
+    let text = String::from_utf8_lossy(&inspected.stdout);
+    assert!(text.contains("strict = if all(main) then 1 else 0  (report only)"), "{text}");
+    assert!(text.contains("stat      strict_rate = rate(score strict >= 1)"), "{text}");
+    for (file, out) in [("a.rubric", "src.jsonl"), ("a.rbk", "rbk.jsonl")] {
+        let o = rubric_in(&dir.0, &[&"run", &file, &"--input", &"rows.jsonl", &"--output", &out, &"--no-progress"]);
+        assert!(o.status.success(), "{}", describe_output(&o));
+    }
+    let scores = |f: &str| -> Vec<Json> {
+        json_lines(&std::fs::read_to_string(dir.path(f)).unwrap()).iter().map(|r| r["scores"].clone()).collect()
+    };
+    assert_eq!(scores("src.jsonl"), scores("rbk.jsonl"));
+    assert_eq!(scores("src.jsonl")[0]["strict"], 1);
+    let diffed = rubric_in(&dir.0, &[&"diff", &"a.rubric", &"b.rubric"]);
+    let text = String::from_utf8_lossy(&diffed.stdout);
+    assert!(
+        text.contains("~ score strict: expression if all(main) then 1 else 0 → if all(main) then 1 else 0.5"),
+        "{text}"
+    );
+}

@@ -23,6 +23,12 @@ pub struct Description {
     pub functions: Vec<NamedExpr>,
     pub score: String,
     pub score_type: String,
+    /// Report-only scores (`score NAME = ...`): name and expression.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub scores: Vec<NamedExpr>,
+    /// Run statistics (`stat NAME = ...`): name and form.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub stats: Vec<NamedExpr>,
     pub examples: Vec<String>,
 }
 
@@ -230,6 +236,19 @@ pub fn describe(p: &Program) -> Description {
         functions,
         score: printer.expr(&p.score),
         score_type: p.score.ty.to_string(),
+        scores: p
+            .scores
+            .iter()
+            .map(|s| NamedExpr { name: s.name.clone(), ty: s.expr.ty.to_string(), value: printer.expr(&s.expr) })
+            .collect(),
+        stats: p
+            .stats
+            .iter()
+            .map(|s| {
+                let line = crate::ir::stat_form(s);
+                NamedExpr { name: s.name.clone(), ty: "stat".into(), value: line }
+            })
+            .collect(),
         examples: p.examples.iter().map(|e| e.name.clone()).collect(),
     }
 }

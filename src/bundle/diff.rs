@@ -76,6 +76,8 @@ pub fn diff(a: &Description, b: &Description) -> Vec<Change> {
     if a.score != b.score {
         out.push("score", "score", "expression", Some(a.score.clone()), Some(b.score.clone()));
     }
+    keyed(&mut out, "score", &a.scores, &b.scores, |s| &s.name, |o, x, y| named(o, "score", x, y));
+    keyed(&mut out, "stat", &a.stats, &b.stats, |s| &s.name, |o, x, y| named(o, "stat", x, y));
     for e in &a.examples {
         if !b.examples.contains(e) {
             out.push("example", e, "removed", None, None);

@@ -206,6 +206,12 @@ pub fn inspect_command(file: &Path, as_json: bool) -> ExitCode {
         .collect();
     outln!("entry     score({}) -> {}", params.join(", "), d.score_type);
     outln!("score     {}", d.score);
+    for s in &d.scores {
+        outln!("score     {} = {}  (report only)", s.name, s.value);
+    }
+    for s in &d.stats {
+        outln!("stat      {} = {}", s.name, s.value);
+    }
     outln!("range     {range}");
     inspect_body(&d);
     outln!("");

@@ -20,7 +20,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use std::fmt;
 
-pub use print::{print_program, print_sites};
+pub use print::{print_program, print_sites, stat_form};
 pub use typing::{assignable, consistent, join, subst, unify, Bindings};
 
 /// Bumped whenever the meaning or the serialised shape of the IR changes (2: the site table

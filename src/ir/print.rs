@@ -114,6 +114,11 @@ impl Sx {
 /// large or very small magnitudes.
 /// `stat NAME mean(points_ratio(items)) per tag "axis:" clip [0, 1]`.
 fn stat_line(st: &StatDecl) -> String {
+    format!("stat {} {}", st.name, stat_form(st))
+}
+
+/// A statistic's form without its name: `mean(points_ratio(items)) per tag "axis:" clip [0, 1]`.
+pub fn stat_form(st: &StatDecl) -> String {
     let measure = match &st.measure {
         StatMeasure::Score => "score".to_string(),
         StatMeasure::NamedScore { name } => format!("score {name}"),
@@ -129,7 +134,7 @@ fn stat_line(st: &StatDecl) -> String {
         Some(StatPer::Input { name }) => format!(" per input {name}"),
     };
     let clip = st.clip.map(|(lo, hi)| format!(" clip [{}, {}]", num(lo), num(hi))).unwrap_or_default();
-    format!("stat {} {}({measure}{test}){per}{clip}", st.name, word(&st.agg))
+    format!("{}({measure}{test}){per}{clip}", word(&st.agg))
 }
 
 /// The serde name of a unit enum value (a reward setting), for the text form.
