@@ -227,6 +227,15 @@ fn verifier() -> BoxedStrategy<Verifier> {
         (ident(), type_expr(), ident(), ident(), expr()).prop_map(|(var, ty, from, judge, check)| {
             VerifierKind::Extract { var: nm(var), ty, from: nm(from), judge: nm(judge), check }
         }),
+        (vec((ident(), proptest::option::of(text()), expr()), 1..3), proptest::option::of(expr())).prop_map(
+            |(checks, value)| VerifierKind::Checks {
+                checks: checks
+                    .into_iter()
+                    .map(|(n, t, check)| SubCheck { name: nm(n), text: t.map(lit), check, span: sp() })
+                    .collect(),
+                value,
+            }
+        ),
     ];
     kind.prop_map(|kind| Verifier { kind, span: sp() }).boxed()
 }

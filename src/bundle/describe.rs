@@ -260,6 +260,7 @@ fn set_kind(k: SetKind) -> &'static str {
         SetKind::Block => "criteria",
         SetKind::Each => "each",
         SetKind::Group => "group",
+        SetKind::Checks => "checks",
     }
 }
 

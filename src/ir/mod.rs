@@ -623,6 +623,8 @@ pub enum SetKind {
     Block,
     Each,
     Group,
+    /// The sub-checks of one criterion (`PARENT.*`): not members of `all`.
+    Checks,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

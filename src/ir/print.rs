@@ -210,6 +210,7 @@ fn set_kind(k: SetKind) -> &'static str {
         SetKind::Block => "block",
         SetKind::Each => "each",
         SetKind::Group => "group",
+        SetKind::Checks => "checks",
     }
 }
 

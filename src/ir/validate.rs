@@ -715,12 +715,20 @@ impl<'p> Validator<'p> {
     fn sets(&mut self) -> R {
         let p = self.p;
         self.want(!p.sets.is_empty(), || "the program has no sets: set 0 is `all`".into())?;
-        // Set 0 is every static criterion and `each` block, in step order.
+        // Set 0 is every static criterion and `each` block, in step order, but sub-checks (the
+        // members of `checks` sets), which count through their criterion.
+        let sub_check: BTreeSet<u32> = p
+            .sets
+            .iter()
+            .filter(|s| s.kind == SetKind::Checks)
+            .flat_map(|s| s.members.iter().filter_map(|m| if let Member::Criterion(c) = m { Some(*c) } else { None }))
+            .collect();
         let all: Vec<Member> = p
             .steps
             .iter()
             .enumerate()
             .filter_map(|(i, s)| match s {
+                Step::Criterion(c) if sub_check.contains(c) => None,
                 Step::Criterion(c) => Some(Member::Criterion(*c)),
                 Step::Each(_) => Some(Member::Each(i as u32)),
                 Step::Gate(_) => None,
@@ -731,7 +739,9 @@ impl<'p> Validator<'p> {
             v.want(s0.kind == SetKind::All && s0.name == "all" && s0.weight.is_none(), || {
                 "set 0 must be `all`, of kind `all`".into()
             })?;
-            v.want(s0.members == all, || "set 0 must hold every criterion and `each` block, in step order".into())
+            v.want(s0.members == all, || {
+                "set 0 must hold every criterion but sub-checks, and every `each` block, in step order".into()
+            })
         })?;
         let mut depth = vec![1usize; p.sets.len()];
         for si in (1..p.sets.len()).rev() {
@@ -754,9 +764,10 @@ impl<'p> Validator<'p> {
                     v.at_index("members", k, |v| match m {
                         Member::Criterion(c) => {
                             v.index("criterion", *c, p.criteria.len())?;
-                            v.want(matches!(s.kind, SetKind::Tier | SetKind::Block | SetKind::Group), || {
-                                "a criterion belongs to a tier, block or group".into()
-                            })
+                            v.want(
+                                matches!(s.kind, SetKind::Tier | SetKind::Block | SetKind::Group | SetKind::Checks),
+                                || "a criterion belongs to a tier, block, group or criterion's sub-checks".into(),
+                            )
                         }
                         Member::Each(step) => {
                             v.index("step", *step, p.steps.len())?;

@@ -525,7 +525,7 @@ fn item_of(c: &ast::Criterion, judged_by_default: bool) -> Option<Item> {
             numbers_in(e, &mut ns);
             it.check_numbers = Some(ns);
         }
-        Some(ast::VerifierKind::Value(_) | ast::VerifierKind::Extract { .. }) => {}
+        Some(ast::VerifierKind::Value(_) | ast::VerifierKind::Extract { .. } | ast::VerifierKind::Checks { .. }) => {}
     }
     Some(it)
 }

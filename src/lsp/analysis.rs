@@ -572,6 +572,10 @@ fn criterion(
         Some(VerifierKind::Judge(j)) => format!("judged by `{}`", j.text),
         Some(VerifierKind::Check(e)) => format!("verifier: `check {}`", quote(loaded, e.span)),
         Some(VerifierKind::Value(e)) => format!("verifier: `value {}`", quote(loaded, e.span)),
+        Some(VerifierKind::Checks { checks, .. }) => format!(
+            "sub-checks: {}",
+            checks.iter().map(|c| format!("`{}`", c.name.text)).collect::<Vec<_>>().join(", ")
+        ),
         Some(VerifierKind::Extract { judge, .. }) => {
             format!(
                 "extracted by `{}`: `{}`",

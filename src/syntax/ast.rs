@@ -236,6 +236,17 @@ pub enum VerifierKind {
     Value(Expr),
     /// `extract var: Type from input by judge check <Bool expr>`
     Extract { var: Name, ty: TypeExpr, from: Name, judge: Name, check: Expr },
+    /// `{ check NAME "TEXT": <Bool expr> ... value <Number expr> }`: sub-checks, each reported,
+    /// and the criterion's value computed from them (met when all pass, without `value`).
+    Checks { checks: Vec<SubCheck>, value: Option<Expr> },
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct SubCheck {
+    pub name: Name,
+    pub text: Option<StrLit>,
+    pub check: Expr,
+    pub span: Span,
 }
 
 #[derive(Debug, Clone, PartialEq)]

@@ -1124,6 +1124,30 @@ impl Lower {
             Rule::verify_by => VerifierKind::Judge(self.name(k.next().unwrap())),
             Rule::verify_check => VerifierKind::Check(self.expr(k.next().unwrap())),
             Rule::verify_value => VerifierKind::Value(self.expr(k.next().unwrap())),
+            Rule::verify_checks => {
+                let mut checks = Vec::new();
+                let mut value = None;
+                for c in k {
+                    let at = self.span(&c);
+                    match c.as_rule() {
+                        Rule::sub_check => {
+                            let mut parts = kids(c);
+                            let name = self.name(parts.next().unwrap());
+                            let mut text = None;
+                            let mut check = None;
+                            for p in parts {
+                                match p.as_rule() {
+                                    Rule::string => text = Some(self.string(p)),
+                                    _ => check = Some(self.expr(p)),
+                                }
+                            }
+                            checks.push(SubCheck { name, text, check: check.unwrap(), span: at });
+                        }
+                        _ => value = Some(self.expr(kids(c).next().unwrap())),
+                    }
+                }
+                VerifierKind::Checks { checks, value }
+            }
             Rule::verify_extract => {
                 let var = self.name(k.next().unwrap());
                 let ty = self.type_expr(k.next().unwrap());

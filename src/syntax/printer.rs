@@ -1017,6 +1017,32 @@ impl Printer {
                 self.w(" check ");
                 self.expr(check, Prec::Lowest);
             }
+            VerifierKind::Checks { checks, value } => {
+                self.w("{");
+                self.nl();
+                self.push_indent();
+                for c in checks {
+                    self.line_start();
+                    self.w("check ");
+                    self.w(&c.name.text);
+                    if let Some(t) = &c.text {
+                        self.w(" ");
+                        self.str_lit(&t.value);
+                    }
+                    self.w(": ");
+                    self.expr(&c.check, Prec::Lowest);
+                    self.nl();
+                }
+                if let Some(v) = value {
+                    self.line_start();
+                    self.w("value ");
+                    self.expr(v, Prec::Lowest);
+                    self.nl();
+                }
+                self.pop_indent();
+                self.line_start();
+                self.w("}");
+            }
         }
     }
 
@@ -1596,6 +1622,19 @@ fn erase_criterion(c: &mut Criterion) {
         match &mut v.kind {
             VerifierKind::Judge(j) => name(j),
             VerifierKind::Check(e) | VerifierKind::Value(e) => erase_expr(e),
+            VerifierKind::Checks { checks, value } => {
+                for c in checks {
+                    c.span = Span::default();
+                    name(&mut c.name);
+                    if let Some(t) = &mut c.text {
+                        str_lit(t);
+                    }
+                    erase_expr(&mut c.check);
+                }
+                if let Some(v) = value {
+                    erase_expr(v);
+                }
+            }
             VerifierKind::Extract { var, ty, from, judge, check } => {
                 name(var);
                 erase_type(ty);

@@ -180,6 +180,40 @@ impl Checker<'_> {
             ast::VerifierKind::Extract { var, ty, from, judge, check } => {
                 self.extract(var, ty, from, judge, check, scope)?
             }
+            // The sub-checks themselves are criteria of their own steps (`Checker::sub_checks`);
+            // here, what the criterion's value is made of.
+            ast::VerifierKind::Checks { value, .. } => {
+                let Some((set, at)) = scope.checks else {
+                    self.report(diagnostics::type_sub_checks_place(v.span));
+                    return None;
+                };
+                match value {
+                    None => {
+                        if attrs.kind_span.is_some() && !matches!(attrs.kind, ir::CriterionKind::Binary) {
+                            self.report(diagnostics::type_criterion_kind(v.span, KindError::CheckNotBinary));
+                        }
+                        let site = self.site(at);
+                        let all = ir::ExprKind::Aggregate {
+                            op: ir::AggOp::All,
+                            set,
+                            policy: ir::Policy::Propagate,
+                            args: vec![],
+                            site,
+                        };
+                        ir::Verifier::Check { expr: Expr { kind: all, ty: Type::Bool } }
+                    }
+                    Some(e) => {
+                        if attrs.kind_span.is_none() {
+                            attrs.kind = ir::CriterionKind::Continuous;
+                        } else if !matches!(attrs.kind, ir::CriterionKind::Continuous) {
+                            self.report(diagnostics::type_criterion_kind(v.span, KindError::ValueNotContinuous));
+                        }
+                        let x = self.expr(e, scope, Some(&Type::Number));
+                        self.expect_type(&x.ty, &Type::Number, e.span, "a value");
+                        ir::Verifier::Value { expr: x }
+                    }
+                }
+            }
         })
     }
 

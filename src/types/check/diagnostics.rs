@@ -57,6 +57,8 @@ pub(super) enum Duplicate<'a> {
         first: Option<Span>,
     },
     Parameter(&'a str),
+    /// A sub-check named like another of the same criterion.
+    SubCheck(&'a str),
     Function(&'a str),
     Score {
         first: Span,
@@ -93,6 +95,7 @@ pub(super) fn resolve_duplicate(again: Span, what: Duplicate<'_>) -> Diagnostic 
             }
         }
         Duplicate::Parameter(name) => error(CODE, format!("parameter `{name}` is declared twice"), again, "again here"),
+        Duplicate::SubCheck(name) => error(CODE, format!("sub-check `{name}` is declared twice"), again, "again here"),
         Duplicate::Function(name) => error(CODE, format!("function `{name}` is defined twice"), again, "again here"),
         Duplicate::Score { first } => error(CODE, "the score is defined twice", again, "defined again here")
             .with_label(first, "first defined here"),

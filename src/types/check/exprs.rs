@@ -175,6 +175,9 @@ impl Checker<'_> {
         if let Some((i, t)) = scope.lookup(&n.text) {
             return self.narrow(Expr { kind: ExprKind::Local(i), ty: t });
         }
+        if let (Some((set, _)), "passed" | "failed" | "total") = (scope.checks, n.text.as_str()) {
+            return self.sub_check_count(set, &n.text, n.span);
+        }
         let place = scope.place;
         let global = if place == Place::Function { None } else { self.global(&n.text) };
         match global {
@@ -215,6 +218,29 @@ impl Checker<'_> {
                 self.report(d);
                 self.bad()
             }
+        }
+    }
+
+    /// `passed`, `failed` or `total` in a sub-checked criterion's `value`: counts over its set
+    /// (`count_met`, `count - count_met`, `count`; an unscored sub-check propagates).
+    fn sub_check_count(&mut self, set: u32, which: &str, at: crate::source::Span) -> Expr {
+        let site = self.site(at);
+        let agg = |op| Expr {
+            kind: ExprKind::Aggregate { op, set, policy: crate::ir::Policy::Propagate, args: vec![], site },
+            ty: Type::Number,
+        };
+        match which {
+            "passed" => agg(crate::ir::AggOp::CountMet),
+            "total" => agg(crate::ir::AggOp::Count),
+            _ => Expr {
+                kind: ExprKind::Binary {
+                    op: crate::ir::BinOp::Sub,
+                    lhs: Box::new(agg(crate::ir::AggOp::Count)),
+                    rhs: Box::new(agg(crate::ir::AggOp::CountMet)),
+                    site,
+                },
+                ty: Type::Number,
+            },
         }
     }
 

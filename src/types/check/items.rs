@@ -137,8 +137,15 @@ impl Checker<'_> {
     /// `all` holds every static criterion and every per-instance block, in step order.
     fn fill_set_all(&mut self) {
         let mut all = Vec::new();
+        let sub_check = |p: &ir::Program, c: u32| {
+            p.criteria
+                .get(c as usize)
+                .is_some_and(|d| d.sets.iter().any(|s| p.sets[*s as usize].kind == ir::SetKind::Checks))
+        };
         for (i, step) in self.p.steps.iter().enumerate() {
             match step {
+                // Sub-checks count through their criterion, not on their own.
+                ir::Step::Criterion(c) if sub_check(&self.p, *c) => {}
                 ir::Step::Criterion(c) => all.push(ir::Member::Criterion(*c)),
                 ir::Step::Each(_) => all.push(ir::Member::Each(i as u32)),
                 ir::Step::Gate(_) => {}
@@ -282,6 +289,42 @@ impl Checker<'_> {
         }
     }
 
+    /// The sub-checks of criterion `parent`: each a binary criterion `PARENT.NAME` of its own
+    /// step, before the parent's, and a member only of the set `PARENT.*` (kind `checks`, left
+    /// out of `all`). Returns the set.
+    fn sub_checks(&mut self, parent: &str, checks: &[ast::SubCheck]) -> Option<u32> {
+        let set = self.p.sets.len() as u32;
+        // `PARENT.*`: no criterion or set can have that name (names are identifiers, sub-checks
+        // `PARENT.IDENT`), so that every name still finds one thing.
+        self.p.sets.push(ir::SetDecl {
+            name: format!("{parent}.*"),
+            kind: ir::SetKind::Checks,
+            weight: None,
+            members: vec![],
+        });
+        let mut seen: std::collections::HashSet<&str> = std::collections::HashSet::new();
+        for c in checks {
+            if !seen.insert(&c.name.text) {
+                self.report(diagnostics::resolve_duplicate(c.name.span, Duplicate::SubCheck(&c.name.text)));
+                continue;
+            }
+            let text = c.text.as_ref().map_or_else(|| c.name.text.clone(), |t| t.value.clone());
+            let sub = ast::Criterion {
+                id: Some(ast::Name { text: format!("{parent}.{}", c.name.text), span: c.name.span }),
+                text: Some(ast::Expr {
+                    kind: ast::ExprKind::Str(text),
+                    span: c.text.as_ref().map_or(c.name.span, |t| t.span),
+                }),
+                attrs: vec![],
+                verifier: Some(ast::Verifier { kind: ast::VerifierKind::Check(c.check.clone()), span: c.check.span }),
+                span: c.span,
+            };
+            let idx = self.static_criterion(&sub, &[set], None)?;
+            self.p.sets[set as usize].members.push(ir::Member::Criterion(idx));
+        }
+        Some(set)
+    }
+
     /// A criterion with an id, a step of its own, a member of `sets`. Returns its index.
     pub(super) fn static_criterion(
         &mut self,
@@ -290,8 +333,15 @@ impl Checker<'_> {
         default_judge: Option<&ast::Name>,
     ) -> Option<u32> {
         let id = c.id.as_ref()?;
+        let checks = match &c.verifier {
+            Some(ast::Verifier { kind: ast::VerifierKind::Checks { checks, .. }, span }) => {
+                Some((self.sub_checks(&id.text, checks)?, *span))
+            }
+            _ => None,
+        };
         let step = self.p.steps.len();
         let mut scope = Scope::new(Place::Step(step));
+        scope.checks = checks;
         let decl = self.criterion_decl(c, &id.text, &mut scope, default_judge, sets.to_vec())?;
         let idx = self.p.criteria.len() as u32;
         self.p.criteria.push(decl);

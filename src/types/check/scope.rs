@@ -55,11 +55,14 @@ pub(super) struct Scope {
     next_local: u32,
     pub(super) max_local: u32,
     pub(super) place: Place,
+    /// In the `value` of a criterion made of sub-checks: their set, which `passed`, `failed` and
+    /// `total` count.
+    pub(super) checks: Option<(u32, Span)>,
 }
 
 impl Scope {
     pub(super) fn new(place: Place) -> Scope {
-        Scope { locals: vec![], next_local: 0, max_local: 0, place }
+        Scope { locals: vec![], next_local: 0, max_local: 0, place, checks: None }
     }
 
     pub(super) fn push(&mut self, name: &str, ty: Type) -> u32 {

@@ -235,6 +235,14 @@ pub(in crate::types::check) enum KindError<'a> {
     ValueNotContinuous,
 }
 
+/// Sub-checks on a criterion that has no id of its own (the template of an `each` block).
+pub(in crate::types::check) fn type_sub_checks_place(at: Span) -> Diagnostic {
+    error("rubric::type::sub_checks_place", "sub-checks belong to a named criterion", at, "in a per-instance template")
+        .with_help(
+            "give the sub-checks to a `criterion NAME`; a template's criteria are checked, valued or judged directly",
+        )
+}
+
 pub(in crate::types::check) fn type_criterion_kind(at: Span, what: KindError<'_>) -> Diagnostic {
     const CODE: &str = "rubric::type::criterion_kind";
     match what {
