@@ -239,3 +239,59 @@ fn the_report_draws_the_rubrics_statistics_per_key() {
     assert_eq!(got["axis_bars"], json!(axes));
     assert_eq!(got["rows_after_query_ids"], json!(["golden"]));
 }
+
+#[test]
+fn the_report_shows_the_judges_agreement_with_human_labels() {
+    let dir = TempDir::new("report-agree");
+    let ex = crate_root().join("examples/judge-agreement");
+    let out = dir.path("out.jsonl");
+    let run = rubric(&[
+        &"run",
+        &ex.join("main.rubric"),
+        &"--input",
+        &ex.join("inputs.jsonl"),
+        &"--verdicts",
+        &ex.join("verdicts.jsonl"),
+        &"--output",
+        &out,
+        &"--allow-errors",
+        &"--no-progress",
+    ]);
+    assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
+    let agreed = rubric(&[
+        &"agree",
+        &ex.join("main.rubric"),
+        &"--input",
+        &ex.join("inputs.jsonl"),
+        &"--results",
+        &out,
+        &"--labels",
+        &ex.join("labels.jsonl"),
+        &"--format",
+        &"json",
+    ]);
+    assert!(agreed.status.success(), "{}", String::from_utf8_lossy(&agreed.stderr));
+    let agreement = dir.file("agree.json", &String::from_utf8_lossy(&agreed.stdout));
+    let report: Json = serde_json::from_slice(&agreed.stdout).unwrap();
+    let page = dir.path("report.html");
+    let made = rubric(&[&"report", &out, &"--agreement", &agreement, &"-o", &page]);
+    assert!(made.status.success(), "{}", String::from_utf8_lossy(&made.stderr));
+    let got = drive(&page, &dir.path("agree.png"), "", 0);
+    assert_eq!(got["page_errors"], json!([]), "{got}");
+    assert_eq!(got["agreement_visible"], true);
+    let rows = got["agreement"].as_array().unwrap();
+    let groups = report["groups"].as_array().unwrap();
+    assert_eq!(rows.len(), groups.len());
+    // The overall group: its items, pairs and accuracy with its interval, as `rubric agree` gave them.
+    let (g, row) = (&groups[0], &rows[0]);
+    assert_eq!(row[0], format!("{}: {}", g["by"].as_str().unwrap(), g["key"].as_str().unwrap()));
+    assert_eq!(row[2], g["items"].to_string());
+    let acc = &g["metrics"]["accuracy"];
+    let want = format!(
+        "{:.3} [{:.3}, {:.3}]",
+        acc["value"].as_f64().unwrap(),
+        acc["ci"][0].as_f64().unwrap(),
+        acc["ci"][1].as_f64().unwrap()
+    );
+    assert_eq!(row[4], want);
+}

@@ -29,6 +29,10 @@ pub struct ReportArgs {
     /// it, the mean score's interval is computed here.
     #[arg(long)]
     pub summary: Option<PathBuf>,
+    /// The judges' agreement with human labels (`rubric agree --format json`): shown per group
+    /// with its intervals and the annotators' own agreement.
+    #[arg(long, value_name = "FILE")]
+    pub agreement: Option<PathBuf>,
     /// Where the page goes.
     #[arg(short, long, default_value = "report.html")]
     pub output: PathBuf,
@@ -55,6 +59,8 @@ pub struct ReportData {
     pub failures: Vec<Count>,
     pub unscored_reasons: Vec<Count>,
     pub judges: Vec<JudgeLine>,
+    /// Per group of `rubric agree`'s report: what the page shows of it.
+    pub agreement: Vec<Json>,
     pub rows: Vec<Json>,
 }
 
@@ -273,6 +279,7 @@ pub fn build(
         failures,
         unscored_reasons,
         judges: judges.into_values().collect(),
+        agreement: vec![],
         rows,
     })
 }
@@ -294,6 +301,27 @@ pub fn render(data: &ReportData) -> Result<String, String> {
 
 fn html_escape(s: &str) -> String {
     s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;").replace('{', "&#123;")
+}
+
+/// The groups of `rubric agree --format json` as the page shows them: group, kind, items, pairs,
+/// accuracy, balanced accuracy, κ and α with their intervals, and the annotators' α.
+fn agreement_rows(report: &Json) -> Result<Vec<Json>, String> {
+    let groups = report
+        .get("groups")
+        .and_then(Json::as_array)
+        .ok_or("not a `rubric agree --format json` report (no `groups`)")?;
+    let metric = |g: &Json, m: &str| g["metrics"].get(m).cloned().unwrap_or(Json::Null);
+    Ok(groups
+        .iter()
+        .map(|g| {
+            serde_json::json!({
+                "by": g["by"], "key": g["key"], "kind": g["kind"], "items": g["items"], "pairs": g["pairs"],
+                "accuracy": metric(g, "accuracy"), "balanced_accuracy": metric(g, "balanced_accuracy"),
+                "kappa": metric(g, "kappa"), "alpha": metric(g, "alpha"),
+                "human_alpha": g["human"]["metrics"].get("alpha").cloned().unwrap_or(Json::Null),
+            })
+        })
+        .collect())
 }
 
 fn read_inputs(path: &Path) -> Result<Vec<Option<Json>>, String> {
@@ -328,6 +356,12 @@ pub fn run(a: ReportArgs) -> ExitCode {
             None => vec![],
         };
         let mut data = build(open(&a.results)?, &inputs, summary, a.title.clone())?;
+        if let Some(p) = &a.agreement {
+            let text = std::fs::read_to_string(p).map_err(|e| format!("{}: {e}", p.display()))?;
+            let v: Json = serde_json::from_str(&text).map_err(|e| format!("{}: not JSON: {e}", p.display()))?;
+            data.agreement = agreement_rows(&v).map_err(|e| format!("{}: {e}", p.display()))?;
+            data.sources.insert("agreement".into(), Json::String(p.display().to_string()));
+        }
         data.sources.insert("results".into(), Json::String(a.results.display().to_string()));
         if let Some(p) = &a.input {
             data.sources.insert("input".into(), Json::String(p.display().to_string()));

@@ -35,6 +35,8 @@ try {
   out.keyed_charts = await page.$$eval(".keyed-chart", (cs) => cs.map((c) => ({ name: c.dataset.name, bars: c.querySelectorAll("rect.value-bar").length })));
   out.failures = await page.$$eval("#failures tr", (trs) => trs.slice(1).map((tr) => [...tr.children].map((td) => td.textContent)));
   out.judges = await page.$$eval("#judges tr", (trs) => trs.slice(1).map((tr) => [...tr.children].map((td) => td.textContent)));
+  out.agreement_visible = await page.locator("#agreement-section").isVisible();
+  out.agreement = await page.$$eval("#agreement tr", (trs) => trs.slice(1).map((tr) => [...tr.children].map((td) => td.textContent)));
   out.rows_initial = await rows();
   out.row_count_text = await page.textContent("#row-count");
 

@@ -199,6 +199,19 @@
     box.append(t);
   }
 
+  // ---------------------------------------------------------------- agreement
+  if (data.agreement.length) {
+    document.getElementById("agreement-section").hidden = false;
+    const m = (x) => (x && x.value !== undefined && x.value !== null
+      ? fmt(x.value, 3) + (x.ci ? ` [${fmt(x.ci[0], 3)}, ${fmt(x.ci[1], 3)}]` : "")
+      : "–");
+    countTable(
+      "agreement",
+      ["group", "kind", "items", "pairs", "accuracy", "balanced accuracy", "κ", "α", "annotators' α"],
+      data.agreement.map((g) => [`${g.by}: ${g.key}`, g.kind, g.items, g.pairs, m(g.accuracy), m(g.balanced_accuracy), m(g.kappa), m(g.alpha), m(g.human_alpha)])
+    );
+  }
+
   // ---------------------------------------------------------------- rows
   const tbody = document.querySelector("#rows tbody");
   const textInput = document.getElementById("filter-text");
