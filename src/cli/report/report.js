@@ -68,7 +68,7 @@
   function valueChart(values) {
     const lo = Math.min(0, ...values.map((v) => (v.interval ? v.interval[0] : v.value ?? 0)));
     const hi = Math.max(1, ...values.map((v) => (v.interval ? v.interval[1] : v.value ?? 0)));
-    const labelW = 230, w = 760, rowH = 22;
+    const labelW = 300, w = 1100, rowH = 22;
     const g = svg("svg", { viewBox: `0 0 ${w} ${values.length * rowH + 8}`, role: "img" });
     const x = (v) => labelW + ((v - lo) / (hi - lo)) * (w - labelW - 70);
     values.forEach((v, i) => {
@@ -118,19 +118,21 @@
   })();
 
   // ---------------------------------------------------------------- met / unmet bars
-  function stackedBars(target, bars, cls) {
+  // `narrow`: drawn in a half-width column, so the same font size needs a narrower canvas.
+  function stackedBars(target, bars, cls, narrow) {
     if (!bars.length) {
       target.append(el("p", { class: "muted" }, "none in these records"));
       return;
     }
-    const labelW = 260, w = 900, rowH = 20;
+    const labelW = narrow ? 150 : 260, w = narrow ? 460 : 900, rowH = 20;
     const g = svg("svg", { viewBox: `0 0 ${w} ${bars.length * rowH + 4}`, role: "img" });
     bars.forEach((b, i) => {
       const total = b.met + b.unmet + b.unscored + b.skipped;
       const y = i * rowH + 2;
       const group = svg("g", { class: cls, "data-key": b.key, "data-total": total });
       const label = svg("text", { x: 0, y: y + 13 });
-      label.textContent = b.key.length > 38 ? b.key.slice(0, 37) + "…" : b.key;
+      const room = narrow ? 22 : 38;
+      label.textContent = b.key.length > room ? b.key.slice(0, room - 1) + "…" : b.key;
       const tip = svg("title");
       tip.textContent = `${b.key}${b.text ? ": " + b.text : ""} — met ${b.met}, unmet ${b.unmet}, unscored ${b.unscored}, skipped ${b.skipped}`;
       group.append(label, tip);
@@ -149,7 +151,7 @@
     target.append(g);
   }
   stackedBars(document.getElementById("criteria"), data.criteria, "crit-bar");
-  stackedBars(document.getElementById("axes"), data.axes, "axis-bar");
+  stackedBars(document.getElementById("axes"), data.axes, "axis-bar", true);
 
   // ---------------------------------------------------------------- tables of counts
   function countTable(id, head, rows) {
