@@ -5,7 +5,7 @@
 //! declaration (which renumbers indices and shifts source sites) is not reported as a change.
 
 use crate::ir::{
-    BinOp, CmpOp, Const, CriterionDecl, CriterionKind, Expr, ExprKind, GateAction, JudgeDecl, Member, Policy, Program,
+    BinOp, Const, CriterionDecl, CriterionKind, Expr, ExprKind, GateAction, JudgeDecl, Member, Policy, Program,
     Scoring, SetKind, Step, UnOp, Verifier, Vote,
 };
 use serde::{Deserialize, Serialize};
@@ -526,15 +526,7 @@ impl Printer<'_> {
             ExprKind::Compare { first, rest } => {
                 let mut s = self.at(first, Prec::Add);
                 for (op, x) in rest {
-                    let sym = match op {
-                        CmpOp::Eq => "==",
-                        CmpOp::Ne => "!=",
-                        CmpOp::Lt => "<",
-                        CmpOp::Le => "<=",
-                        CmpOp::Gt => ">",
-                        CmpOp::Ge => ">=",
-                    };
-                    s.push_str(&format!(" {sym} {}", self.at(x, Prec::Add)));
+                    s.push_str(&format!(" {} {}", op.symbol(), self.at(x, Prec::Add)));
                 }
                 (s, Prec::Compare)
             }

@@ -175,43 +175,8 @@ impl StatMeasure {
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct StatTest {
-    pub op: StatCmp,
+    pub op: CmpOp,
     pub value: f64,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum StatCmp {
-    Eq,
-    Ne,
-    Lt,
-    Le,
-    Gt,
-    Ge,
-}
-
-impl StatCmp {
-    pub fn holds(self, a: f64, b: f64) -> bool {
-        match self {
-            StatCmp::Eq => a == b,
-            StatCmp::Ne => a != b,
-            StatCmp::Lt => a < b,
-            StatCmp::Le => a <= b,
-            StatCmp::Gt => a > b,
-            StatCmp::Ge => a >= b,
-        }
-    }
-
-    pub fn symbol(self) -> &'static str {
-        match self {
-            StatCmp::Eq => "==",
-            StatCmp::Ne => "!=",
-            StatCmp::Lt => "<",
-            StatCmp::Le => "<=",
-            StatCmp::Gt => ">",
-            StatCmp::Ge => ">=",
-        }
-    }
 }
 
 /// One value of the statistic per key.
@@ -900,6 +865,31 @@ pub enum CmpOp {
     Le,
     Gt,
     Ge,
+}
+
+impl CmpOp {
+    pub fn symbol(self) -> &'static str {
+        match self {
+            CmpOp::Eq => "==",
+            CmpOp::Ne => "!=",
+            CmpOp::Lt => "<",
+            CmpOp::Le => "<=",
+            CmpOp::Gt => ">",
+            CmpOp::Ge => ">=",
+        }
+    }
+
+    /// The comparison on two numbers (a statistic's test).
+    pub fn holds(self, a: f64, b: f64) -> bool {
+        match self {
+            CmpOp::Eq => a == b,
+            CmpOp::Ne => a != b,
+            CmpOp::Lt => a < b,
+            CmpOp::Le => a <= b,
+            CmpOp::Gt => a > b,
+            CmpOp::Ge => a >= b,
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

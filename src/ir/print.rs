@@ -236,17 +236,6 @@ fn bin_op(op: BinOp) -> &'static str {
     }
 }
 
-fn cmp_op(op: CmpOp) -> &'static str {
-    match op {
-        CmpOp::Eq => "==",
-        CmpOp::Ne => "!=",
-        CmpOp::Lt => "<",
-        CmpOp::Le => "<=",
-        CmpOp::Gt => ">",
-        CmpOp::Ge => ">=",
-    }
-}
-
 fn fields(fs: &[(String, Type)]) -> String {
     let inner: Vec<String> = fs.iter().map(|(n, t)| format!("{n}: {t}")).collect();
     format!("({})", inner.join(", "))
@@ -620,7 +609,7 @@ impl Writer<'_> {
             }
             ExprKind::Compare { first, rest } => {
                 let mut args = vec![self.expr(first)];
-                args.extend(rest.iter().map(|(op, x)| Sx::Op(cmp_op(*op).to_string(), Box::new(self.expr(x)))));
+                args.extend(rest.iter().map(|(op, x)| Sx::Op(op.symbol().to_string(), Box::new(self.expr(x)))));
                 (vec![tagged("compare")], args)
             }
             ExprKind::If { cond, then, els } => {

@@ -575,6 +575,18 @@ impl Drop for Charge<'_> {
 const RED_ZONE: usize = 128 * 1024;
 const NEW_SEGMENT: usize = 4 * 1024 * 1024;
 
+/// The operator a `cmp_op` token spells.
+fn cmp_op(token: &str) -> CmpOp {
+    match token {
+        "==" => CmpOp::Eq,
+        "!=" => CmpOp::Ne,
+        "<=" => CmpOp::Le,
+        ">=" => CmpOp::Ge,
+        "<" => CmpOp::Lt,
+        _ => CmpOp::Gt,
+    }
+}
+
 /// Children that carry meaning: hard keyword tokens are dropped.
 fn kids(p: Pair<'_, Rule>) -> impl Iterator<Item = Pair<'_, Rule>> {
     p.into_inner().filter(|c| !is_hard_keyword(c.as_rule()))
@@ -967,14 +979,7 @@ impl Lower {
                 Rule::stat_test => {
                     let at = self.span(&c);
                     let mut k = c.into_inner();
-                    let op = match k.next().unwrap().as_str() {
-                        "==" => CmpOp::Eq,
-                        "!=" => CmpOp::Ne,
-                        "<=" => CmpOp::Le,
-                        ">=" => CmpOp::Ge,
-                        "<" => CmpOp::Lt,
-                        _ => CmpOp::Gt,
-                    };
+                    let op = cmp_op(k.next().unwrap().as_str());
                     test = Some((op, self.number(k.next().unwrap()), at));
                 }
                 Rule::stat_per => {
@@ -1396,15 +1401,7 @@ impl Lower {
                 let first = self.expr(k.next().unwrap());
                 let mut rest = Vec::new();
                 while let Some(op) = k.next() {
-                    let op = match op.as_str() {
-                        "==" => CmpOp::Eq,
-                        "!=" => CmpOp::Ne,
-                        "<=" => CmpOp::Le,
-                        ">=" => CmpOp::Ge,
-                        "<" => CmpOp::Lt,
-                        _ => CmpOp::Gt,
-                    };
-                    rest.push((op, self.expr(k.next().unwrap())));
+                    rest.push((cmp_op(op.as_str()), self.expr(k.next().unwrap())));
                 }
                 if rest.is_empty() {
                     first

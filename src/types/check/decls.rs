@@ -191,7 +191,7 @@ impl Checker<'_> {
                 (m, false, func.span.to(set.span))
             }
         };
-        let test = st.test.map(|(op, value, _)| ir::StatTest { op: stat_cmp(op), value });
+        let test = st.test.map(|(op, value, _)| ir::StatTest { op: super::operators::cmpop(op), value });
         match (agg, &st.test) {
             (ir::StatAgg::Rate, None) if !binary => {
                 self.report(diagnostics::stat_bad(at, BadStat::RateNeedsTest));
@@ -251,17 +251,6 @@ impl Checker<'_> {
             None => None,
         };
         Some(ir::StatDecl { name: st.name.text.clone(), agg, measure, test, per, clip })
-    }
-}
-
-fn stat_cmp(op: ast::CmpOp) -> ir::StatCmp {
-    match op {
-        ast::CmpOp::Eq => ir::StatCmp::Eq,
-        ast::CmpOp::Ne => ir::StatCmp::Ne,
-        ast::CmpOp::Lt => ir::StatCmp::Lt,
-        ast::CmpOp::Le => ir::StatCmp::Le,
-        ast::CmpOp::Gt => ir::StatCmp::Gt,
-        ast::CmpOp::Ge => ir::StatCmp::Ge,
     }
 }
 

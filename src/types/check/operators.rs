@@ -23,7 +23,7 @@ fn binop(op: ast::BinOp) -> ir::BinOp {
     }
 }
 
-fn cmpop(op: ast::CmpOp) -> ir::CmpOp {
+pub(super) fn cmpop(op: ast::CmpOp) -> ir::CmpOp {
     match op {
         ast::CmpOp::Eq => ir::CmpOp::Eq,
         ast::CmpOp::Ne => ir::CmpOp::Ne,
