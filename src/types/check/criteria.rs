@@ -160,23 +160,12 @@ impl Checker<'_> {
         Some(match &v.kind {
             ast::VerifierKind::Judge(j) => ir::Verifier::Judge { judge: self.lookup_judge(j)? },
             ast::VerifierKind::Check(e) => {
-                if attrs.kind_span.is_some() && !matches!(attrs.kind, ir::CriterionKind::Binary) {
-                    self.report(diagnostics::type_criterion_kind(v.span, KindError::CheckNotBinary));
-                }
+                self.binary_verifier(attrs, v.span);
                 let x = self.expr(e, scope, Some(&Type::Bool));
                 self.expect_type(&x.ty, &Type::Bool, e.span, "a check");
                 ir::Verifier::Check { expr: x }
             }
-            ast::VerifierKind::Value(e) => {
-                if attrs.kind_span.is_none() {
-                    attrs.kind = ir::CriterionKind::Continuous;
-                } else if !matches!(attrs.kind, ir::CriterionKind::Continuous) {
-                    self.report(diagnostics::type_criterion_kind(v.span, KindError::ValueNotContinuous));
-                }
-                let x = self.expr(e, scope, Some(&Type::Number));
-                self.expect_type(&x.ty, &Type::Number, e.span, "a value");
-                ir::Verifier::Value { expr: x }
-            }
+            ast::VerifierKind::Value(e) => self.value_verifier(e, attrs, scope, v.span),
             ast::VerifierKind::Extract { var, ty, from, judge, check } => {
                 self.extract(var, ty, from, judge, check, scope)?
             }
@@ -189,9 +178,7 @@ impl Checker<'_> {
                 };
                 match value {
                     None => {
-                        if attrs.kind_span.is_some() && !matches!(attrs.kind, ir::CriterionKind::Binary) {
-                            self.report(diagnostics::type_criterion_kind(v.span, KindError::CheckNotBinary));
-                        }
+                        self.binary_verifier(attrs, v.span);
                         let site = self.site(at);
                         let all = ir::ExprKind::Aggregate {
                             op: ir::AggOp::All,
@@ -202,19 +189,31 @@ impl Checker<'_> {
                         };
                         ir::Verifier::Check { expr: Expr { kind: all, ty: Type::Bool } }
                     }
-                    Some(e) => {
-                        if attrs.kind_span.is_none() {
-                            attrs.kind = ir::CriterionKind::Continuous;
-                        } else if !matches!(attrs.kind, ir::CriterionKind::Continuous) {
-                            self.report(diagnostics::type_criterion_kind(v.span, KindError::ValueNotContinuous));
-                        }
-                        let x = self.expr(e, scope, Some(&Type::Number));
-                        self.expect_type(&x.ty, &Type::Number, e.span, "a value");
-                        ir::Verifier::Value { expr: x }
-                    }
+                    Some(e) => self.value_verifier(e, attrs, scope, v.span),
                 }
             }
         })
+    }
+
+    /// A verifier that decides met or unmet (`check`, sub-checks without a value): a kind
+    /// given other than binary is an error at `at`.
+    fn binary_verifier(&mut self, attrs: &Attrs, at: Span) {
+        if attrs.kind_span.is_some() && !matches!(attrs.kind, ir::CriterionKind::Binary) {
+            self.report(diagnostics::type_criterion_kind(at, KindError::CheckNotBinary));
+        }
+    }
+
+    /// A `value` (written, or of sub-checks): a `Number`, which makes a criterion without a kind
+    /// continuous; another kind given is an error at `at`.
+    fn value_verifier(&mut self, e: &ast::Expr, attrs: &mut Attrs, scope: &mut Scope, at: Span) -> ir::Verifier {
+        if attrs.kind_span.is_none() {
+            attrs.kind = ir::CriterionKind::Continuous;
+        } else if !matches!(attrs.kind, ir::CriterionKind::Continuous) {
+            self.report(diagnostics::type_criterion_kind(at, KindError::ValueNotContinuous));
+        }
+        let x = self.expr(e, scope, Some(&Type::Number));
+        self.expect_type(&x.ty, &Type::Number, e.span, "a value");
+        ir::Verifier::Value { expr: x }
     }
 
     /// `extract VAR: TYPE from INPUT by JUDGE check EXPR`: the judge must see the input.
