@@ -40,10 +40,9 @@ fn rubric(args: &[&dyn AsRef<std::ffi::OsStr>]) -> std::process::Output {
     cmd.output().expect("rubric runs")
 }
 
-/// Run an example with its verdicts, write its summary and its report; the records.
-fn report_of(dir: &TempDir, example: &str) -> (PathBuf, Vec<Json>, Json) {
-    let ex = crate_root().join("examples").join(example);
-    let (out, summary, page) = (dir.path("out.jsonl"), dir.path("summary.json"), dir.path("report.html"));
+/// Run an example with its verdicts into `out.jsonl`, writing its summary to `summary.json`.
+fn run_example(dir: &TempDir, ex: &Path) -> (PathBuf, PathBuf) {
+    let (out, summary) = (dir.path("out.jsonl"), dir.path("summary.json"));
     let run = rubric(&[
         &"run",
         &ex.join("main.rubric"),
@@ -59,6 +58,14 @@ fn report_of(dir: &TempDir, example: &str) -> (PathBuf, Vec<Json>, Json) {
         &"--no-progress",
     ]);
     assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
+    (out, summary)
+}
+
+/// Run an example with its verdicts, write its summary and its report; the records.
+fn report_of(dir: &TempDir, example: &str) -> (PathBuf, Vec<Json>, Json) {
+    let ex = crate_root().join("examples").join(example);
+    let (out, summary) = run_example(dir, &ex);
+    let page = dir.path("report.html");
     let made = rubric(&[&"report", &out, &"--input", &ex.join("inputs.jsonl"), &"--summary", &summary, &"-o", &page]);
     assert!(made.status.success(), "{}", String::from_utf8_lossy(&made.stderr));
     let records = json_lines(&std::fs::read_to_string(&out).unwrap());
@@ -244,20 +251,7 @@ fn the_report_draws_the_rubrics_statistics_per_key() {
 fn the_report_shows_the_judges_agreement_with_human_labels() {
     let dir = TempDir::new("report-agree");
     let ex = crate_root().join("examples/judge-agreement");
-    let out = dir.path("out.jsonl");
-    let run = rubric(&[
-        &"run",
-        &ex.join("main.rubric"),
-        &"--input",
-        &ex.join("inputs.jsonl"),
-        &"--verdicts",
-        &ex.join("verdicts.jsonl"),
-        &"--output",
-        &out,
-        &"--allow-errors",
-        &"--no-progress",
-    ]);
-    assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
+    let (out, _) = run_example(&dir, &ex);
     let agreed = rubric(&[
         &"agree",
         &ex.join("main.rubric"),
