@@ -455,7 +455,7 @@ impl Driver<'_, '_> {
                     Some(v) => (Some(v), None),
                     None => (None, Some(format!("gate `{gate}` stopped evaluation and left no score"))),
                 }
-            } else if let Some(r) = &result.unscored_reason.clone().filter(|_| !result.score_evaluated) {
+            } else if let (false, Some(r)) = (result.score_evaluated, &result.unscored_reason) {
                 (None, Some(r.clone()))
             } else {
                 self.set_step(format!("score {}", s.name));
