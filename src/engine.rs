@@ -98,8 +98,31 @@ pub struct CriterionResult {
     /// An ordinal or nominal verdict of a judge with `order shuffled`: the position (1 =
     /// first) of the answer among the options as the judge was shown them.
     pub position: Option<u32>,
+    /// A preference (a criterion decided by a comparing judge): what each request answered
+    /// and which candidate the result prefers.
+    pub preference: Option<Box<Preference>>,
     /// Names of the sets the criterion belongs to directly.
     pub sets: Vec<String>,
+}
+
+/// A preference result beside its value (1: the first candidate, 0: the second, 0.5: a tie).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Preference {
+    /// The candidate preferred (an input name) or `tie`; `None` for a mean of several answers
+    /// that is none of them.
+    pub preferred: Option<String>,
+    /// Every answer the judge gave, in request order.
+    pub asks: Vec<PreferenceAsk>,
+    /// With `order both`: the samples whose two orders disagreed.
+    pub inconsistent: Option<u32>,
+}
+
+/// One answer of a comparing judge: the candidate shown first (when known) and the one it
+/// preferred (`tie`, or `None` when the request failed).
+#[derive(Debug, Clone, PartialEq)]
+pub struct PreferenceAsk {
+    pub first: Option<String>,
+    pub preferred: Option<String>,
 }
 
 /// A calibrated verdict: the calibrated probability and the judge's own status.
@@ -163,6 +186,18 @@ impl CriterionResult {
         }
         if let Some(at) = self.position {
             m.insert("position".into(), json!(at));
+        }
+        if let Some(pr) = &self.preference {
+            if let Some(x) = &pr.preferred {
+                m.insert("preference".into(), json!(x));
+            }
+            let asks: Vec<Json> = pr.asks.iter().map(|a| json!({"first": a.first, "preferred": a.preferred})).collect();
+            if !asks.is_empty() {
+                m.insert("asks".into(), Json::Array(asks));
+            }
+            if let Some(n) = pr.inconsistent {
+                m.insert("inconsistent".into(), json!(n));
+            }
         }
         if let Some(c) = self.calibrated {
             m.insert("calibrated".into(), number_to_json(c.p));

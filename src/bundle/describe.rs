@@ -361,6 +361,7 @@ fn criterion_view(p: &Program, c: &CriterionDecl, step: usize, each: Option<(u32
     let (kind, scale) = match &c.kind {
         CriterionKind::Binary => ("binary", None),
         CriterionKind::Continuous => ("continuous", None),
+        CriterionKind::Preference => ("preference", None),
         CriterionKind::Ordinal { levels } => {
             let l: Vec<String> = levels.iter().map(|(n, d)| format!("{} {}", num(*n), quote(d))).collect();
             ("ordinal", Some(format!("[{}]", l.join(", "))))

@@ -125,6 +125,7 @@ fn criterion_result(p: &Program, c: usize, (status, value): (u8, f64)) -> Criter
         votes: None,
         calibrated: None,
         position: None,
+        preference: None,
         sets: vec![],
     }
 }

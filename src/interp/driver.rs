@@ -571,6 +571,7 @@ impl Driver<'_, '_> {
                 CriterionKind::Ordinal { .. } => "ordinal",
                 CriterionKind::Nominal { .. } => "nominal",
                 CriterionKind::Continuous => "continuous",
+                CriterionKind::Preference => "preference",
             },
             status: Status::Unscored,
             reason: None,
@@ -588,6 +589,7 @@ impl Driver<'_, '_> {
             votes: None,
             calibrated: None,
             position: None,
+            preference: None,
             sets: d.sets.iter().filter_map(|s| p.sets.get(*s as usize)).map(|s| s.name.clone()).collect(),
         }
     }
@@ -648,7 +650,18 @@ impl Driver<'_, '_> {
                     .and_then(|v| v.as_text().map(str::to_string));
                 // A block's instances (`items[3]`) share the block's calibration key `items[]`.
                 let key = if id == d.id { d.id.clone() } else { format!("{}[]", d.id) };
-                verdict::apply(&mut r, &d.kind, pass, j, &key, self.verdicts.verdict(id), evidence_text.as_deref());
+                let name = |i: u32| p.inputs.get(i as usize).map(|x| x.name.as_str());
+                let candidates = j.compares.as_ref().and_then(|c| Some([name(c.first)?, name(c.second)?]));
+                verdict::apply(
+                    &mut r,
+                    &d.kind,
+                    pass,
+                    j,
+                    &key,
+                    self.verdicts.verdict(id),
+                    evidence_text.as_deref(),
+                    candidates,
+                );
             }
             Verifier::Extract { judge, ty, local, check, .. } => {
                 let j = &p.judges[*judge as usize];

@@ -4,6 +4,7 @@
 use crate::engine::{CriterionResult, Status};
 use crate::ir::{CriterionKind, JudgeDecl, Type, Vote};
 use crate::value::Value;
+use serde_json::json;
 use serde_json::Value as Json;
 
 /// One decided sample: value in [0, 1], and the level or label it came from.
@@ -22,7 +23,9 @@ struct Sample {
 }
 
 /// Fill `r` from a recorded verdict. `key` is the criterion's calibration key: its id, or
-/// `NAME[]` for an instance of block `NAME`.
+/// `NAME[]` for an instance of block `NAME`; `candidates`, the input names a comparing judge
+/// compares (first, second).
+#[expect(clippy::too_many_arguments, reason = "one call site, in the step driver")]
 pub fn apply(
     r: &mut CriterionResult,
     kind: &CriterionKind,
@@ -31,8 +34,15 @@ pub fn apply(
     key: &str,
     verdict: Option<&Json>,
     evidence_text: Option<&str>,
+    candidates: Option<[&str; 2]>,
 ) {
-    decide(r, kind, pass, judge, verdict, evidence_text);
+    match (kind, candidates) {
+        (CriterionKind::Preference, Some(names)) => prefer(r, pass, judge, verdict, names),
+        (CriterionKind::Preference, None) => {
+            r.reason = Some(format!("invalid program: judge `{}` compares no inputs", judge.name));
+        }
+        _ => decide(r, kind, pass, judge, verdict, evidence_text, None),
+    }
     if let (CriterionKind::Binary, Some(cal), Status::Met | Status::Unmet) = (kind, &judge.calibration, r.status) {
         calibrate(r, cal, key);
     }
@@ -54,6 +64,111 @@ fn calibrate(r: &mut CriterionResult, cal: &crate::ir::calibration::Calibration,
     r.calibrated = Some(crate::engine::Calibrated { p, raw });
 }
 
+/// The recorded samples of `v`: its `samples` list (of `expected` entries), or `v` itself as
+/// an already-voted verdict.
+fn recorded_samples<'v>(judge: &JudgeDecl, v: &'v Json, expected: u32) -> Result<Vec<&'v Json>, String> {
+    match v.get("samples").and_then(Json::as_array) {
+        Some(s) if !s.is_empty() && s.len() != expected as usize => {
+            let what = if judge.orders() > 1 { "answers (samples × orders)" } else { "samples" };
+            Err(format!("sample_count: judge `{}` takes {expected} {what}, {} were recorded", judge.name, s.len()))
+        }
+        Some(s) if !s.is_empty() => Ok(s.iter().collect()),
+        Some(_) => Err("invalid_verdict: `samples` is empty".into()),
+        None => Ok(vec![v]),
+    }
+}
+
+/// A preference decided by a comparing judge whose candidates are `names` (first, second).
+/// Each recorded answer names the candidate preferred (or `tie`); under `order both` the
+/// answers come in pairs (the first candidate shown first, then the second), and a pair that
+/// disagrees is one sample: a tie, or failed with `position_inconsistent` (`inconsistent
+/// unscored`). The samples then vote like any others.
+fn prefer(r: &mut CriterionResult, pass: Option<f64>, judge: &JudgeDecl, verdict: Option<&Json>, names: [&str; 2]) {
+    let Some(v) = verdict else {
+        r.reason = Some(format!("no_verdict: judge `{}` has no recorded verdict for `{}`", judge.name, r.id));
+        return;
+    };
+    let listed = v.get("samples").is_some();
+    let answers = match recorded_samples(judge, v, judge.asks()) {
+        Ok(a) => a,
+        Err(reason) => {
+            r.reason = Some(reason);
+            return;
+        }
+    };
+    let mut pref = crate::engine::Preference::default();
+    let mut parsed: Vec<Result<String, String>> = Vec::with_capacity(answers.len());
+    for (k, a) in answers.iter().enumerate() {
+        let said = preference_of(a, names);
+        if let Err(reason) = &said {
+            if a.get("unscored").is_none() {
+                // A malformed answer, not a failed request, decides the criterion.
+                r.reason = Some(reason.clone());
+                return;
+            }
+        }
+        // Who was shown first: as recorded, else by the order the answer was asked in.
+        let first = a.get("first").and_then(Json::as_str).map(str::to_string).or_else(|| match judge.order {
+            crate::ir::Order::Both if listed => Some(names[k % 2].to_string()),
+            crate::ir::Order::Fixed => Some(names[0].to_string()),
+            _ => None,
+        });
+        pref.asks.push(crate::engine::PreferenceAsk { first, preferred: said.as_ref().ok().cloned() });
+        parsed.push(said);
+    }
+    let resolved: Vec<Json> = if judge.orders() == 2 && listed {
+        let mut inconsistent = 0;
+        let pairs = parsed
+            .chunks(2)
+            .map(|pair| match pair {
+                [Ok(x), Ok(y)] if x == y => json!(x),
+                [Ok(x), Ok(y)] => {
+                    inconsistent += 1;
+                    match judge.compares.as_ref().map(|c| c.inconsistent) {
+                        Some(crate::ir::Inconsistent::Unscored) => json!({"unscored": format!(
+                            "position_inconsistent: judge `{}` preferred `{x}` with `{}` shown first and `{y}` with `{}` shown first",
+                            judge.name, names[0], names[1]
+                        )}),
+                        _ => json!("tie"),
+                    }
+                }
+                [Err(why), _] | [_, Err(why)] => json!({ "unscored": why }),
+                _ => json!({"unscored": "invalid_verdict: an answer without its other order"}),
+            })
+            .collect();
+        pref.inconsistent = Some(inconsistent);
+        pairs
+    } else {
+        parsed.into_iter().map(|p| p.map_or_else(|why| json!({ "unscored": why }), |x| json!(x))).collect()
+    };
+    let refs: Vec<&Json> = resolved.iter().collect();
+    decide(r, &CriterionKind::Preference, pass, judge, verdict, None, Some((refs, names)));
+    if r.status == Status::Met || r.status == Status::Unmet {
+        pref.preferred = match r.value {
+            Some(x) if x == 1.0 => Some(names[0].to_string()),
+            Some(x) if x == 0.0 => Some(names[1].to_string()),
+            Some(x) if x == 0.5 => Some("tie".to_string()),
+            _ => None,
+        };
+    }
+    r.label = None;
+    r.preference = Some(Box::new(pref));
+}
+
+/// The candidate an answer prefers (`tie` for neither): a name, or `{"preference": NAME}`.
+fn preference_of(a: &Json, names: [&str; 2]) -> Result<String, String> {
+    if let Some(reason) = a.get("unscored") {
+        return Err(reason.as_str().map(str::to_string).unwrap_or_else(|| reason.to_string()));
+    }
+    let core = a.get("preference").unwrap_or(a);
+    match core.as_str() {
+        Some(x) if x == names[0] || x == names[1] || x == "tie" => Ok(x.to_string()),
+        _ => Err(format!("invalid_verdict: a preference is `{}`, `{}` or `tie`, found {core}", names[0], names[1])),
+    }
+}
+
+/// Decide `r` from `verdict`'s samples, or from `resolved` samples of a preference (with
+/// the candidates' names).
 fn decide(
     r: &mut CriterionResult,
     kind: &CriterionKind,
@@ -61,27 +176,21 @@ fn decide(
     judge: &JudgeDecl,
     verdict: Option<&Json>,
     evidence_text: Option<&str>,
+    resolved: Option<(Vec<&Json>, [&str; 2])>,
 ) {
     let Some(v) = verdict else {
         r.reason = Some(format!("no_verdict: judge `{}` has no recorded verdict for `{}`", judge.name, r.id));
         return;
     };
-    let samples: Vec<&Json> = match v.get("samples").and_then(Json::as_array) {
-        Some(s) if !s.is_empty() && s.len() != judge.samples as usize => {
-            r.reason = Some(format!(
-                "sample_count: judge `{}` takes {} samples, {} were recorded",
-                judge.name,
-                judge.samples,
-                s.len()
-            ));
-            return;
-        }
-        Some(s) if !s.is_empty() => s.iter().collect(),
-        Some(_) => {
-            r.reason = Some("invalid_verdict: `samples` is empty".into());
-            return;
-        }
-        None => vec![v],
+    let (samples, names): (Vec<&Json>, Option<[&str; 2]>) = match resolved {
+        Some((s, names)) => (s, Some(names)),
+        None => match recorded_samples(judge, v, judge.samples) {
+            Ok(s) => (s, None),
+            Err(reason) => {
+                r.reason = Some(reason);
+                return;
+            }
+        },
     };
     let taken = samples.len() as u32;
     let several = taken > 1 || judge.samples > 1;
@@ -101,7 +210,7 @@ fn decide(
             failed_sample.get_or_insert(reason.as_str().map(str::to_string).unwrap_or_else(|| reason.to_string()));
             continue;
         }
-        match sample(kind, s) {
+        match sample(kind, s, names) {
             Ok(mut x) => {
                 x.weight = weights.and_then(|w| w.get(i).copied()).unwrap_or(1.0);
                 decided.push(x)
@@ -174,6 +283,8 @@ fn decide(
                 (Some(p), Some(l)) => l >= p,
                 _ => s.value >= 0.5,
             },
+            // Met when the first candidate is preferred (on balance, for a mean vote).
+            CriterionKind::Preference => pass.map_or(s.value > 0.5, |p| s.value >= p),
             _ => s.value >= pass.unwrap_or(0.5),
         }
     };
@@ -261,7 +372,7 @@ fn decide(
     r.p_yes = p_yes;
 }
 
-fn sample(kind: &CriterionKind, v: &Json) -> Result<Sample, String> {
+fn sample(kind: &CriterionKind, v: &Json, names: Option<[&str; 2]>) -> Result<Sample, String> {
     if let Some(reason) = v.get("unscored") {
         return Err(reason.as_str().map(str::to_string).unwrap_or_else(|| reason.to_string()));
     }
@@ -342,6 +453,20 @@ fn sample(kind: &CriterionKind, v: &Json) -> Result<Sample, String> {
                 position: None,
                 weight: 1.0,
             }
+        }
+        CriterionKind::Preference => {
+            let [first, second] = names.unwrap_or(["", ""]);
+            let value = match core.as_str() {
+                Some(x) if x == first => 1.0,
+                Some(x) if x == second => 0.0,
+                Some("tie") => 0.5,
+                _ => {
+                    return Err(format!(
+                        "invalid_verdict: a preference is `{first}`, `{second}` or `tie`, found {core}"
+                    ))
+                }
+            };
+            Sample { value, level: None, label: None, evidence: None, p_yes: None, position: None, weight: 1.0 }
         }
         CriterionKind::Continuous => {
             let x = core.as_f64().ok_or(format!("invalid_verdict: a continuous verdict is a number, found {core}"))?;

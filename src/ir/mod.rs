@@ -356,6 +356,9 @@ pub enum Order {
     /// is the same request again, for the cache and replays); the position of the answer as
     /// shown is recorded.
     Shuffled,
+    /// A comparing judge (`compares A, B`) is asked in both positions: each sample once with
+    /// `A` shown first and once with `B` shown first.
+    Both,
 }
 
 impl Order {
@@ -414,6 +417,65 @@ pub struct JudgeDecl {
     /// next one where an answer meets a condition. Absent for other judges.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cascade: Option<Cascade>,
+    /// `compares A, B`: the judge compares two candidates (inputs, by index), shown to it as
+    /// the first and the second answer, and returns a preference per criterion. Absent for
+    /// other judges.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compares: Option<Compare>,
+}
+
+impl JudgeDecl {
+    /// Requests per sample of a criterion: 2 for a comparing judge asked in both orders (`order
+    /// both`), 1 otherwise.
+    pub fn orders(&self) -> u32 {
+        if self.compares.is_some() && self.order == Order::Both {
+            2
+        } else {
+            1
+        }
+    }
+
+    /// Answers recorded per criterion: every sample in every order.
+    pub fn asks(&self) -> u32 {
+        self.samples.max(1) * self.orders()
+    }
+}
+
+/// A comparing judge's candidates and what an answer that changes with the order becomes.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Compare {
+    /// The input shown first in the first order (a preference for it is the value 1).
+    pub first: u32,
+    /// The other candidate (a preference for it is the value 0; a tie is 0.5).
+    pub second: u32,
+    /// `inconsistent tie|unscored`, for `order both`: a pair of answers that disagree.
+    #[serde(default, skip_serializing_if = "Inconsistent::is_tie")]
+    pub inconsistent: Inconsistent,
+}
+
+/// What a sample whose two orders disagree becomes.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Inconsistent {
+    /// A tie (a win only counts when both orders agree).
+    #[default]
+    Tie,
+    /// `unscored(position_inconsistent)`: the sample leaves the vote.
+    Unscored,
+}
+
+impl Inconsistent {
+    pub fn is_tie(&self) -> bool {
+        *self == Inconsistent::Tie
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Inconsistent::Tie => "tie",
+            Inconsistent::Unscored => "unscored",
+        }
+    }
 }
 
 /// A cascade's members, cheapest first, and when a member's answer goes to the next.
@@ -546,9 +608,16 @@ pub struct EachDecl {
 #[serde(rename_all = "snake_case", deny_unknown_fields)]
 pub enum CriterionKind {
     Binary,
-    Ordinal { levels: Vec<(f64, String)> },
-    Nominal { labels: Vec<(String, f64)> },
+    Ordinal {
+        levels: Vec<(f64, String)>,
+    },
+    Nominal {
+        labels: Vec<(String, f64)>,
+    },
     Continuous,
+    /// Decided by a comparing judge: the value is the share of the preference that goes to
+    /// the judge's first candidate (1 it, 0 the other, 0.5 a tie).
+    Preference,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -452,6 +452,10 @@ impl Writer<'_> {
         if let Some(c) = &j.cascade {
             self.line(2, &format!("cascade {}", super::cascade_text(c, &|m| format!("j{m}"))));
         }
+        if let Some(c) = &j.compares {
+            let order = if j.order == super::Order::Both { " order both" } else { "" };
+            self.line(2, &format!("compares i{} i{}{order} inconsistent {}", c.first, c.second, c.inconsistent.name()));
+        }
     }
 
     fn step(&mut self, i: usize, s: &Step) {
@@ -490,6 +494,7 @@ impl Writer<'_> {
         let kind = match &c.kind {
             CriterionKind::Binary => "binary".to_string(),
             CriterionKind::Continuous => "continuous".to_string(),
+            CriterionKind::Preference => "preference".to_string(),
             CriterionKind::Ordinal { levels } => {
                 let ls: Vec<String> = levels.iter().map(|(v, d)| format!("{} {}", num(*v), quote(d))).collect();
                 format!("ordinal [{}]", ls.join(", "))

@@ -60,7 +60,10 @@ pub const MAX_GROUP_DEPTH: usize = 256;
 /// The judge template slots that are not inputs.
 pub const TEMPLATE_KEYWORDS: &[&str] = &["criterion", "levels", "labels", "criteria"];
 /// What a judge may return.
-pub const JUDGE_RETURNS: &[&str] = &["verdict", "level", "label", "value", "extract"];
+pub const JUDGE_RETURNS: &[&str] = &["verdict", "level", "label", "value", "extract", "preference"];
+/// The slots a comparing judge's template has besides [`TEMPLATE_KEYWORDS`]: its candidates in
+/// the order shown.
+pub const COMPARE_SLOTS: &[&str] = &["first", "second"];
 
 /// The intrinsics a program may call: the parameter types and the result type (with type
 /// variables `T`, `U`) of intrinsic `name`#`overload` of the catalogue, or `None`.
@@ -559,7 +562,9 @@ impl<'p> Validator<'p> {
             self.at("template", |v| {
                 v.string(t)?;
                 for slot in template_slots(t) {
-                    if TEMPLATE_KEYWORDS.contains(&slot.as_str()) {
+                    if TEMPLATE_KEYWORDS.contains(&slot.as_str())
+                        || (j.compares.is_some() && COMPARE_SLOTS.contains(&slot.as_str()))
+                    {
                         continue;
                     }
                     let seen = p.input_index(&slot).is_some_and(|k| sees.contains(&(k as u32)));
@@ -581,6 +586,25 @@ impl<'p> Validator<'p> {
                 v.want(j.scoring == super::Scoring::Logprob, || "a local judge scores by log-probability".into())
             })?;
         }
+        self.at("compares", |v| match &j.compares {
+            Some(c) => {
+                v.index("input", c.first, p.inputs.len())?;
+                v.index("input", c.second, p.inputs.len())?;
+                v.want(c.first != c.second, || "a judge compares two different inputs".into())?;
+                v.want(!sees.contains(&c.first) && !sees.contains(&c.second), || {
+                    "a compared input is shown as a candidate, never by name in `sees`".into()
+                })?;
+                v.want(j.returns == "preference", || "a comparing judge returns a preference".into())?;
+                v.want(
+                    j.local.is_none() && j.jury.is_none() && j.cascade.is_none() && j.evidence_from.is_none(),
+                    || "a comparing judge is not local, a jury or a cascade, and has no evidence rule".into(),
+                )
+            }
+            None => {
+                v.want(j.returns != "preference", || "only a comparing judge returns a preference".into())?;
+                v.want(j.order != super::Order::Both, || "`order both` is for a comparing judge".into())
+            }
+        })?;
         if let Some(jury) = &j.jury {
             self.at("jury", |v| {
                 v.want(jury.members.len() >= 2, || "a jury has at least two members".into())?;
@@ -954,6 +978,20 @@ impl<'p> Validator<'p> {
                 Ok(())
             }
             CriterionKind::Binary | CriterionKind::Continuous => Ok(()),
+            CriterionKind::Preference => Ok(()),
+        })?;
+        // A preference is what a comparing judge decides, and all it decides.
+        let comparing = match &d.verifier {
+            Verifier::Judge { judge } | Verifier::Extract { judge, .. } => {
+                p.judges.get(*judge as usize).is_some_and(|j| j.compares.is_some())
+            }
+            _ => false,
+        };
+        self.at("kind", |v| {
+            v.want((d.kind == CriterionKind::Preference) == comparing, || {
+                "a preference criterion is decided by a comparing judge, and a comparing judge decides only preferences"
+                    .into()
+            })
         })?;
         for (key, e, want) in [
             ("points", &d.points, Type::Number),

@@ -32,7 +32,11 @@
 //! seed = 7                       #   probability tnr when not (P(yes) drawn on the answer's side),
 //!                                #   the same draw for the same request, sample and seed
 //! first_bias = 0.3               # with this probability answer the first option the schema lists
-//!                                #   (an ordinal or nominal judge's position bias)
+//!                                #   (an ordinal or nominal judge's position bias; for a comparing
+//!                                #   judge, "first": it prefers whichever answer is shown first)
+//! prefer = "(?i)ibuprofen"       # a comparing judge: prefer the answer (fence `candidate-1` or
+//!                                #   `candidate-2`) this regex matches in; "tie" when it matches
+//!                                #   in both or neither
 //! confidence_right = [0.85, 1.0] # a noisy grader's P of the side it answers, drawn in this band
 //! confidence_wrong = [0.5, 0.8]  #   when it is right / wrong (default [0.5, 1.0] for both)
 //! reasoning_tokens = 300         # completion tokens spent thinking, added to the usage reported
@@ -212,6 +216,9 @@ pub struct Rule {
     /// Completion tokens the reply reports beyond its content (a reasoning model's thinking).
     #[serde(default)]
     pub reasoning_tokens: Option<u64>,
+    /// A comparing judge's rule: the answer this regex matches in is preferred.
+    #[serde(default)]
+    pub prefer: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
@@ -314,6 +321,7 @@ struct Matcher {
     prompt: Option<Regex>,
     quote: Option<Regex>,
     model: Option<Regex>,
+    prefer: Option<Regex>,
 }
 
 impl Matcher {
@@ -333,6 +341,7 @@ impl Matcher {
             prompt: regex("rule prompt", &rule.prompt)?,
             quote: regex("rule quote", &rule.quote)?,
             model: regex("rule model", &rule.model)?,
+            prefer: regex("rule prefer", &rule.prefer)?,
             rule,
         })
     }
@@ -1179,6 +1188,15 @@ impl Tokens {
 }
 
 /// The answer the rule gives for sample `k`: a sample override, else the rule's fields.
+/// The text of fence `candidate-K` in a comparing judge's prompt.
+fn candidate_text(prompt: &str, k: usize) -> Option<&str> {
+    let begin = format!("<<<BEGIN candidate-{k} ");
+    let start = prompt.find(&begin)?;
+    let body = start + prompt[start..].find(">>>\n")? + 4;
+    let end = body + prompt[body..].find(&format!("<<<END candidate-{k} "))?;
+    Some(&prompt[body..end])
+}
+
 fn sample_override(rule: &Rule, k: usize) -> Option<&Json> {
     rule.samples.as_ref().filter(|s| !s.is_empty()).map(|s| &s[k % s.len()])
 }
@@ -1256,6 +1274,17 @@ fn emit_entry(toks: &mut Tokens, e: &EntryAsk, cr: &Matcher, ask: &Ask, flags: &
                 toks.push("\"", None);
                 toks.push(&word, alt);
                 toks.push("\"", None);
+            }
+            Some(opts) if opts == crate::judge::prompt::PREFERENCES && cr.prefer.is_some() && over.is_none() => {
+                let says = |k: usize| {
+                    candidate_text(prompt, k).is_some_and(|t| cr.prefer.as_ref().is_some_and(|r| r.is_match(t)))
+                };
+                let pick = match (first, says(1), says(2)) {
+                    (true, _, _) | (false, true, false) => "first",
+                    (false, false, true) => "second",
+                    _ => "tie",
+                };
+                toks.push(&json!(pick).to_string(), None);
             }
             Some(opts) => {
                 let wanted = over

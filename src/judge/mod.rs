@@ -117,10 +117,14 @@ pub struct Task {
 
 impl Task {
     /// Copies from `row` (the row's inputs, in `inputs` order) only the inputs `judge` sees.
+    /// A comparing judge also gets its two candidates (shown as the first and second answer,
+    /// never by name).
     pub fn new(judge: Arc<JudgeDecl>, inputs: &[InputDecl], criteria: Vec<Criterion>, row: &[Value]) -> Task {
+        let compared = judge.compares.as_ref().map(|c| [c.first, c.second]);
         let seen = judge
             .sees
             .iter()
+            .chain(compared.iter().flatten())
             .filter_map(|&i| {
                 let d = inputs.get(i as usize)?;
                 let v = row.get(i as usize)?;
@@ -617,13 +621,14 @@ impl Dispatcher {
                 continue;
             }
             let per_call = t.judge.per_call.max(1) as usize;
-            let samples = t.judge.samples.max(1);
+            // Every sample in every order (`order both` asks each sample twice).
+            let samples = t.judge.asks();
             for (c, chunk) in t.criteria.chunks(per_call).enumerate() {
                 let refs: Vec<&Criterion> = chunk.iter().collect();
                 // Identified by the stable rendering; the secret one, sent, is rendered only
                 // for a request not seen before (once for all its samples).
                 // A judge with shuffled options shows each sample its own order.
-                let per_sample = t.judge.order == crate::ir::Order::Shuffled && samples > 1;
+                let per_sample = (t.judge.order == crate::ir::Order::Shuffled && samples > 1) || t.judge.orders() > 1;
                 let mut canonical = prompt::render(&t.judge, &refs, &t.seen, &prompt::Fences::Stable);
                 let mut sent: Option<prompt::Rendered> = None;
                 for k in 0..samples {

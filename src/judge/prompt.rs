@@ -34,6 +34,7 @@ pub enum Target {
     Nominal,
     Continuous,
     Extract,
+    Preference,
 }
 
 /// What the answer field of a reply entry holds.
@@ -53,7 +54,12 @@ pub enum Answer {
     Unit,
     /// An extracted value of this type, or `null` when there is none.
     Extract(Type),
+    /// `"first"`, `"second"` or `"tie"`: which of two candidates a comparing judge prefers.
+    Preference,
 }
+
+/// The answers a comparing judge chooses from.
+pub const PREFERENCES: [&str; 3] = ["first", "second", "tie"];
 
 /// The role of a field in a reply entry.
 #[derive(Debug, Clone, PartialEq)]
@@ -83,6 +89,8 @@ pub struct EntrySpec {
     /// The options of `answer` are in a shuffled order (`order shuffled`): the answer's
     /// position among them is recorded.
     pub shuffled: bool,
+    /// A comparing judge's candidates (input names) in the order this request shows them.
+    pub shown: Option<[String; 2]>,
 }
 
 impl EntrySpec {
@@ -295,6 +303,7 @@ fn render_as(
                     logprob: true,
                     quote_from: None,
                     shuffled: false,
+                    shown: None,
                 }
             } else {
                 entry_spec(judge, c, key, seen)
@@ -302,12 +311,33 @@ fn render_as(
         })
         .collect();
     let mut entries = entries;
-    if judge.order == Order::Shuffled && !local {
+    // A comparing judge's candidates, in the order this request shows them, apart from the
+    // inputs it sees by name.
+    let pair = candidates(judge, criteria, seen, sample);
+    let seen: Vec<SeenInput> = match &judge.compares {
+        Some(c) => seen.iter().filter(|s| s.index != c.first && s.index != c.second).cloned().collect(),
+        None => seen.to_vec(),
+    };
+    let seen = seen.as_slice();
+    if let Some([a, b]) = &pair {
+        for e in &mut entries {
+            e.shown = Some([a.name.clone(), b.name.clone()]);
+        }
+    }
+    if judge.order == Order::Shuffled && !local && pair.is_none() {
         shuffle_options(judge, criteria, seen, sample, &mut entries);
     }
-    // Every fence of the request — the inputs, then the criteria from the data — so that each
-    // tag is chosen knowing every text it must not occur in.
+    // Every fence of the request — the inputs, the candidates, then the criteria from the
+    // data — so that each tag is chosen knowing every text it must not occur in.
     let mut all: Vec<Fence> = seen.iter().map(Fence::of_input).collect();
+    let compared = pair.as_ref().map_or(0, |_| 2);
+    if let Some([a, b]) = &pair {
+        for (k, s) in [a, b].into_iter().enumerate() {
+            let mut f = Fence::of_input(s);
+            f.name = format!("candidate-{}", k + 1);
+            all.push(f);
+        }
+    }
     let data_criteria: Vec<usize> = (0..criteria.len()).filter(|&i| criteria[i].from_data).collect();
     for &i in &data_criteria {
         all.push(Fence { name: criterion_fence_name(multi, i), material: Material::Text(criteria[i].text.clone()) });
@@ -316,9 +346,10 @@ fn render_as(
     let mut rendered_fences: Vec<String> = all.iter().zip(&tags).map(|(f, t)| f.render(t)).collect();
     // The criteria as shown: a constant text as written, a text from the data in its fence.
     let mut shown: Vec<Shown> = criteria.iter().map(|c| Shown::Plain(c.text.clone())).collect();
-    for (&i, fenced) in data_criteria.iter().zip(rendered_fences.drain(seen.len()..)) {
+    for (&i, fenced) in data_criteria.iter().zip(rendered_fences.drain(seen.len() + compared..)) {
         shown[i] = Shown::Fenced(fenced);
     }
+    let candidate_fences: Vec<String> = rendered_fences.drain(seen.len()..).collect();
     let schema = reply_schema(&entries, &shown);
     let mut fenced_any = false;
     let mut fence_of = |name: &str| -> Option<String> {
@@ -332,12 +363,21 @@ fn render_as(
             "criterion" | "criteria" => Some(criteria_block(criteria, &entries, &shown)),
             "levels" => criteria.iter().zip(&entries).find_map(|(c, e)| levels_text(c, e)),
             "labels" => criteria.iter().zip(&entries).find_map(|(c, e)| labels_text(c, e)),
+            "first" if compared > 0 => Some(candidate_fences[0].clone()),
+            "second" if compared > 0 => Some(candidate_fences[1].clone()),
             name => fence_of(name),
         }),
         None => {
             let mut s = String::new();
             let extract_only = criteria.iter().all(|c| matches!(c.ask, Ask::Extract { .. }));
-            s.push_str(if extract_only {
+            s.push_str(if compared > 0 && multi {
+                "Compare the two answers below against each of the criteria that follow them, one at a time: \
+                 for each, say which answer meets it better. The order in which the answers are shown says \
+                 nothing about their quality.\n\n"
+            } else if compared > 0 {
+                "Compare the two answers below against the criterion that follows them: say which answer \
+                 meets it better. The order in which the answers are shown says nothing about their quality.\n\n"
+            } else if extract_only {
                 "Read the material below and extract what is asked for after it.\n\n"
             } else if multi {
                 "Grade the material below against each of the criteria that follow it, one at a time.\n\n"
@@ -348,6 +388,11 @@ fn render_as(
                 if let Some(f) = fence_of(&input.name) {
                     let _ = write!(s, "{} ({}):\n{f}\n\n", input.name, input.ty);
                 }
+            }
+            if compared > 0 {
+                fenced_any = true;
+                let _ =
+                    write!(s, "First answer:\n{}\n\nSecond answer:\n{}\n\n", candidate_fences[0], candidate_fences[1]);
             }
             // Everything a row's calls share comes before what differs (the criteria), so that
             // providers' prompt-prefix caches serve it once per row.
@@ -486,6 +531,7 @@ fn target_of(c: &Criterion) -> Target {
         Ask::Verdict(CriterionKind::Ordinal { .. }) => Target::Ordinal,
         Ask::Verdict(CriterionKind::Nominal { .. }) => Target::Nominal,
         Ask::Verdict(CriterionKind::Continuous) => Target::Continuous,
+        Ask::Verdict(CriterionKind::Preference) => Target::Preference,
         Ask::Extract { .. } => Target::Extract,
     }
 }
@@ -516,6 +562,7 @@ fn entry_spec(judge: &JudgeDecl, c: &Criterion, key: Option<String>, seen: &[See
         Target::Nominal => pick(&["label"], Some(&Type::Text)),
         Target::Continuous => pick(&["value", "score", "answer"], Some(&Type::Number)),
         Target::Extract => pick(&["value"], None).or((!declared.is_empty()).then_some(0)),
+        Target::Preference => pick(&["preference", "answer"], Some(&Type::Text)),
     };
     let answer = match (&c.ask, target) {
         (_, Target::Binary) => match answer_at.map(|i| &declared[i].1) {
@@ -529,6 +576,7 @@ fn entry_spec(judge: &JudgeDecl, c: &Criterion, key: Option<String>, seen: &[See
         }
         (_, Target::Continuous) if logprob => Answer::YesNo,
         (Ask::Extract { ty, .. }, _) => Answer::Extract(ty.clone()),
+        (_, Target::Preference) => Answer::Preference,
         _ => Answer::Unit,
     };
     let default_name = match &answer {
@@ -537,6 +585,7 @@ fn entry_spec(judge: &JudgeDecl, c: &Criterion, key: Option<String>, seen: &[See
         Answer::YesNo => "answer",
         Answer::Level(_) => "level",
         Answer::Label(_) => "label",
+        Answer::Preference => "preference",
         Answer::Unit | Answer::Extract(_) => "value",
     };
     let mut fields: Vec<(String, Role)> = Vec::new();
@@ -565,7 +614,17 @@ fn entry_spec(judge: &JudgeDecl, c: &Criterion, key: Option<String>, seen: &[See
             fields.push((name.clone(), role));
         }
     }
-    EntrySpec { key, criterion: c.id.clone(), target, answer, fields, logprob, quote_from, shuffled: false }
+    EntrySpec {
+        key,
+        criterion: c.id.clone(),
+        target,
+        answer,
+        fields,
+        logprob,
+        quote_from,
+        shuffled: false,
+        shown: None,
+    }
 }
 
 /// The JSON Schema of a value of type `ty`.
@@ -601,6 +660,7 @@ fn answer_schema(a: &Answer) -> Json {
         Answer::Label(ls) => json!({"type": "string", "enum": ls}),
         Answer::Unit => json!({"type": "number"}),
         Answer::Extract(t) => type_schema(&Type::Optional(Box::new(t.clone()))),
+        Answer::Preference => json!({"type": "string", "enum": PREFERENCES}),
     }
 }
 
@@ -670,6 +730,39 @@ fn labels_text(c: &Criterion, e: &EntrySpec) -> Option<String> {
         _ => labels.iter().map(|l| l.0.clone()).collect(),
     };
     Some(order.iter().map(|l| format!("\"{l}\"")).collect::<Vec<_>>().join(", "))
+}
+
+/// A comparing judge's two candidates as request `sample` shows them: the first candidate
+/// first, except under `order both` for every odd request (the second order of a sample), and
+/// under `order shuffled` where a seed drawn from what the request asks says so.
+fn candidates(judge: &JudgeDecl, criteria: &[&Criterion], seen: &[SeenInput], sample: u32) -> Option<[SeenInput; 2]> {
+    let c = judge.compares.as_ref()?;
+    let find = |i: u32| seen.iter().find(|s| s.index == i).cloned();
+    let (a, b) = (find(c.first)?, find(c.second)?);
+    let swap = match judge.order {
+        Order::Fixed => false,
+        Order::Both => sample % 2 == 1,
+        Order::Shuffled => {
+            let mut h = Sha256::new();
+            h.update(b"rubric-candidates\0");
+            h.update(judge.name.as_bytes());
+            for c in criteria {
+                for part in [c.id.as_str(), c.text.as_str()] {
+                    h.update([0]);
+                    h.update(part.as_bytes());
+                }
+            }
+            for s in seen {
+                h.update([1]);
+                h.update(s.name.as_bytes());
+                h.update([0]);
+                h.update(s.value.to_string().as_bytes());
+            }
+            h.update(sample.to_le_bytes());
+            h.finalize()[0] & 1 == 1
+        }
+    };
+    Some(if swap { [b, a] } else { [a, b] })
 }
 
 /// `order shuffled`: each ordinal or nominal entry's options in an order drawn from what the
@@ -807,6 +900,9 @@ fn answer_text(e: &EntrySpec) -> String {
         }
         Answer::Unit => "a number from 0 to 1".into(),
         Answer::Extract(t) => format!("the extracted value ({t}), or null if there is none"),
+        Answer::Preference => {
+            "\"first\" or \"second\": the answer that meets the criterion better, or \"tie\" if neither does".into()
+        }
     }
 }
 

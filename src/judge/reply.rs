@@ -274,6 +274,22 @@ fn entry_verdict(e: &EntrySpec, obj: &Json, p_yes: Option<f64>, model: &str) -> 
             }
             m.insert("label".into(), json!(l));
         }
+        Answer::Preference => {
+            let s = raw.as_str().map(str::trim).ok_or_else(|| bad("\"first\", \"second\" or \"tie\""))?;
+            let at = super::prompt::PREFERENCES
+                .iter()
+                .position(|p| p.eq_ignore_ascii_case(s))
+                .ok_or_else(|| bad("\"first\", \"second\" or \"tie\""))?;
+            // In candidate terms: the input preferred (or `tie`), and the one shown first.
+            let [first, second] = e.shown.clone().unwrap_or_default();
+            let preferred = match at {
+                0 => first.clone(),
+                1 => second,
+                _ => "tie".to_string(),
+            };
+            m.insert("preference".into(), json!(preferred));
+            m.insert("first".into(), json!(first));
+        }
         Answer::Unit => {
             let x = number(raw).filter(|x| (0.0..=1.0).contains(x)).ok_or_else(|| bad("a number in [0, 1]"))?;
             m.insert("value".into(), number_to_json(x));

@@ -104,6 +104,7 @@ fn result(id: String, c: &Cell) -> CriterionResult {
         votes: None,
         calibrated: None,
         position: None,
+        preference: None,
         sets: vec![],
     }
 }

@@ -156,6 +156,10 @@ pub enum JudgeSettingKind {
     Jury(Vec<Name>),
     /// `weights 2, 1, 1`: a jury's members' weights for `vote weighted`.
     Weights(Vec<f64>),
+    /// `compares A, B`: the judge compares two candidate inputs.
+    Compares(Name, Name),
+    /// `inconsistent tie | unscored`: what a comparison whose two orders disagree becomes.
+    Inconsistent(Name),
 }
 
 #[derive(Debug, Clone, PartialEq)]

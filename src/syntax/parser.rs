@@ -933,6 +933,11 @@ impl Lower {
             Rule::js_local => JudgeSettingKind::Local(self.string(k.next().unwrap())),
             Rule::js_calibration => JudgeSettingKind::Calibration(self.string(k.next().unwrap())),
             Rule::js_order => JudgeSettingKind::Order(self.name(k.next().unwrap())),
+            Rule::js_compares => {
+                let a = self.name(k.next().unwrap());
+                JudgeSettingKind::Compares(a, self.name(k.next().unwrap()))
+            }
+            Rule::js_inconsistent => JudgeSettingKind::Inconsistent(self.name(k.next().unwrap())),
             Rule::js_reasoning => JudgeSettingKind::ReasoningEffort(self.name(k.next().unwrap())),
             Rule::js_cascade => JudgeSettingKind::Cascade(k.map(|n| self.name(n)).collect()),
             Rule::js_escalate => JudgeSettingKind::Escalate(

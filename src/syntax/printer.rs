@@ -808,6 +808,16 @@ impl Printer {
                 self.w("order ");
                 self.w(&n.text);
             }
+            JudgeSettingKind::Compares(a, b) => {
+                self.w("compares ");
+                self.w(&a.text);
+                self.w(", ");
+                self.w(&b.text);
+            }
+            JudgeSettingKind::Inconsistent(n) => {
+                self.w("inconsistent ");
+                self.w(&n.text);
+            }
             JudgeSettingKind::ReasoningEffort(n) => {
                 self.w("reasoning_effort ");
                 self.w(&n.text);
@@ -1400,7 +1410,12 @@ fn erase_item(item: &mut Item) {
                     | JudgeSettingKind::EvidenceQuote(n)
                     | JudgeSettingKind::Scoring(n)
                     | JudgeSettingKind::Order(n)
+                    | JudgeSettingKind::Inconsistent(n)
                     | JudgeSettingKind::ReasoningEffort(n) => name(n),
+                    JudgeSettingKind::Compares(a, b) => {
+                        name(a);
+                        name(b);
+                    }
                     JudgeSettingKind::Sees(ns) | JudgeSettingKind::Jury(ns) | JudgeSettingKind::Cascade(ns) => {
                         ns.iter_mut().for_each(name)
                     }

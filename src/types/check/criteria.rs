@@ -53,6 +53,7 @@ impl Checker<'_> {
             },
         };
         self.check_local_kind(c, &verifier, &attrs.kind);
+        self.compared_kind(c, &verifier, &mut attrs);
         let site = self.site(c.span);
         let Attrs { kind, points, weight, axis, tags, pass, .. } = attrs;
         Some(ir::CriterionDecl {
@@ -241,6 +242,31 @@ impl Checker<'_> {
         scope.pop();
         self.expect_type(&x.ty, &Type::Bool, check.span, "a check");
         Some(ir::Verifier::Extract { judge, from: from_idx, ty: t, local, check: x })
+    }
+
+    /// A criterion decided by a comparing judge is a preference: it is written without a kind
+    /// (not ordinal, nominal or continuous), and a comparing judge extracts nothing.
+    fn compared_kind(&mut self, c: &ast::Criterion, verifier: &ir::Verifier, attrs: &mut Attrs) {
+        let (ir::Verifier::Judge { judge } | ir::Verifier::Extract { judge, .. }) = verifier else { return };
+        let j = &self.p.judges[*judge as usize];
+        if j.compares.is_none() {
+            return;
+        }
+        let name = j.name.clone();
+        let span = c.verifier.as_ref().map_or(c.span, |v| v.span);
+        if matches!(verifier, ir::Verifier::Extract { .. }) {
+            let help = "extract with a judge that sees one input; a comparing judge returns a preference";
+            self.report(diagnostics::judge_bad_compare(&name, span, "a comparing judge extracts nothing", help));
+            return;
+        }
+        if attrs.kind != ir::CriterionKind::Binary {
+            let help = "a criterion decided by a comparing judge is a preference between the two candidates: \
+                        leave out `ordinal`, `nominal` and `continuous`";
+            let why = "a comparing judge decides preferences, not this criterion's kind";
+            self.report(diagnostics::judge_bad_compare(&name, attrs.kind_span.unwrap_or(span), why, help));
+            return;
+        }
+        attrs.kind = ir::CriterionKind::Preference;
     }
 
     /// A local judge scores binary and continuous criteria only, and extracts nothing.

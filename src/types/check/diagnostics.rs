@@ -342,6 +342,7 @@ pub(super) enum InvalidSetting<'a> {
     Scoring(&'a str),
     ReplyKind(&'a str),
     Order(&'a str),
+    Inconsistent(&'a str),
     ReasoningEffort(&'a str),
 }
 
@@ -349,7 +350,7 @@ pub(super) enum InvalidSetting<'a> {
 pub(super) const REASONING_EFFORTS: [&str; 6] = ["none", "minimal", "low", "medium", "high", "xhigh"];
 
 /// The reply kinds a judge may return.
-pub(super) const REPLY_KINDS: [&str; 5] = ["verdict", "level", "label", "value", "extract"];
+pub(super) const REPLY_KINDS: [&str; 6] = ["verdict", "level", "label", "value", "extract", "preference"];
 
 pub(super) fn judge_invalid_setting(at: Span, what: InvalidSetting<'_>) -> Diagnostic {
     const CODE: &str = "rubric::judge::invalid_setting";
@@ -378,8 +379,12 @@ pub(super) fn judge_invalid_setting(at: Span, what: InvalidSetting<'_>) -> Diagn
         InvalidSetting::Scoring(other) => {
             error(CODE, format!("unknown scoring `{other}`"), at, "here").with_help("scoring is `label` or `logprob`")
         }
-        InvalidSetting::Order(other) => error(CODE, format!("unknown order `{other}`"), at, "here")
-            .with_help("the order of a judge's options is `fixed` (as declared) or `shuffled` (per request)"),
+        InvalidSetting::Order(other) => error(CODE, format!("unknown order `{other}`"), at, "here").with_help(
+            "the order of a judge's options is `fixed` (as declared) or `shuffled` (per request); a comparing \
+             judge may also be asked in `both` orders",
+        ),
+        InvalidSetting::Inconsistent(other) => error(CODE, format!("unknown rule `inconsistent {other}`"), at, "here")
+            .with_help("a comparison whose two orders disagree becomes a `tie` or `unscored`"),
         InvalidSetting::ReasoningEffort(other) => {
             let help = did_you_mean(other, REASONING_EFFORTS).unwrap_or_else(|| {
                 "the reasoning effort is `none`, `minimal`, `low`, `medium`, `high` or `xhigh`".into()
@@ -455,6 +460,12 @@ pub(super) fn judge_sees_nothing(judge: &ast::Name) -> Diagnostic {
 pub(super) fn judge_bad_jury(judge: &str, is_jury: bool, at: Span, why: &str, help: &str) -> Diagnostic {
     let who = if is_jury { "jury" } else { "judge" };
     error("rubric::judge::bad_jury", format!("{who} `{judge}`: {why}"), at, "here").with_help(help.to_string())
+}
+
+/// A comparing judge (`compares A, B`), or a setting or criterion that needs one, that cannot
+/// work: `why` says what is wrong, `help` how to fix it.
+pub(super) fn judge_bad_compare(judge: &str, at: Span, why: &str, help: &str) -> Diagnostic {
+    error("rubric::judge::bad_compare", format!("judge `{judge}`: {why}"), at, "here").with_help(help.to_string())
 }
 
 /// A cascade that cannot work: `why` says what is wrong, `help` how to fix it.

@@ -30,6 +30,11 @@ struct SettingSpans {
     not_jury: Vec<(Span, &'static str)>,
     /// Settings a local judge cannot honour, with where they were given.
     not_local: Vec<(Span, &'static str)>,
+    /// `compares A, B`, `order both`, `inconsistent ...` and `returns ...`.
+    compares: Option<Span>,
+    order_both: Option<Span>,
+    inconsistent: Option<Span>,
+    returns: Option<Span>,
 }
 
 /// A judge with every setting at its default.
@@ -58,6 +63,7 @@ fn default_judge(name: &str) -> ir::JudgeDecl {
         jury: None,
         reasoning_effort: None,
         cascade: None,
+        compares: None,
     }
 }
 
@@ -97,7 +103,8 @@ impl Checker<'_> {
             }
         }
         if let (Some(t), Some(span)) = (&d.template, spans.template) {
-            self.check_template(&j.name.text, t, &d.sees, span);
+            let compares = j.settings.iter().any(|s| matches!(s.kind, ast::JudgeSettingKind::Compares(..)));
+            self.check_template(&j.name.text, t, &d.sees, compares, span);
         }
         if let (Some(min), Some(span)) = (d.min_samples, spans.min_samples) {
             if min > d.samples {
@@ -122,11 +129,23 @@ impl Checker<'_> {
             let idx = self.p.judges.len() as u32;
             self.calibrations.push((idx, *span));
         }
+        self.compare_checks(j, &mut d, &spans);
+        for (span, members) in
+            [(spans.jury, d.jury.as_ref().map(|x| &x.members)), (spans.cascade, d.cascade.as_ref().map(|x| &x.members))]
+        {
+            let (Some(span), Some(members)) = (span, members) else { continue };
+            if let Some(m) = members.iter().find(|&&m| self.p.judges[m as usize].compares.is_some()) {
+                let why = format!("member `{}` compares two candidates", self.p.judges[*m as usize].name);
+                let help = "a jury or cascade is made of judges of one response; ask the comparing judge directly";
+                self.report(diagnostics::judge_bad_compare(&j.name.text, span, &why, help));
+            }
+        }
         self.jury_checks(&j.name.text, &mut d, &spans);
         self.cascade_checks(&j.name.text, &mut d, &spans);
         if d.jury.is_none()
             && d.cascade.is_none()
             && d.sees.is_empty()
+            && d.compares.is_none()
             && !j.settings.iter().any(|s| matches!(s.kind, ast::JudgeSettingKind::Sees(_)))
         {
             self.report(diagnostics::judge_sees_nothing(&j.name));
@@ -134,6 +153,87 @@ impl Checker<'_> {
         let idx = self.p.judges.len() as u32;
         self.p.judges.push(d);
         self.define(&j.name.text, Global::Judge(idx), j.name.span);
+    }
+
+    /// A comparing judge: two different inputs, neither also seen by name, answered by a
+    /// preference (`returns preference(...)` or no `returns`), by an endpoint (not a local model,
+    /// a jury or a cascade) and without an evidence rule; `order both` and `inconsistent` only
+    /// for a comparing judge, `inconsistent` only with `order both`. Its template may render the
+    /// candidates as `{{first}}` and `{{second}}`.
+    fn compare_checks(&mut self, j: &ast::Judge, d: &mut ir::JudgeDecl, spans: &SettingSpans) {
+        let name = j.name.text.as_str();
+        let written = |k: &str| {
+            j.settings.iter().find_map(|s| match &s.kind {
+                ast::JudgeSettingKind::Inconsistent(n) if k == "inconsistent" => Some(n.text.clone()),
+                _ => None,
+            })
+        };
+        let Some(at) = spans.compares else {
+            if let Some(span) = spans.order_both {
+                let help = "`order both` asks a comparing judge (`compares A, B`) in both positions; use `fixed` or \
+                            `shuffled` here";
+                self.report(diagnostics::judge_bad_compare(name, span, "`order both` needs `compares A, B`", help));
+            }
+            if let Some(span) = spans.inconsistent {
+                let help = "add `compares A, B` and `order both`, or remove `inconsistent`";
+                self.report(diagnostics::judge_bad_compare(name, span, "`inconsistent` needs `compares A, B`", help));
+            }
+            if d.returns == "preference" {
+                let at = spans.returns.unwrap_or(j.name.span);
+                let help = "add `compares A, B` naming the two candidate inputs";
+                self.report(diagnostics::judge_bad_compare(
+                    name,
+                    at,
+                    "only a comparing judge returns a preference",
+                    help,
+                ));
+            }
+            return;
+        };
+        if let Some(c) = &mut d.compares {
+            if c.first == c.second {
+                let help = "name the two inputs that hold the candidates, `compares answer_a, answer_b`";
+                self.report(diagnostics::judge_bad_compare(name, at, "a judge compares two different inputs", help));
+            }
+            for i in [c.first, c.second] {
+                if d.sees.contains(&i) {
+                    let input = &self.p.inputs[i as usize].name;
+                    let why = format!("input `{input}` is both compared and seen by name");
+                    let help = "a candidate is shown only as the first or second answer, so that its name cannot \
+                                tell the judge which it is; remove it from `sees`";
+                    self.report(diagnostics::judge_bad_compare(name, at, &why, help));
+                }
+            }
+            if written("inconsistent").as_deref() == Some("unscored") {
+                c.inconsistent = ir::Inconsistent::Unscored;
+            }
+        }
+        if let (Some(span), None) = (spans.inconsistent, spans.order_both) {
+            let help = "a comparison is inconsistent only when it is asked in both orders: add `order both`";
+            self.report(diagnostics::judge_bad_compare(name, span, "`inconsistent` needs `order both`", help));
+        }
+        match d.returns.as_str() {
+            "verdict" if spans.returns.is_none() => d.returns = "preference".into(),
+            "preference" => {}
+            other => {
+                let why = format!("a comparing judge returns a preference, not `{other}`");
+                let help = "write `returns preference(rationale: Text)`, or leave `returns` out";
+                self.report(diagnostics::judge_bad_compare(name, spans.returns.unwrap_or(at), &why, help));
+            }
+        }
+        let other = [
+            (spans.local, "a local judge"),
+            (spans.jury, "a jury"),
+            (spans.cascade, "a cascade"),
+            (spans.evidence, "an evidence rule"),
+        ];
+        for (span, what) in other {
+            if let Some(span) = span {
+                let why = format!("a comparing judge cannot have {what}");
+                let help = "compare with one judge at an endpoint; a comparison quotes no evidence";
+                self.report(diagnostics::judge_bad_compare(name, span, &why, help));
+            }
+        }
     }
 
     /// A jury: two or more distinct members that are not juries and take one sample each, all
@@ -429,6 +529,10 @@ impl Checker<'_> {
                 d.order = match o.text.as_str() {
                     "fixed" => ir::Order::Fixed,
                     "shuffled" => ir::Order::Shuffled,
+                    "both" => {
+                        spans.order_both = Some(o.span);
+                        ir::Order::Both
+                    }
                     other => {
                         self.report(diagnostics::judge_invalid_setting(o.span, InvalidSetting::Order(other)));
                         ir::Order::Fixed
@@ -466,7 +570,25 @@ impl Checker<'_> {
                     }
                 }
             }
-            K::Returns { kind, fields } => self.returns(d, kind, fields),
+            K::Returns { kind, fields } => {
+                spans.returns = Some(kind.span);
+                self.returns(d, kind, fields)
+            }
+            K::Compares(a, b) => {
+                spans.compares = Some(s.span);
+                if let (Some(first), Some(second)) = (self.input_named(a), self.input_named(b)) {
+                    d.compares = Some(ir::Compare { first, second, inconsistent: ir::Inconsistent::Tie });
+                }
+            }
+            K::Inconsistent(n) => {
+                spans.inconsistent = Some(s.span);
+                match n.text.as_str() {
+                    "tie" | "unscored" => {}
+                    other => {
+                        self.report(diagnostics::judge_invalid_setting(n.span, InvalidSetting::Inconsistent(other)))
+                    }
+                }
+            }
             K::EvidenceQuote(n) => {
                 spans.not_local.push((s.span, "an evidence rule (a local judge quotes nothing)"));
                 spans.evidence = Some(n.span);
@@ -522,9 +644,11 @@ impl Checker<'_> {
     }
 
     /// Every slot of judge `judge`'s template is an input it sees, or one of the built-in slots.
-    fn check_template(&mut self, judge: &str, template: &str, sees: &[u32], span: Span) {
+    fn check_template(&mut self, judge: &str, template: &str, sees: &[u32], compares: bool, span: Span) {
         for slot in template_slots(template) {
-            if ["criterion", "levels", "labels", "criteria"].contains(&slot.as_str()) {
+            if ir::validate::TEMPLATE_KEYWORDS.contains(&slot.as_str())
+                || (compares && ir::validate::COMPARE_SLOTS.contains(&slot.as_str()))
+            {
                 continue;
             }
             match self.p.input_index(&slot) {
