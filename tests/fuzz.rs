@@ -574,6 +574,7 @@ fn valid_reply(r: &Rendered) -> Json {
                 (Role::Answer, Answer::Label(labels)) => json!(labels.first().cloned().unwrap_or_default()),
                 (Role::Answer, Answer::Unit) => json!(0.7),
                 (Role::Answer, Answer::Extract(_)) => json!(5),
+                (Role::Answer, Answer::Preference) => json!("second"),
                 (Role::Evidence, _) => json!("5 mg"),
                 (Role::Rationale, _) => json!("because"),
                 (Role::Other(_), _) => Json::Null,

@@ -170,6 +170,7 @@ fn result(seed: u64, id: String, r: usize, k: usize) -> CriterionResult {
         votes: None,
         calibrated: None,
         position: None,
+        preference: None,
         sets: vec![],
     }
 }

@@ -36,6 +36,7 @@ mod lsp;
 mod models;
 #[cfg(feature = "models")]
 mod numeric;
+mod pairwise;
 mod props;
 mod report;
 mod sandbox;

@@ -19,6 +19,7 @@ pub mod calibrate;
 pub mod compare;
 pub mod labels;
 pub mod metrics;
+pub mod prefs;
 pub mod stats;
 
 use labels::{Label, LabelEntry};

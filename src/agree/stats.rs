@@ -55,6 +55,10 @@ pub struct Summary {
     /// How long that run took.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub run_seconds: Option<f64>,
+    /// A rubric with a comparing judge: per-criterion preferences and the judge's position
+    /// bias (`agree::prefs`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub preferences: Option<super::prefs::Preferences>,
     /// Statistics that could not be computed from what was given, with why.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub not_computed: Vec<NotComputed>,
@@ -528,6 +532,7 @@ pub fn summarize(
         stats: values,
         judges: None,
         run_seconds: None,
+        preferences: None,
         not_computed,
     })
 }
@@ -553,6 +558,10 @@ pub fn render(s: &Summary) -> String {
     }
     for n in &s.not_computed {
         out.push_str(&format!("\n  {}: not computed: {}", n.name, n.reason));
+    }
+    if let Some(p) = &s.preferences {
+        out.push('\n');
+        out.push_str(&super::prefs::render(p));
     }
     out
 }

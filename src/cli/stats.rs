@@ -42,7 +42,10 @@ impl StatsArgs {
 
     /// Whether a run of `program` computes statistics: it declares some, or a summary is asked.
     pub fn wanted(&self, program: &Program) -> bool {
-        self.summary.is_some() || !program.stats.is_empty() || !program.scores.is_empty()
+        self.summary.is_some()
+            || !program.stats.is_empty()
+            || !program.scores.is_empty()
+            || program.judges.iter().any(|j| j.compares.is_some())
     }
 }
 
@@ -85,6 +88,9 @@ pub fn compute(
     stats.extend(program.stats.iter().cloned());
     let mut summary = summarize(&stats, open(results)?, keys.as_ref(), args.options())?;
     summary.judges = facts.judges;
+    if program.judges.iter().any(|j| j.compares.is_some()) {
+        summary.preferences = crate::agree::prefs::tally(open(results)?)?;
+    }
     summary.run_seconds = facts.seconds;
     if let Some(path) = &args.summary {
         let mut text = serde_json::to_string_pretty(&summary).map_err(|e| e.to_string())?;
