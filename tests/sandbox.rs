@@ -180,7 +180,9 @@ fn an_exponential_schema_stops_at_the_row_limits_or_the_step_bound() {
          criterion valid \"Valid\" check json_valid(json(response), json(schema))\n";
     let p = compile(src);
     let row = json!({"response": "1", "schema": schema});
-    let wasm = WasmEngine::with_limits(Limits { fuel: 5_000_000, ..Limits::DEFAULT });
+    // 1M units: the fuel runs out within a few seconds of a debug build on a slow 2-core
+    // machine (5M took 13.7 s on one, past the 10 s time limit that then fired first).
+    let wasm = WasmEngine::with_limits(Limits { fuel: 1_000_000, ..Limits::DEFAULT });
     let r = eval(&wasm, &p, row.clone());
     let reason = r.criteria[0].reason.as_deref().unwrap_or_default();
     assert!(reason.starts_with("rubric::trap::limit"), "{r:?}");

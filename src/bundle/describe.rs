@@ -95,6 +95,10 @@ pub struct JudgeView {
     /// A cascade's members, by name, and when it escalates.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cascade: Option<String>,
+    /// A comparing judge's candidates (`answer_a, answer_b`) and what an inconsistent pair
+    /// becomes under `order both`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compares: Option<String>,
     /// The criteria it decides (a per-instance block as `name[]`).
     pub criteria: Vec<String>,
 }
@@ -330,7 +334,11 @@ fn judge_view(p: &Program, index: usize, j: &JudgeDecl) -> JudgeView {
         per_call: j.per_call,
         local: j.local.clone(),
         calibration: j.calibration.as_ref().map(calibration_summary),
-        order: (!j.order.is_fixed()).then(|| "shuffled".to_string()),
+        order: match j.order {
+            crate::ir::Order::Fixed => None,
+            crate::ir::Order::Shuffled => Some("shuffled".to_string()),
+            crate::ir::Order::Both => Some("both".to_string()),
+        },
         jury: j.jury.as_ref().map(|jy| {
             let names: Vec<String> =
                 jy.members.iter().map(|m| p.judges.get(*m as usize).map_or("?".into(), |d| d.name.clone())).collect();
@@ -347,6 +355,15 @@ fn judge_view(p: &Program, index: usize, j: &JudgeDecl) -> JudgeView {
             .cascade
             .as_ref()
             .map(|c| crate::ir::cascade_text(c, &|m| p.judges.get(m as usize).map_or("?".into(), |d| d.name.clone()))),
+        compares: j.compares.as_ref().map(|c| {
+            let name = |i: u32| p.inputs.get(i as usize).map_or("?".to_string(), |x| x.name.clone());
+            let rule = if j.order == crate::ir::Order::Both {
+                format!(" (inconsistent {})", c.inconsistent.name())
+            } else {
+                String::new()
+            };
+            format!("{}, {}{rule}", name(c.first), name(c.second))
+        }),
         criteria,
     }
 }

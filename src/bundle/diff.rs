@@ -181,6 +181,7 @@ fn judges(out: &mut Out, a: &JudgeView, b: &JudgeView) {
     out.cmp_opt("judge", n, "order", &a.order, &b.order);
     out.cmp_opt("judge", n, "jury", &a.jury, &b.jury);
     out.cmp_opt("judge", n, "cascade", &a.cascade, &b.cascade);
+    out.cmp_opt("judge", n, "compares", &a.compares, &b.compares);
 }
 
 fn gates(out: &mut Out, a: &GateView, b: &GateView) {

@@ -317,6 +317,9 @@ fn inspect_body(d: &Description) {
             if let Some(c) = &j.cascade {
                 outln!("    cascade   {c}");
             }
+            if let Some(c) = &j.compares {
+                outln!("    compares  {c}");
+            }
             outln!("    decides   {}", j.criteria.join(", "));
             for (label, text) in [("system", &j.system), ("template", &j.template)] {
                 if let Some(t) = text {

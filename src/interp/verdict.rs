@@ -145,9 +145,9 @@ fn prefer(r: &mut CriterionResult, pass: Option<f64>, judge: &JudgeDecl, verdict
     decide(r, &CriterionKind::Preference, pass, judge, verdict, None, Some((refs, names)));
     if r.status == Status::Met || r.status == Status::Unmet {
         pref.preferred = match r.value {
-            Some(x) if x == 1.0 => Some(names[0].to_string()),
-            Some(x) if x == 0.0 => Some(names[1].to_string()),
-            Some(x) if x == 0.5 => Some("tie".to_string()),
+            Some(1.0) => Some(names[0].to_string()),
+            Some(0.0) => Some(names[1].to_string()),
+            Some(0.5) => Some("tie".to_string()),
             _ => None,
         };
     }

@@ -456,6 +456,7 @@ mod tests {
             jury: None,
             reasoning_effort: None,
             cascade: None,
+            compares: None,
         };
         assert_eq!(cfg.endpoint_for(&j).unwrap().0, "b");
         assert_eq!(cfg.model_for(&j).as_deref(), Some("m-b"));

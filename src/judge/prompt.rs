@@ -1045,7 +1045,68 @@ mod tests {
             jury: None,
             reasoning_effort: None,
             cascade: None,
+            compares: None,
         }
+    }
+
+    /// A comparing judge: the candidates are fenced as `candidate-1`/`candidate-2` after the
+    /// inputs it sees by name, never named; `order both` swaps them on the second request of a
+    /// sample, `order shuffled` draws the order per request (both orders occur over criteria),
+    /// and the entry says which candidate each position holds.
+    #[test]
+    fn a_comparing_judge_shows_its_candidates_fenced_in_the_order_asked() {
+        let mut j = judge(None);
+        j.evidence_from = None;
+        j.per_call = 1;
+        j.returns = "preference".into();
+        j.compares = Some(crate::ir::Compare { first: 1, second: 2, inconsistent: crate::ir::Inconsistent::Tie });
+        j.order = Order::Both;
+        let input = |index: u32, name: &str, text: &str| SeenInput {
+            index,
+            name: name.into(),
+            ty: Type::Text,
+            value: Value::text(text),
+        };
+        let seen =
+            [input(0, "question", "Capital?"), input(1, "answer_a", "Canberra."), input(2, "answer_b", "Sydney.")];
+        let c = |i: usize| Criterion {
+            id: format!("c{i}"),
+            text: format!("Criterion {i}"),
+            ask: Ask::Verdict(CriterionKind::Preference),
+            from_data: false,
+        };
+        let first_of = |r: &Rendered| -> String {
+            let user = &r.messages[1].content;
+            assert!(!user.contains("answer_a") && !user.contains("answer_b"), "{user}");
+            let at = user.find("<<<BEGIN candidate-1 ").unwrap();
+            let q = user.find("<<<BEGIN question ").unwrap();
+            assert!(q < at, "the inputs seen by name come first: {user}");
+            let shown = r.entries[0].shown.clone().unwrap();
+            let text = if user[at..].starts_with("<<<BEGIN candidate-1 ")
+                && user[at..].contains("Canberra.\n<<<END candidate-1")
+            {
+                "answer_a"
+            } else {
+                "answer_b"
+            };
+            assert_eq!(shown[0], text, "the entry names the candidate shown first");
+            shown[0].clone()
+        };
+        let one = c(1);
+        let r0 = render_sample(&j, &[&one], &seen, &Fences::Stable, 0);
+        let r1 = render_sample(&j, &[&one], &seen, &Fences::Stable, 1);
+        assert_eq!((first_of(&r0), first_of(&r1)), ("answer_a".to_string(), "answer_b".to_string()));
+        assert_eq!(r0.schema["properties"]["preference"]["enum"], json!(["first", "second", "tie"]));
+        j.order = Order::Shuffled;
+        let firsts: std::collections::BTreeSet<String> = (0..16)
+            .map(|i| {
+                let ci = c(i);
+                let r = render_sample(&j, &[&ci], &seen, &Fences::Stable, 0);
+                assert_eq!(r, render_sample(&j, &[&ci], &seen, &Fences::Stable, 0), "the same request, the same order");
+                first_of(&r)
+            })
+            .collect();
+        assert_eq!(firsts.len(), 2, "both orders occur over 16 criteria");
     }
 
     #[test]
