@@ -91,6 +91,36 @@ fn the_pairwise_example_over_http_asks_both_orders_fenced_and_reports_position_b
         assert_eq!(o.status.code(), Some(0), "{engine}: {}", describe(&o));
         assert_eq!(records(&out), live, "{engine}");
     }
+    // Three criteria per call: one request per row and order, the same records.
+    let multi = dir.file(
+        "multi.rubric",
+        &std::fs::read_to_string(&main).unwrap().replace("  order both\n", "  order both\n  per_call 3\n"),
+    );
+    let before = mock_get(&base, "/requests").as_array().unwrap().len();
+    let out = dir.path("multi.jsonl");
+    let o = rubric(&[
+        &"run",
+        &multi,
+        &"--input",
+        &input,
+        &"--output",
+        &out,
+        &"--judges",
+        &judges,
+        &"--no-cache",
+        &"--no-progress",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", describe(&o));
+    assert_eq!(mock_get(&base, "/requests").as_array().unwrap().len() - before, 16);
+    let strip = |rs: Vec<Json>| -> Vec<Json> {
+        rs.into_iter()
+            .map(|mut r| {
+                r.as_object_mut().unwrap().remove("ir_hash");
+                r
+            })
+            .collect()
+    };
+    assert_eq!(strip(records(&out)), strip(live.clone()), "per_call 3 decides as one criterion per call does");
     let clear = &live[0]["criteria"][2];
     assert_eq!(clear["preference"], "tie", "a position-biased answer becomes a tie: {clear}");
     assert_eq!(clear["inconsistent"], 1, "{clear}");
