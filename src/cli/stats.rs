@@ -42,11 +42,13 @@ impl StatsArgs {
 
     /// Whether a run of `program` computes statistics: it declares some, or a summary is asked.
     pub fn wanted(&self, program: &Program) -> bool {
-        self.summary.is_some()
-            || !program.stats.is_empty()
-            || !program.scores.is_empty()
-            || program.judges.iter().any(|j| j.compares.is_some())
+        self.summary.is_some() || !program.stats.is_empty() || !program.scores.is_empty() || compares(program)
     }
+}
+
+/// Whether `program` has a comparing judge, whose run reports preference figures.
+fn compares(program: &Program) -> bool {
+    program.judges.iter().any(|j| j.compares.is_some())
 }
 
 /// What the run adds to its summary beside the statistics.
@@ -88,7 +90,7 @@ pub fn compute(
     stats.extend(program.stats.iter().cloned());
     let mut summary = summarize(&stats, open(results)?, keys.as_ref(), args.options())?;
     summary.judges = facts.judges;
-    if program.judges.iter().any(|j| j.compares.is_some()) {
+    if compares(program) {
         summary.preferences = crate::agree::prefs::tally(open(results)?)?;
     }
     summary.run_seconds = facts.seconds;

@@ -455,16 +455,14 @@ fn sample(kind: &CriterionKind, v: &Json, names: Option<[&str; 2]>) -> Result<Sa
             }
         }
         CriterionKind::Preference => {
-            let [first, second] = names.unwrap_or(["", ""]);
-            let value = match core.as_str() {
-                Some(x) if x == first => 1.0,
-                Some(x) if x == second => 0.0,
-                Some("tie") => 0.5,
-                _ => {
-                    return Err(format!(
-                        "invalid_verdict: a preference is `{first}`, `{second}` or `tie`, found {core}"
-                    ))
-                }
+            let names = names.unwrap_or(["", ""]);
+            let x = preference_of(core, names)?;
+            let value = if x == names[0] {
+                1.0
+            } else if x == names[1] {
+                0.0
+            } else {
+                0.5
             };
             Sample { value, level: None, label: None, evidence: None, p_yes: None, position: None, weight: 1.0 }
         }

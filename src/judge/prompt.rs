@@ -314,11 +314,15 @@ fn render_as(
     // A comparing judge's candidates, in the order this request shows them, apart from the
     // inputs it sees by name.
     let pair = candidates(judge, criteria, seen, sample);
-    let seen: Vec<SeenInput> = match &judge.compares {
-        Some(c) => seen.iter().filter(|s| s.index != c.first && s.index != c.second).cloned().collect(),
-        None => seen.to_vec(),
+    // (Only a comparing judge's inputs are copied, to leave its candidates out.)
+    let by_name: Vec<SeenInput>;
+    let seen = match &judge.compares {
+        Some(c) => {
+            by_name = seen.iter().filter(|s| s.index != c.first && s.index != c.second).cloned().collect();
+            by_name.as_slice()
+        }
+        None => seen,
     };
-    let seen = seen.as_slice();
     if let Some([a, b]) = &pair {
         for e in &mut entries {
             e.shown = Some([a.name.clone(), b.name.clone()]);
@@ -743,21 +747,8 @@ fn candidates(judge: &JudgeDecl, criteria: &[&Criterion], seen: &[SeenInput], sa
         Order::Fixed => false,
         Order::Both => sample % 2 == 1,
         Order::Shuffled => {
-            let mut h = Sha256::new();
-            h.update(b"rubric-candidates\0");
-            h.update(judge.name.as_bytes());
-            for c in criteria {
-                for part in [c.id.as_str(), c.text.as_str()] {
-                    h.update([0]);
-                    h.update(part.as_bytes());
-                }
-            }
-            for s in seen {
-                h.update([1]);
-                h.update(s.name.as_bytes());
-                h.update([0]);
-                h.update(s.value.to_string().as_bytes());
-            }
+            let mut h = request_hasher(judge, criteria, seen);
+            h.update([3]);
             h.update(sample.to_le_bytes());
             h.finalize()[0] & 1 == 1
         }
@@ -765,18 +756,9 @@ fn candidates(judge: &JudgeDecl, criteria: &[&Criterion], seen: &[SeenInput], sa
     Some(if swap { [b, a] } else { [a, b] })
 }
 
-/// `order shuffled`: each ordinal or nominal entry's options in an order drawn from what the
-/// request asks (the judge, each criterion's id and text, the inputs it sees, and the sample
-/// after the first): options sorted by the SHA-256 of that seed, the entry's position and the
-/// option. The same request gets the same order (the cache and replays hold), another request
-/// or another sample another one.
-fn shuffle_options(
-    judge: &JudgeDecl,
-    criteria: &[&Criterion],
-    seen: &[SeenInput],
-    sample: u32,
-    entries: &mut [EntrySpec],
-) {
+/// A hash of what a request asks (the judge, each criterion's id and text, the inputs it sees
+/// and their values), the seed of its `order shuffled` draws.
+fn request_hasher(judge: &JudgeDecl, criteria: &[&Criterion], seen: &[SeenInput]) -> Sha256 {
     let mut h = Sha256::new();
     h.update(judge.name.as_bytes());
     for c in criteria {
@@ -791,6 +773,22 @@ fn shuffle_options(
         h.update([0]);
         h.update(s.value.to_string().as_bytes());
     }
+    h
+}
+
+/// `order shuffled`: each ordinal or nominal entry's options in an order drawn from what the
+/// request asks (the judge, each criterion's id and text, the inputs it sees, and the sample
+/// after the first): options sorted by the SHA-256 of that seed, the entry's position and the
+/// option. The same request gets the same order (the cache and replays hold), another request
+/// or another sample another one.
+fn shuffle_options(
+    judge: &JudgeDecl,
+    criteria: &[&Criterion],
+    seen: &[SeenInput],
+    sample: u32,
+    entries: &mut [EntrySpec],
+) {
+    let mut h = request_hasher(judge, criteria, seen);
     if sample > 0 {
         h.update([2]);
         h.update(sample.to_le_bytes());

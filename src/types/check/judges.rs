@@ -33,7 +33,8 @@ struct SettingSpans {
     /// `compares A, B`, `order both`, `inconsistent ...` and `returns ...`.
     compares: Option<Span>,
     order_both: Option<Span>,
-    inconsistent: Option<Span>,
+    /// `inconsistent ...` with the rule it names.
+    inconsistent: Option<(Span, ir::Inconsistent)>,
     returns: Option<Span>,
 }
 
@@ -103,8 +104,7 @@ impl Checker<'_> {
             }
         }
         if let (Some(t), Some(span)) = (&d.template, spans.template) {
-            let compares = j.settings.iter().any(|s| matches!(s.kind, ast::JudgeSettingKind::Compares(..)));
-            self.check_template(&j.name.text, t, &d.sees, compares, span);
+            self.check_template(&j.name.text, t, &d.sees, spans.compares.is_some(), span);
         }
         if let (Some(min), Some(span)) = (d.min_samples, spans.min_samples) {
             if min > d.samples {
@@ -162,19 +162,13 @@ impl Checker<'_> {
     /// candidates as `{{first}}` and `{{second}}`.
     fn compare_checks(&mut self, j: &ast::Judge, d: &mut ir::JudgeDecl, spans: &SettingSpans) {
         let name = j.name.text.as_str();
-        let written = |k: &str| {
-            j.settings.iter().find_map(|s| match &s.kind {
-                ast::JudgeSettingKind::Inconsistent(n) if k == "inconsistent" => Some(n.text.clone()),
-                _ => None,
-            })
-        };
         let Some(at) = spans.compares else {
             if let Some(span) = spans.order_both {
                 let help = "`order both` asks a comparing judge (`compares A, B`) in both positions; use `fixed` or \
                             `shuffled` here";
                 self.report(diagnostics::judge_bad_compare(name, span, "`order both` needs `compares A, B`", help));
             }
-            if let Some(span) = spans.inconsistent {
+            if let Some((span, _)) = spans.inconsistent {
                 let help = "add `compares A, B` and `order both`, or remove `inconsistent`";
                 self.report(diagnostics::judge_bad_compare(name, span, "`inconsistent` needs `compares A, B`", help));
             }
@@ -204,11 +198,11 @@ impl Checker<'_> {
                     self.report(diagnostics::judge_bad_compare(name, at, &why, help));
                 }
             }
-            if written("inconsistent").as_deref() == Some("unscored") {
-                c.inconsistent = ir::Inconsistent::Unscored;
+            if let Some((_, rule)) = spans.inconsistent {
+                c.inconsistent = rule;
             }
         }
-        if let (Some(span), None) = (spans.inconsistent, spans.order_both) {
+        if let (Some((span, _)), None) = (spans.inconsistent, spans.order_both) {
             let help = "a comparison is inconsistent only when it is asked in both orders: add `order both`";
             self.report(diagnostics::judge_bad_compare(name, span, "`inconsistent` needs `order both`", help));
         }
@@ -581,13 +575,15 @@ impl Checker<'_> {
                 }
             }
             K::Inconsistent(n) => {
-                spans.inconsistent = Some(s.span);
-                match n.text.as_str() {
-                    "tie" | "unscored" => {}
+                let rule = match n.text.as_str() {
+                    "tie" => ir::Inconsistent::Tie,
+                    "unscored" => ir::Inconsistent::Unscored,
                     other => {
-                        self.report(diagnostics::judge_invalid_setting(n.span, InvalidSetting::Inconsistent(other)))
+                        self.report(diagnostics::judge_invalid_setting(n.span, InvalidSetting::Inconsistent(other)));
+                        ir::Inconsistent::Tie
                     }
-                }
+                };
+                spans.inconsistent = Some((s.span, rule));
             }
             K::EvidenceQuote(n) => {
                 spans.not_local.push((s.span, "an evidence rule (a local judge quotes nothing)"));
