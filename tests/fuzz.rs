@@ -575,6 +575,8 @@ fn valid_reply(r: &Rendered) -> Json {
                 (Role::Answer, Answer::Unit) => json!(0.7),
                 (Role::Answer, Answer::Extract(_)) => json!(5),
                 (Role::Answer, Answer::Preference) => json!("second"),
+                (Role::Answer, Answer::Scores(n)) => json!(vec![0.5; *n]),
+                (Role::Answer, Answer::Ranking(n)) => json!((1..=*n).rev().collect::<Vec<_>>()),
                 (Role::Evidence, _) => json!("5 mg"),
                 (Role::Rationale, _) => json!("because"),
                 (Role::Other(_), _) => Json::Null,

@@ -959,6 +959,7 @@ verdict = "met"
         .map(|r| PendingRow {
             inputs: rubric::runtime::bind_row(&program, &json!({ "response": r })).unwrap(),
             verdicts: Vec::new(),
+            group: None,
             result: None,
             models: Default::default(),
         })

@@ -55,6 +55,7 @@ fn dispatch(program: &Program, row: &Json, d: &Dispatcher) -> Vec<(String, Strin
     let mut pending = vec![PendingRow {
         inputs: rubric::runtime::bind_row(program, row).unwrap(),
         verdicts: Vec::new(),
+        group: None,
         result: None,
         models: Default::default(),
     }];

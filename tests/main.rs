@@ -24,6 +24,7 @@ mod forged;
 mod fuzz;
 #[cfg(feature = "models")]
 mod gpu;
+mod group_judging;
 mod hostile;
 mod ifeval;
 mod jit_engine;

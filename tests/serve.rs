@@ -15,13 +15,13 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
 /// A `rubric serve` process, killed when dropped.
-struct Server {
+pub(crate) struct Server {
     child: Child,
     addr: String,
 }
 
 impl Server {
-    fn start(args: &[&dyn AsRef<std::ffi::OsStr>], env: &[(&str, &str)]) -> Server {
+    pub(crate) fn start(args: &[&dyn AsRef<std::ffi::OsStr>], env: &[(&str, &str)]) -> Server {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_rubric"));
         cmd.arg("serve").args(args).args(["--addr", "127.0.0.1:0"]);
         for (k, v) in env {
@@ -38,7 +38,7 @@ impl Server {
         http(&self.addr, "GET", path, &[], b"")
     }
 
-    fn score(&self, body: &Json) -> (u16, Json) {
+    pub(crate) fn score(&self, body: &Json) -> (u16, Json) {
         let (status, text) = http(&self.addr, "POST", "/v1/score", &[], body.to_string().as_bytes());
         (status, serde_json::from_str(&text).unwrap_or_else(|e| panic!("{status} {text:?}: {e}")))
     }

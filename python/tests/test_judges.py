@@ -142,3 +142,31 @@ def test_a_budget_caps_what_a_loaded_rubric_spends(rubric_bin, tmp_path):
             rubric.load(example / "main.rubric", judges=judges, cache=False, budget=-1)
     finally:
         mock.stop()
+
+
+def test_group_judging_asks_once_per_group_like_rubric_run_groups(rubric_bin, tmp_path):
+    """A group judge (`rollouts response`) through the bindings: one request per group and judge,
+    and the records `rubric run --groups prompt_id --judges` writes, rewards and advantages
+    included."""
+    from support import MockJudge
+
+    ex = EXAMPLES / "group-judging"
+    mock = MockJudge(rubric_bin, ex / "mock-rules.toml", tmp_path)
+    try:
+        rows = read_rows(ex / "inputs.jsonl")
+        want = rubric_run(
+            rubric_bin, tmp_path, ex / "main.rubric", rows, "--groups", "prompt_id", "--judges", mock.judges, "--no-cache"
+        )
+        # 3 prompts x 2 group judges; the empty rollout is stopped by the gate.
+        assert mock.requests() == 6
+        assert [r["advantage"] is not None for r in want] == [True] * 12, want
+        r = rubric.load(str(ex / "main.rubric"), judges=str(mock.judges), cache=False)
+        assert r.score(rows, groups="prompt_id") == want
+        assert mock.requests() == 12, "the bindings asked once per group and judge too"
+        # Without groups, no group judge is asked: its criteria are unscored with the reason.
+        rec = r.score(rows[:1])[0]
+        assert mock.requests() == 12
+        reasons = [c.get("reason", "") for c in rec["criteria"] if c["id"] in ("explains", "correct")]
+        assert all(x.startswith("judge_group:") for x in reasons), rec
+    finally:
+        mock.stop()

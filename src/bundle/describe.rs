@@ -99,6 +99,9 @@ pub struct JudgeView {
     /// becomes under `order both`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub compares: Option<String>,
+    /// A group judge's rollouts input (`rollouts X`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rollouts: Option<String>,
     /// The criteria it decides (a per-instance block as `name[]`).
     pub criteria: Vec<String>,
 }
@@ -364,6 +367,7 @@ fn judge_view(p: &Program, index: usize, j: &JudgeDecl) -> JudgeView {
             };
             format!("{}, {}{rule}", name(c.first), name(c.second))
         }),
+        rollouts: j.rollouts.map(|i| p.inputs.get(i as usize).map_or("?".to_string(), |x| x.name.clone())),
         criteria,
     }
 }

@@ -182,6 +182,7 @@ fn judges(out: &mut Out, a: &JudgeView, b: &JudgeView) {
     out.cmp_opt("judge", n, "jury", &a.jury, &b.jury);
     out.cmp_opt("judge", n, "cascade", &a.cascade, &b.cascade);
     out.cmp_opt("judge", n, "compares", &a.compares, &b.compares);
+    out.cmp_opt("judge", n, "rollouts", &a.rollouts, &b.rollouts);
 }
 
 fn gates(out: &mut Out, a: &GateView, b: &GateView) {

@@ -320,6 +320,9 @@ fn inspect_body(d: &Description) {
             if let Some(c) = &j.compares {
                 outln!("    compares  {c}");
             }
+            if let Some(r) = &j.rollouts {
+                outln!("    rollouts  {r} (every member of a group, in one request)");
+            }
             outln!("    decides   {}", j.criteria.join(", "));
             for (label, text) in [("system", &j.system), ("template", &j.template)] {
                 if let Some(t) = text {

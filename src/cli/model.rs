@@ -199,6 +199,7 @@ pub fn bench_prompts(rows: usize, criteria: usize, words: usize) -> Vec<Vec<Chat
         reasoning_effort: None,
         cascade: None,
         compares: None,
+        rollouts: None,
     };
     let mut out = Vec::with_capacity(rows * criteria);
     for r in 0..rows {

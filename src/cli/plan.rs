@@ -71,7 +71,7 @@ pub fn run(a: PlanArgs) -> ExitCode {
     let mut bad = 0u64;
     for (i, line) in lines.iter().enumerate() {
         match runtime::prepare_row(program, &ident, i, line.row(), vf.as_ref()) {
-            Ok(r) => rows.push((r.inputs, r.verdicts)),
+            Ok(r) => rows.push(runtime::JudgeRow { inputs: r.inputs, verdicts: r.verdicts, group: None }),
             Err(_) => bad += 1,
         }
     }

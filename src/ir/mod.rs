@@ -422,6 +422,11 @@ pub struct JudgeDecl {
     /// other judges.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub compares: Option<Compare>,
+    /// `rollouts X`: a group judge. One request shows input `X` (by index) of every member of
+    /// the row's group (`--groups`), each in its own fence, and the reply scores or ranks them
+    /// all; each member's criterion gets its own value. Absent for other judges.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rollouts: Option<u32>,
 }
 
 impl JudgeDecl {

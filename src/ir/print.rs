@@ -456,6 +456,9 @@ impl Writer<'_> {
             let order = if j.order == super::Order::Both { " order both" } else { "" };
             self.line(2, &format!("compares i{} i{}{order} inconsistent {}", c.first, c.second, c.inconsistent.name()));
         }
+        if let Some(r) = j.rollouts {
+            self.line(2, &format!("rollouts i{r}"));
+        }
     }
 
     fn step(&mut self, i: usize, s: &Step) {

@@ -65,6 +65,21 @@ pub const JUDGE_RETURNS: &[&str] = &["verdict", "level", "label", "value", "extr
 /// the order shown.
 pub const COMPARE_SLOTS: &[&str] = &["first", "second"];
 
+/// The template slot of a group judge: every rollout, each in its fence.
+pub const ROLLOUT_SLOTS: &[&str] = &["rollouts"];
+
+/// The template slots a judge has besides the keywords and the inputs it sees: a comparing
+/// judge's candidates, a group judge's rollouts.
+pub fn extra_slots(j: &super::JudgeDecl) -> &'static [&'static str] {
+    if j.compares.is_some() {
+        COMPARE_SLOTS
+    } else if j.rollouts.is_some() {
+        ROLLOUT_SLOTS
+    } else {
+        &[]
+    }
+}
+
 /// The intrinsics a program may call: the parameter types and the result type (with type
 /// variables `T`, `U`) of intrinsic `name`#`overload` of the catalogue, or `None`.
 pub trait Intrinsics: Sync + fmt::Debug {
@@ -562,9 +577,7 @@ impl<'p> Validator<'p> {
             self.at("template", |v| {
                 v.string(t)?;
                 for slot in template_slots(t) {
-                    if TEMPLATE_KEYWORDS.contains(&slot.as_str())
-                        || (j.compares.is_some() && COMPARE_SLOTS.contains(&slot.as_str()))
-                    {
+                    if TEMPLATE_KEYWORDS.contains(&slot.as_str()) || extra_slots(j).contains(&slot.as_str()) {
                         continue;
                     }
                     let seen = p.input_index(&slot).is_some_and(|k| sees.contains(&(k as u32)));
@@ -604,6 +617,30 @@ impl<'p> Validator<'p> {
                 v.want(j.returns != "preference", || "only a comparing judge returns a preference".into())?;
                 v.want(j.order != super::Order::Both, || "`order both` is for a comparing judge".into())
             }
+        })?;
+        self.at("rollouts", |v| match j.rollouts {
+            Some(r) => {
+                v.index("input", r, p.inputs.len())?;
+                v.want(!sees.contains(&r), || "a rollout is shown in its own fence, never by name in `sees`".into())?;
+                v.want(j.returns == "value" || j.returns == "ranking", || {
+                    "a group judge returns a value per rollout or a ranking".into()
+                })?;
+                v.want(j.reply_fields.is_empty(), || "a group judge's reply declares no fields".into())?;
+                v.want(
+                    j.local.is_none()
+                        && j.jury.is_none()
+                        && j.cascade.is_none()
+                        && j.compares.is_none()
+                        && j.evidence_from.is_none()
+                        && j.order == super::Order::Fixed,
+                    || {
+                        "a group judge is not local, a jury, a cascade or a comparing judge, has no evidence rule \
+                         and shows its rollouts in order"
+                            .into()
+                    },
+                )
+            }
+            None => v.want(j.returns != "ranking", || "only a group judge returns a ranking".into()),
         })?;
         if let Some(jury) = &j.jury {
             self.at("jury", |v| {
@@ -993,6 +1030,22 @@ impl<'p> Validator<'p> {
                     .into()
             })
         })?;
+        // A group judge decides static continuous criteria, each member's value its own.
+        if let Verifier::Judge { judge } | Verifier::Extract { judge, .. } = &d.verifier {
+            if p.judges.get(*judge as usize).is_some_and(|j| j.rollouts.is_some()) {
+                self.at("kind", |v| {
+                    v.want(
+                        d.kind == CriterionKind::Continuous
+                            && !template
+                            && matches!(d.verifier, Verifier::Judge { .. }),
+                        || {
+                            "a group judge decides continuous criteria outside `each` blocks and extracts nothing"
+                                .into()
+                        },
+                    )
+                })?;
+            }
+        }
         for (key, e, want) in [
             ("points", &d.points, Type::Number),
             ("weight", &d.weight, Type::Number),

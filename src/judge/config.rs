@@ -457,6 +457,7 @@ mod tests {
             reasoning_effort: None,
             cascade: None,
             compares: None,
+            rollouts: None,
         };
         assert_eq!(cfg.endpoint_for(&j).unwrap().0, "b");
         assert_eq!(cfg.model_for(&j).as_deref(), Some("m-b"));

@@ -37,6 +37,10 @@
 //! prefer = "(?i)ibuprofen"       # a comparing judge: prefer the answer (fence `candidate-1` or
 //!                                #   `candidate-2`) this regex matches in; "tie" when it matches
 //!                                #   in both or neither
+//! rank_by = "(?i)\\bbecause\\b"   # a group judge: each rollout (fence `rollout-K`) scores the number
+//!                                #   of this regex's matches in it over the most any rollout has
+//!                                #   (0 for all when none matches); a ranking orders them by it,
+//!                                #   more first, ties in rollout order
 //! confidence_right = [0.85, 1.0] # a noisy grader's P of the side it answers, drawn in this band
 //! confidence_wrong = [0.5, 0.8]  #   when it is right / wrong (default [0.5, 1.0] for both)
 //! reasoning_tokens = 300         # completion tokens spent thinking, added to the usage reported
@@ -219,6 +223,9 @@ pub struct Rule {
     /// A comparing judge's rule: the answer this regex matches in is preferred.
     #[serde(default)]
     pub prefer: Option<String>,
+    /// A group judge's rule: rollouts score (and rank) by this regex's matches in them.
+    #[serde(default)]
+    pub rank_by: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
@@ -322,6 +329,7 @@ struct Matcher {
     quote: Option<Regex>,
     model: Option<Regex>,
     prefer: Option<Regex>,
+    rank_by: Option<Regex>,
 }
 
 impl Matcher {
@@ -342,6 +350,7 @@ impl Matcher {
             quote: regex("rule quote", &rule.quote)?,
             model: regex("rule model", &rule.model)?,
             prefer: regex("rule prefer", &rule.prefer)?,
+            rank_by: regex("rule rank_by", &rule.rank_by)?,
             rule,
         })
     }
@@ -1197,6 +1206,44 @@ fn candidate_text(prompt: &str, k: usize) -> Option<&str> {
     Some(&prompt[body..end])
 }
 
+/// The text of every fence `rollout-1`, `rollout-2`, ... of a group judge's prompt, in order.
+fn rollout_texts(prompt: &str) -> Vec<&str> {
+    let mut out = Vec::new();
+    for k in 1.. {
+        let begin = format!("<<<BEGIN rollout-{k} ");
+        let Some(start) = prompt.find(&begin) else { break };
+        let Some(body) = prompt[start..].find(">>>\n").map(|i| start + i + 4) else { break };
+        let Some(end) = prompt[body..].find(&format!("<<<END rollout-{k} ")).map(|i| body + i) else { break };
+        out.push(&prompt[body..end]);
+    }
+    out
+}
+
+/// A group judge's answer by `rank_by`: each rollout's matches over the most any has (all 0
+/// when none matches, or without `rank_by`: `value` for all), or, for `ranking`, the rollout
+/// numbers by matches, more first, ties in rollout order.
+fn group_answer(cr: &Matcher, prompt: &str, ranking: bool) -> Json {
+    let texts = rollout_texts(prompt);
+    let counts: Vec<usize> = texts.iter().map(|t| cr.rank_by.as_ref().map_or(0, |r| r.find_iter(t).count())).collect();
+    if ranking {
+        let mut order: Vec<usize> = (0..counts.len()).collect();
+        order.sort_by(|a, b| counts[*b].cmp(&counts[*a]).then(a.cmp(b)));
+        return json!(order.iter().map(|i| i + 1).collect::<Vec<_>>());
+    }
+    let most = counts.iter().copied().max().unwrap_or(0);
+    let flat = cr.rule.value.as_ref().and_then(Json::as_f64).unwrap_or(0.0);
+    json!(counts
+        .iter()
+        .map(|&c| if cr.rank_by.is_some() && most > 0 {
+            c as f64 / most as f64
+        } else if cr.rank_by.is_some() {
+            0.0
+        } else {
+            flat
+        })
+        .collect::<Vec<_>>())
+}
+
 fn sample_override(rule: &Rule, k: usize) -> Option<&Json> {
     rule.samples.as_ref().filter(|s| !s.is_empty()).map(|s| &s[k % s.len()])
 }
@@ -1256,7 +1303,7 @@ fn emit_entry(toks: &mut Tokens, e: &EntryAsk, cr: &Matcher, ask: &Ask, flags: &
         let ty = s.get("type").cloned().unwrap_or(Json::Null);
         let is = |t: &str| ty == json!(t) || ty.as_array().is_some_and(|a| a.contains(&json!(t)));
         let enumv = s.get("enum").and_then(Json::as_array).cloned();
-        let is_answer = enumv.is_some() || is("boolean") || (name == "value");
+        let is_answer = enumv.is_some() || is("boolean") || matches!(name.as_str(), "value" | "scores" | "ranking");
         if flags.schema && is_answer && first_answer {
             first_answer = false;
             toks.push("\"perhaps\"", None);
@@ -1268,6 +1315,10 @@ fn emit_entry(toks: &mut Tokens, e: &EntryAsk, cr: &Matcher, ask: &Ask, flags: &
             (word.to_string(), Some((yes.to_string(), no.to_string(), p)))
         };
         match enumv {
+            None if is("array") && (name == "scores" || name == "ranking") => {
+                let answer = over.cloned().unwrap_or_else(|| group_answer(cr, prompt, name == "ranking"));
+                toks.push(&answer.to_string(), None);
+            }
             Some(opts) if opts == [json!("met"), json!("unmet")] || opts == [json!("yes"), json!("no")] => {
                 let (y, n) = (opts[0].as_str().unwrap_or(""), opts[1].as_str().unwrap_or(""));
                 let (word, alt) = yes_no(y, n);

@@ -140,6 +140,30 @@ impl Task {
         Some(Task::new(Arc::new(j.clone()), &program.inputs, criteria, row))
     }
 
+    /// A group judge's task (`rollouts X`): what it sees by name from `shared` (the group's
+    /// first member), then input `X` of every member in `rollouts`, in group order, each an
+    /// entry of `seen` under the rollouts input's index (the prompt fences them as rollout 1,
+    /// 2, ...). `None` for a judge that is not a group judge.
+    pub fn for_group(
+        program: &Program,
+        judge: u32,
+        criteria: Vec<Criterion>,
+        shared: &[Value],
+        rollouts: Vec<Value>,
+    ) -> Option<Task> {
+        let j = program.judges.get(judge as usize)?;
+        let at = j.rollouts?;
+        let d = program.inputs.get(at as usize)?;
+        let mut t = Task::new(Arc::new(j.clone()), &program.inputs, criteria, shared);
+        t.seen.extend(rollouts.into_iter().map(|value| SeenInput {
+            index: at,
+            name: d.name.clone(),
+            ty: d.ty.clone(),
+            value,
+        }));
+        Some(t)
+    }
+
     pub fn judge(&self) -> &JudgeDecl {
         &self.judge
     }

@@ -56,6 +56,11 @@ pub enum Answer {
     Extract(Type),
     /// `"first"`, `"second"` or `"tie"`: which of two candidates a comparing judge prefers.
     Preference,
+    /// A group judge's score of each of this many rollouts: numbers in [0, 1], in rollout order.
+    Scores(usize),
+    /// A group judge's ranking of this many rollouts: their numbers (1-based), best first, each
+    /// once.
+    Ranking(usize),
 }
 
 /// The answers a comparing judge chooses from.
@@ -314,15 +319,35 @@ fn render_as(
     // A comparing judge's candidates, in the order this request shows them, apart from the
     // inputs it sees by name.
     let pair = candidates(judge, criteria, seen, sample);
-    // (Only a comparing judge's inputs are copied, to leave its candidates out.)
+    // A group judge's rollouts, in group order: the entries of `seen` under its rollouts input.
+    let rollouts: Vec<&SeenInput> = match judge.rollouts {
+        Some(r) => seen.iter().filter(|s| s.index == r).collect(),
+        None => Vec::new(),
+    };
+    // (Only a comparing or group judge's inputs are copied, to leave its candidates or rollouts
+    // out.)
     let by_name: Vec<SeenInput>;
-    let seen = match &judge.compares {
-        Some(c) => {
+    let seen = match (&judge.compares, judge.rollouts) {
+        (Some(c), _) => {
             by_name = seen.iter().filter(|s| s.index != c.first && s.index != c.second).cloned().collect();
             by_name.as_slice()
         }
-        None => seen,
+        (None, Some(r)) => {
+            by_name = seen.iter().filter(|s| s.index != r).cloned().collect();
+            by_name.as_slice()
+        }
+        (None, None) => seen,
     };
+    if judge.rollouts.is_some() && !local {
+        let n = rollouts.len();
+        let (name, answer) =
+            if judge.returns == "ranking" { ("ranking", Answer::Ranking(n)) } else { ("scores", Answer::Scores(n)) };
+        for e in &mut entries {
+            e.answer = answer.clone();
+            e.fields = vec![("rationale".into(), Role::Rationale), (name.into(), Role::Answer)];
+            e.logprob = false;
+        }
+    }
     if let Some([a, b]) = &pair {
         for e in &mut entries {
             e.shown = Some([a.name.clone(), b.name.clone()]);
@@ -342,6 +367,12 @@ fn render_as(
             all.push(f);
         }
     }
+    for (k, s) in rollouts.iter().enumerate() {
+        let mut f = Fence::of_input(s);
+        f.name = format!("rollout-{}", k + 1);
+        all.push(f);
+    }
+    let rolled = rollouts.len();
     let data_criteria: Vec<usize> = (0..criteria.len()).filter(|&i| criteria[i].from_data).collect();
     for &i in &data_criteria {
         all.push(Fence { name: criterion_fence_name(multi, i), material: Material::Text(criteria[i].text.clone()) });
@@ -350,10 +381,19 @@ fn render_as(
     let mut rendered_fences: Vec<String> = all.iter().zip(&tags).map(|(f, t)| f.render(t)).collect();
     // The criteria as shown: a constant text as written, a text from the data in its fence.
     let mut shown: Vec<Shown> = criteria.iter().map(|c| Shown::Plain(c.text.clone())).collect();
-    for (&i, fenced) in data_criteria.iter().zip(rendered_fences.drain(seen.len() + compared..)) {
+    for (&i, fenced) in data_criteria.iter().zip(rendered_fences.drain(seen.len() + compared + rolled..)) {
         shown[i] = Shown::Fenced(fenced);
     }
+    let rollout_fences: Vec<String> = rendered_fences.drain(seen.len() + compared..).collect();
     let candidate_fences: Vec<String> = rendered_fences.drain(seen.len()..).collect();
+    // Every rollout under its number, in group order.
+    let rollouts_block = || -> String {
+        let mut s = String::new();
+        for (k, f) in rollout_fences.iter().enumerate() {
+            let _ = write!(s, "Rollout {}:\n{f}\n\n", k + 1);
+        }
+        s
+    };
     let schema = reply_schema(&entries, &shown);
     let mut fenced_any = false;
     let mut fence_of = |name: &str| -> Option<String> {
@@ -369,12 +409,27 @@ fn render_as(
             "labels" => criteria.iter().zip(&entries).find_map(|(c, e)| labels_text(c, e)),
             "first" if compared > 0 => Some(candidate_fences[0].clone()),
             "second" if compared > 0 => Some(candidate_fences[1].clone()),
+            "rollouts" if judge.rollouts.is_some() => Some(rollouts_block().trim_end().to_string()),
             name => fence_of(name),
         }),
         None => {
             let mut s = String::new();
             let extract_only = criteria.iter().all(|c| matches!(c.ask, Ask::Extract { .. }));
-            s.push_str(if compared > 0 && multi {
+            let group_intro;
+            s.push_str(if judge.rollouts.is_some() {
+                let how = if judge.returns == "ranking" {
+                    "rank them against one another, from the one that meets it best to the one that meets it least"
+                } else {
+                    "score each one from 0 (not met at all) to 1 (fully met), comparing them with one another"
+                };
+                let against =
+                    if multi { "each of the criteria that follow them" } else { "the criterion that follows them" };
+                group_intro = format!(
+                    "Below are {rolled} responses (rollouts) to the same task. Grade them against {against}: {how}. \
+                     The order in which the rollouts are shown says nothing about their quality.\n\n"
+                );
+                group_intro.as_str()
+            } else if compared > 0 && multi {
                 "Compare the two answers below against each of the criteria that follow them, one at a time: \
                  for each, say which answer meets it better. The order in which the answers are shown says \
                  nothing about their quality.\n\n"
@@ -397,6 +452,10 @@ fn render_as(
                 fenced_any = true;
                 let _ =
                     write!(s, "First answer:\n{}\n\nSecond answer:\n{}\n\n", candidate_fences[0], candidate_fences[1]);
+            }
+            if rolled > 0 {
+                fenced_any = true;
+                s.push_str(&rollouts_block());
             }
             // Everything a row's calls share comes before what differs (the criteria), so that
             // providers' prompt-prefix caches serve it once per row.
@@ -590,6 +649,8 @@ fn entry_spec(judge: &JudgeDecl, c: &Criterion, key: Option<String>, seen: &[See
         Answer::Level(_) => "level",
         Answer::Label(_) => "label",
         Answer::Preference => "preference",
+        Answer::Scores(_) => "scores",
+        Answer::Ranking(_) => "ranking",
         Answer::Unit | Answer::Extract(_) => "value",
     };
     let mut fields: Vec<(String, Role)> = Vec::new();
@@ -665,6 +726,8 @@ fn answer_schema(a: &Answer) -> Json {
         Answer::Unit => json!({"type": "number"}),
         Answer::Extract(t) => type_schema(&Type::Optional(Box::new(t.clone()))),
         Answer::Preference => json!({"type": "string", "enum": PREFERENCES}),
+        Answer::Scores(_) => json!({"type": "array", "items": {"type": "number"}}),
+        Answer::Ranking(_) => json!({"type": "array", "items": {"type": "integer"}}),
     }
 }
 
@@ -825,8 +888,15 @@ fn criterion_extras(c: &Criterion, e: &EntrySpec) -> String {
     if let Some(l) = labels_text(c, e) {
         let _ = write!(s, "\nLabels (choose one): {l}");
     }
-    if e.target == Target::Continuous && !e.logprob {
-        s.push_str("\nScore it from 0 (not met at all) to 1 (fully met).");
+    match e.answer {
+        Answer::Scores(_) => s.push_str("\nScore each rollout from 0 (not met at all) to 1 (fully met)."),
+        Answer::Ranking(n) => {
+            let _ = write!(s, "\nRank the {n} rollouts, the one that meets it best first.");
+        }
+        _ if e.target == Target::Continuous && !e.logprob => {
+            s.push_str("\nScore it from 0 (not met at all) to 1 (fully met).")
+        }
+        _ => {}
     }
     s
 }
@@ -900,6 +970,10 @@ fn answer_text(e: &EntrySpec) -> String {
         Answer::Extract(t) => format!("the extracted value ({t}), or null if there is none"),
         Answer::Preference => {
             "\"first\" or \"second\": the answer that meets the criterion better, or \"tie\" if neither does".into()
+        }
+        Answer::Scores(n) => format!("a list of {n} numbers from 0 to 1: the score of rollout 1, 2, ... in order"),
+        Answer::Ranking(n) => {
+            format!("a list of the {n} rollout numbers (1 to {n}), each once, the best rollout first")
         }
     }
 }
@@ -1044,6 +1118,7 @@ mod tests {
             reasoning_effort: None,
             cascade: None,
             compares: None,
+            rollouts: None,
         }
     }
 

@@ -180,6 +180,43 @@ pub fn interpret(rendered: &Rendered, reply: &Reply) -> (Vec<Json>, bool) {
     (out, ok)
 }
 
+/// Member `k`'s verdict (of `n` rollouts) from a group judge's verdict for the whole group: each
+/// sample's score of that rollout (`{"values": [..]}`) or its place in the ranking (`{"places":
+/// [..]}`, value (n − place) / (n − 1): 1 for the best, 0 for the worst) as the member's
+/// `{"value": ..}`, with `rollout` (its number in the request), `of` (the rollouts shown) and,
+/// for a ranking, `rank`; the sample's other fields (rationale, model) kept. A failed sample
+/// stays failed for every member.
+pub fn member_verdict(v: &Json, k: usize, n: usize) -> Json {
+    if let Some(samples) = v.get("samples").and_then(Json::as_array) {
+        return json!({ "samples": samples.iter().map(|s| member_verdict(s, k, n)).collect::<Vec<_>>() });
+    }
+    let Json::Object(o) = v else { return json!({"unscored": "judge_internal: a group verdict is not an object"}) };
+    if o.contains_key("unscored") {
+        return v.clone();
+    }
+    let mut m: Map<String, Json> = o
+        .iter()
+        .filter(|(key, _)| !matches!(key.as_str(), "values" | "ranking" | "places"))
+        .map(|(a, b)| (a.clone(), b.clone()))
+        .collect();
+    let value = if let Some(x) = o.get("values").and_then(|vs| vs.get(k)).and_then(Json::as_f64) {
+        x
+    } else if let Some(place) = o.get("places").and_then(|ps| ps.get(k)).and_then(Json::as_u64) {
+        m.insert("rank".into(), json!(place));
+        if n > 1 {
+            (n as f64 - place as f64) / (n as f64 - 1.0)
+        } else {
+            1.0
+        }
+    } else {
+        return json!({"unscored": format!("judge_internal: the group verdict has no answer for rollout {}", k + 1)});
+    };
+    m.insert("value".into(), number_to_json(value));
+    m.insert("rollout".into(), json!(k + 1));
+    m.insert("of".into(), json!(n));
+    Json::Object(m)
+}
+
 fn excerpt(s: &str, n: usize) -> String {
     match s.char_indices().nth(n) {
         Some((i, _)) => format!("{}…", &s[..i]),
@@ -293,6 +330,35 @@ fn entry_verdict(e: &EntrySpec, obj: &Json, p_yes: Option<f64>, model: &str) -> 
         Answer::Unit => {
             let x = number(raw).filter(|x| (0.0..=1.0).contains(x)).ok_or_else(|| bad("a number in [0, 1]"))?;
             m.insert("value".into(), number_to_json(x));
+        }
+        Answer::Scores(n) => {
+            let want = format!("a list of {n} numbers in [0, 1]");
+            let xs = raw.as_array().filter(|a| a.len() == *n).ok_or_else(|| bad(&want))?;
+            let values: Vec<f64> = xs
+                .iter()
+                .map(|x| number(x).filter(|x| (0.0..=1.0).contains(x)))
+                .collect::<Option<_>>()
+                .ok_or_else(|| bad(&want))?;
+            m.insert("values".into(), json!(values.iter().map(|x| number_to_json(*x)).collect::<Vec<_>>()));
+        }
+        Answer::Ranking(n) => {
+            let want = format!("the {n} rollout numbers 1 to {n}, each once");
+            let xs = raw.as_array().filter(|a| a.len() == *n).ok_or_else(|| bad(&want))?;
+            let order: Vec<usize> = xs
+                .iter()
+                .map(|x| number(x).filter(|x| x.fract() == 0.0 && *x >= 1.0 && *x <= *n as f64).map(|x| x as usize))
+                .collect::<Option<_>>()
+                .ok_or_else(|| bad(&want))?;
+            let mut place = vec![0usize; *n];
+            let mut taken = vec![false; *n];
+            for (at, r) in order.iter().enumerate() {
+                if std::mem::replace(&mut taken[r - 1], true) {
+                    return Err(bad(&want));
+                }
+                place[r - 1] = at + 1;
+            }
+            m.insert("ranking".into(), json!(order));
+            m.insert("places".into(), json!(place));
         }
         Answer::Extract(ty) => {
             let base = match ty {

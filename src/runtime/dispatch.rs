@@ -16,7 +16,7 @@ use crate::judge::{Cost, Criterion, Dispatcher, Task};
 use crate::value::Value;
 use rayon::prelude::*;
 use serde_json::{json, Value as Json};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 /// The verdicts a row has so far, with planning on: a judge criterion without one is skipped.
 struct Planning<'a>(&'a Vec<(String, Json)>);
@@ -52,7 +52,13 @@ impl super::ChunkJudge for Dispatching {
     ) -> Vec<(RowResult, super::ModelsByCriterion)> {
         let mut pending: Vec<PendingRow> = rows
             .into_iter()
-            .map(|(inputs, verdicts)| PendingRow { inputs, verdicts, result: None, models: BTreeMap::new() })
+            .map(|r| PendingRow {
+                inputs: r.inputs,
+                verdicts: r.verdicts,
+                group: r.group,
+                result: None,
+                models: BTreeMap::new(),
+            })
             .collect();
         let s = evaluate_chunk(engine, program, &mut pending, &self.dispatcher);
         if let Ok(mut p) = self.planned.lock() {
@@ -328,6 +334,8 @@ fn cost_report(stats: &Json) -> String {
 pub struct PendingRow {
     pub inputs: Vec<Value>,
     pub verdicts: Vec<(String, Json)>,
+    /// The row's group key under `--groups` (a group judge asks about every member at once).
+    pub group: Option<String>,
     pub result: Option<RowResult>,
     /// What answered this row's judge calls, by criterion id.
     pub models: BTreeMap<String, super::Dispatched>,
@@ -494,13 +502,85 @@ fn is_judged(c: &crate::engine::CriterionResult) -> bool {
 /// Who a task answers for: its row, and for a jury member's or a cascade member's task, which.
 pub(crate) type Owner = (usize, Option<Via>);
 
-/// A task asked on behalf of a jury or a cascade.
+/// A task asked on behalf of a jury, a cascade or a group.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub(crate) enum Via {
     /// Member number `at` of jury `jury`.
     Jury { jury: u32, at: usize },
     /// Member number `tier` of cascade `cascade`.
     Cascade { cascade: u32, tier: usize },
+    /// A group judge's task for the members (rows) listed at `at` of the round's groups.
+    Group { at: usize },
+}
+
+/// What rows ask of group judges in a round: `(row, judge, criteria)`, in row order.
+pub(crate) type GroupAsks = Vec<(usize, u32, Vec<Criterion>)>;
+
+/// One task per group and group judge for the rows in `asks`: the rows of one group (consecutive
+/// rows with the same key) that need the same criteria of the same judge are asked together,
+/// each member's rollout in its own fence, what the judge sees by name from the first member.
+/// Each task's members go into `members` (its owner is `Via::Group`). A row without a group is
+/// settled unscored (`judge_group`), and so is a group of one under `returns ranking`.
+pub(crate) fn group_tasks(
+    program: &Program,
+    rows: &mut [PendingRow],
+    asks: GroupAsks,
+    tasks: &mut Vec<Task>,
+    owners: &mut Vec<Owner>,
+    members: &mut Vec<Vec<usize>>,
+) {
+    // A group is a run of consecutive rows with the same key (a key that comes back later is
+    // another run, and its rows `rubric::row::group_split` errors): each row's run number.
+    let mut run_no = Vec::with_capacity(rows.len());
+    for ri in 0..rows.len() {
+        let same = ri > 0 && rows[ri].group == rows[ri - 1].group;
+        run_no.push(if ri == 0 { 0 } else { run_no[ri - 1] + usize::from(!same) });
+    }
+    // Asks by (run, judge, criterion ids), in the order their first member comes.
+    let mut runs: Vec<(u32, Vec<Criterion>, Vec<usize>)> = Vec::new();
+    let mut run_of: HashMap<(usize, u32, Vec<String>), usize> = HashMap::new();
+    for (ri, j, criteria) in asks {
+        if rows[ri].group.is_none() {
+            let name = &program.judges[j as usize].name;
+            for c in criteria {
+                let why = format!(
+                    "judge_group: judge `{name}` judges the rollouts of a group together, and this row has no group \
+                     (run with `--groups FIELD`)"
+                );
+                rows[ri].verdicts.push((c.id, json!({ "unscored": why })));
+            }
+            continue;
+        }
+        let ids: Vec<String> = criteria.iter().map(|c| c.id.clone()).collect();
+        match run_of.get(&(run_no[ri], j, ids.clone())) {
+            Some(&at) => runs[at].2.push(ri),
+            None => {
+                run_of.insert((run_no[ri], j, ids), runs.len());
+                runs.push((j, criteria, vec![ri]));
+            }
+        }
+    }
+    for (j, criteria, rs) in runs {
+        let judge = &program.judges[j as usize];
+        if rs.len() < 2 && judge.returns == "ranking" {
+            for c in criteria {
+                let why = format!(
+                    "judge_group: judge `{}` ranks rollouts, and only one rollout of this group needs it",
+                    judge.name
+                );
+                rows[rs[0]].verdicts.push((c.id, json!({ "unscored": why })));
+            }
+            continue;
+        }
+        let Some(at) = judge.rollouts else { continue };
+        let rollouts: Vec<Value> =
+            rs.iter().map(|&ri| rows[ri].inputs.get(at as usize).cloned().unwrap_or(Value::Null)).collect();
+        if let Some(t) = Task::for_group(program, j, criteria, &rows[rs[0]].inputs, rollouts) {
+            tasks.push(t);
+            owners.push((rs[0], Some(Via::Group { at: members.len() })));
+            members.push(rs);
+        }
+    }
 }
 
 /// The tasks row `ri` needs for the criteria its latest result demands: one per judge with
@@ -512,6 +592,7 @@ pub(crate) fn row_tasks(
     row: &mut PendingRow,
     tasks: &mut Vec<Task>,
     owners: &mut Vec<Owner>,
+    grouped: &mut GroupAsks,
 ) -> u64 {
     let Some(result) = row.result.as_ref() else { return 0 };
     let mut asked = 0;
@@ -527,6 +608,11 @@ pub(crate) fn row_tasks(
         // A jury asks each of its members; their verdicts become its samples. A cascade asks
         // its first member; the next ones only where an answer escalates.
         let decl = program.judges.get(j as usize);
+        // A group judge asks about the whole group at once (`group_tasks`).
+        if decl.is_some_and(|d| d.rollouts.is_some()) {
+            grouped.push((ri, j, criteria));
+            continue;
+        }
         let members = decl.and_then(|d| d.jury.as_ref()).map(|jy| jy.members.clone());
         let first = decl.and_then(|d| d.cascade.as_ref()).and_then(|c| c.members.first().copied());
         match (members, first) {
@@ -568,14 +654,21 @@ pub fn plan_rows(
 ) -> (crate::judge::DryRun, u64, u64) {
     let mut pending: Vec<PendingRow> = rows
         .into_iter()
-        .map(|(inputs, verdicts)| PendingRow { inputs, verdicts, result: None, models: BTreeMap::new() })
+        .map(|r| PendingRow {
+            inputs: r.inputs,
+            verdicts: r.verdicts,
+            group: r.group,
+            result: None,
+            models: BTreeMap::new(),
+        })
         .collect();
     pending.par_iter_mut().for_each(|row| {
         row.result = Some(engine.evaluate(program, &row.inputs, &Planning(&row.verdicts)));
     });
     let (mut tasks, mut owners, mut asked, mut later) = (Vec::new(), Vec::new(), 0, 0);
+    let mut grouped = GroupAsks::new();
     for (ri, row) in pending.iter_mut().enumerate() {
-        asked += row_tasks(program, ri, row, &mut tasks, &mut owners);
+        asked += row_tasks(program, ri, row, &mut tasks, &mut owners, &mut grouped);
         let demanded = row.result.as_ref().map_or(0, |r| r.demanded.len());
         let skipped = row
             .result
@@ -583,6 +676,7 @@ pub fn plan_rows(
             .map_or(0, |r| r.criteria.iter().filter(|c| c.status == Status::Skipped && is_judged(c)).count());
         later += skipped.saturating_sub(demanded) as u64;
     }
+    group_tasks(program, &mut pending, grouped, &mut tasks, &mut owners, &mut Vec::new());
     for ((_, via), t) in owners.iter().zip(&tasks) {
         if let Some(Via::Cascade { cascade, .. }) = via {
             let tiers = program.judges[*cascade as usize].cascade.as_ref().map_or(1, |c| c.members.len());
@@ -622,14 +716,18 @@ pub fn evaluate_chunk(
         // One task per (row, judge) with every criterion the row needs from that judge.
         let mut tasks = Vec::new();
         let mut owners = Vec::new();
+        let mut grouped = GroupAsks::new();
         for (ri, row) in rows.iter_mut().enumerate() {
             dirty[ri] = false;
             if wanted(row).is_empty() {
                 continue;
             }
             dirty[ri] = true;
-            stats.dispatched += row_tasks(program, ri, row, &mut tasks, &mut owners);
+            stats.dispatched += row_tasks(program, ri, row, &mut tasks, &mut owners, &mut grouped);
         }
+        // The members of each group task, by `Via::Group`'s index.
+        let mut group_members: Vec<Vec<usize>> = Vec::new();
+        group_tasks(program, rows, grouped, &mut tasks, &mut owners, &mut group_members);
         // Jury members' verdicts, by (row, jury, criterion): one per member, in member order.
         let mut panels: BTreeMap<(usize, u32, String), Vec<MemberVerdict>> = BTreeMap::new();
         // The cascade members asked so far, by (row, criterion): name, models, cost.
@@ -642,6 +740,33 @@ pub fn evaluate_chunk(
                 let (ri, via) = *owner;
                 let mut answered: Vec<String> = Vec::new();
                 match via {
+                    Some(Via::Group { at }) => {
+                        let members = &group_members[at];
+                        let n = members.len();
+                        for v in verdicts {
+                            answered.push(v.id.clone());
+                            // The group's call is shared evenly by its members.
+                            let cost = v.cost.map(|c| Cost { usd: c.usd / n as f64, unknown: c.unknown });
+                            for (k, &m) in members.iter().enumerate() {
+                                let d = super::Dispatched {
+                                    models: v.models.clone(),
+                                    cost: share(cost),
+                                    ..Default::default()
+                                };
+                                rows[m].models.insert(v.id.clone(), d);
+                                rows[m]
+                                    .verdicts
+                                    .push((v.id.clone(), crate::judge::reply::member_verdict(&v.verdict, k, n)));
+                            }
+                        }
+                        for c in task.criteria().iter().filter(|c| !answered.contains(&c.id)) {
+                            for &m in members {
+                                let none = json!({"unscored": "judge_internal: no reply for this criterion"});
+                                rows[m].verdicts.push((c.id.clone(), none));
+                            }
+                        }
+                        continue;
+                    }
                     Some(Via::Jury { jury: j, at }) => {
                         for v in verdicts {
                             answered.push(v.id.clone());

@@ -25,6 +25,11 @@ pub fn default_reward() -> RewardDecl {
     }
 }
 
+/// A row's group key: its field `field` as JSON text, `None` when it is absent or null.
+pub fn key_of(row: &Json, field: &str) -> Option<String> {
+    row.get(field).filter(|v| !v.is_null()).map(|v| v.to_string())
+}
+
 /// A group's statistics over the rewards that entered it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct GroupStats {
@@ -350,7 +355,7 @@ impl<'p> Grouper<'p> {
 
     /// The group key of a row (its field, as canonical JSON), if it has one.
     pub fn key(&self, row: &Json) -> Option<String> {
-        row.get(&self.field).filter(|v| !v.is_null()).map(|v| v.to_string())
+        key_of(row, &self.field)
     }
 
     /// Add the record of the next row (`row`: the row as read, when it parsed). Returns the

@@ -396,8 +396,14 @@ fn malformed(out: Map<String, Json>, ident: &Identity, why: &str) -> Json {
     error_record(out, ident, "rubric::row::malformed_json", format!("line is not valid JSON: {why}"))
 }
 
-/// A row handed to a [`ChunkJudge`]: its bound inputs and the verdicts recorded for it.
-pub type JudgeRow = (BoundRow, Vec<(String, Json)>);
+/// A row handed to a [`ChunkJudge`]: its bound inputs, the verdicts recorded for it and, under
+/// `--groups`, its group's key (what a group judge's requests are made of).
+#[derive(Debug, Clone)]
+pub struct JudgeRow {
+    pub inputs: BoundRow,
+    pub verdicts: Vec<(String, Json)>,
+    pub group: Option<String>,
+}
 
 /// A row's inputs, bound to the program's declared types (`bind_row`).
 pub type BoundRow = Vec<crate::value::Value>;
@@ -757,7 +763,7 @@ pub fn run_batch_as(
                     .map(|(i, row)| line_of(score_row(engine, program, ident, *i, *row, opts.verdicts)))
                     .collect(),
                 (judges, numeric, None) => {
-                    score_chunk_results(engine, program, ident, &rows, opts.verdicts, judges, numeric)
+                    score_chunk_results(engine, program, ident, &rows, opts.verdicts, judges, numeric, None)
                         .into_par_iter()
                         .map(line_of)
                         .collect()
@@ -772,7 +778,16 @@ pub fn run_batch_as(
                             .par_iter()
                             .map(|(i, row)| score_row(engine, program, ident, *i, *row, opts.verdicts))
                             .collect(),
-                        _ => score_chunk_results(engine, program, ident, &rows, opts.verdicts, judges, numeric),
+                        _ => score_chunk_results(
+                            engine,
+                            program,
+                            ident,
+                            &rows,
+                            opts.verdicts,
+                            judges,
+                            numeric,
+                            opts.groups,
+                        ),
                     };
                     for ((_, row), record) in rows.iter().zip(records) {
                         g.enqueue(record, row_value(row));
@@ -795,15 +810,20 @@ pub fn run_batch_as(
     };
     let mut reader = reader;
     let mut bytes = Vec::new();
+    // A group judge asks about a group's members together: chunks end between groups.
+    let whole_groups = opts.groups.filter(|_| opts.judges.is_some() && judges_groups(program));
     while let Some(line) = read_row_line(&mut reader, &mut bytes).map_err(read_err)? {
         if line.is_blank() {
             continue;
         }
         if index >= skip {
-            chunk.push((index, line));
-            if chunk.len() == CHUNK {
+            let full = chunk.len() >= CHUNK
+                && whole_groups
+                    .is_none_or(|f| chunk.last().is_none_or(|(_, last)| line_group(last, f) != line_group(&line, f)));
+            if full {
                 flush(&mut chunk, &mut summary, &mut out)?;
             }
+            chunk.push((index, line));
         }
         index += 1;
     }
@@ -838,13 +858,21 @@ pub fn score_batch(
         None => rows.to_vec(),
     };
     let mut records = Vec::with_capacity(rows.len());
-    for chunk in rows.chunks(CHUNK) {
+    let whole_groups = group_field.filter(|_| judges.is_some() && judges_groups(program));
+    for chunk in chunks_of(&rows, whole_groups) {
         match judges {
             None => records
                 .par_extend(chunk.par_iter().map(|(i, row)| score_row(engine, program, ident, *i, *row, verdicts))),
-            Some(judges) => {
-                records.extend(score_chunk_results(engine, program, ident, chunk, verdicts, Some(judges), None))
-            }
+            Some(judges) => records.extend(score_chunk_results(
+                engine,
+                program,
+                ident,
+                chunk,
+                verdicts,
+                Some(judges),
+                None,
+                group_field,
+            )),
         }
     }
     let Some(field) = group_field else { return records };
@@ -854,6 +882,36 @@ pub fn score_batch(
         out.extend(grouper.push(record, row_value(row)));
     }
     out.extend(grouper.flush());
+    out
+}
+
+/// Whether a judge of `program` judges groups (`rollouts X`).
+fn judges_groups(program: &Program) -> bool {
+    program.judges.iter().any(|j| j.rollouts.is_some())
+}
+
+/// A line's group key (`None` when it is not JSON or has none).
+fn line_group(line: &LineRead, field: &str) -> Option<String> {
+    match line {
+        LineRead::Text(t) => groups::key_of(&serde_json::from_str::<Json>(t).ok()?, field),
+        LineRead::NotUtf8(_) => None,
+    }
+}
+
+/// `rows` in chunks of `CHUNK`; with `whole_groups`, a chunk that reaches `CHUNK` ends only where
+/// the next row starts another group, so that no group is split between chunks.
+fn chunks_of<'a, 'r>(rows: &'a [(usize, RowIn<'r>)], whole_groups: Option<&str>) -> Vec<&'a [(usize, RowIn<'r>)]> {
+    let Some(field) = whole_groups else { return rows.chunks(CHUNK).collect() };
+    let key = |r: &RowIn<'_>| row_value(r).and_then(|v| groups::key_of(v, field));
+    let mut out = Vec::new();
+    let mut start = 0;
+    for i in 1..=rows.len() {
+        let ends = i == rows.len() || (i - start >= CHUNK && key(&rows[i - 1].1) != key(&rows[i].1));
+        if ends {
+            out.push(&rows[start..i]);
+            start = i;
+        }
+    }
     out
 }
 
@@ -1050,7 +1108,9 @@ pub fn evaluate_row(
 /// A chunk evaluated as a whole: prepare every row; evaluate them (with `judges`, together: one
 /// round of calls for the whole chunk; else in parallel); let the numeric stage recompute the
 /// chunk's scores and group trees (`numeric`); then write each row's record, with the model
-/// that answered each dispatched criterion.
+/// that answered each dispatched criterion. Under `--groups` (`group_field`), each row's group
+/// key goes to the judges (a group judge asks about a group's members together).
+#[expect(clippy::too_many_arguments, reason = "the batch's settings, passed through from its two callers")]
 fn score_chunk_results(
     engine: &dyn Engine,
     program: &Program,
@@ -1059,6 +1119,7 @@ fn score_chunk_results(
     verdicts: Option<&VerdictFile>,
     judges: Option<&dyn ChunkJudge>,
     numeric: Option<&dyn ChunkNumeric>,
+    group_field: Option<&str>,
 ) -> Vec<Json> {
     let prepared: Vec<Result<PreparedRow, Json>> =
         chunk.par_iter().map(|(i, row)| prepare_contained(program, ident, *i, *row, verdicts)).collect();
@@ -1066,7 +1127,15 @@ fn score_chunk_results(
     let engine = &Contained(engine);
     let (mut results, models): (Vec<RowResult>, Vec<ModelsByCriterion>) = match judges {
         Some(judges) => {
-            let rows = prepared.iter().flatten().map(|r| (r.inputs.clone(), r.verdicts.clone())).collect();
+            let rows = chunk
+                .iter()
+                .zip(&prepared)
+                .filter_map(|((_, row), p)| {
+                    let r = p.as_ref().ok()?;
+                    let group = group_field.and_then(|f| groups::key_of(row_value(row)?, f));
+                    Some(JudgeRow { inputs: r.inputs.clone(), verdicts: r.verdicts.clone(), group })
+                })
+                .collect();
             judges.evaluate_chunk(engine, program, rows).into_iter().unzip()
         }
         None => {

@@ -160,6 +160,8 @@ pub enum JudgeSettingKind {
     Compares(Name, Name),
     /// `inconsistent tie | unscored`: what a comparison whose two orders disagree becomes.
     Inconsistent(Name),
+    /// `rollouts response`: a group judge, shown this input of every member of the row's group.
+    Rollouts(Name),
 }
 
 #[derive(Debug, Clone, PartialEq)]

@@ -938,6 +938,7 @@ impl Lower {
                 JudgeSettingKind::Compares(a, self.name(k.next().unwrap()))
             }
             Rule::js_inconsistent => JudgeSettingKind::Inconsistent(self.name(k.next().unwrap())),
+            Rule::js_rollouts => JudgeSettingKind::Rollouts(self.name(k.next().unwrap())),
             Rule::js_reasoning => JudgeSettingKind::ReasoningEffort(self.name(k.next().unwrap())),
             Rule::js_cascade => JudgeSettingKind::Cascade(k.map(|n| self.name(n)).collect()),
             Rule::js_escalate => JudgeSettingKind::Escalate(

@@ -818,6 +818,10 @@ impl Printer {
                 self.w("inconsistent ");
                 self.w(&n.text);
             }
+            JudgeSettingKind::Rollouts(n) => {
+                self.w("rollouts ");
+                self.w(&n.text);
+            }
             JudgeSettingKind::ReasoningEffort(n) => {
                 self.w("reasoning_effort ");
                 self.w(&n.text);
@@ -1411,6 +1415,7 @@ fn erase_item(item: &mut Item) {
                     | JudgeSettingKind::Scoring(n)
                     | JudgeSettingKind::Order(n)
                     | JudgeSettingKind::Inconsistent(n)
+                    | JudgeSettingKind::Rollouts(n)
                     | JudgeSettingKind::ReasoningEffort(n) => name(n),
                     JudgeSettingKind::Compares(a, b) => {
                         name(a);

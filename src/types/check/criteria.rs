@@ -54,6 +54,7 @@ impl Checker<'_> {
         };
         self.check_local_kind(c, &verifier, &attrs.kind);
         self.compared_kind(c, &verifier, &mut attrs);
+        self.grouped_kind(c, &verifier, &mut attrs);
         let site = self.site(c.span);
         let Attrs { kind, points, weight, axis, tags, pass, .. } = attrs;
         Some(ir::CriterionDecl {
@@ -267,6 +268,47 @@ impl Checker<'_> {
             return;
         }
         attrs.kind = ir::CriterionKind::Preference;
+    }
+
+    /// A criterion decided by a group judge is continuous (written so, or without a kind): its
+    /// value is the member's score, or its place in the ranking; a group judge extracts nothing.
+    fn grouped_kind(&mut self, c: &ast::Criterion, verifier: &ir::Verifier, attrs: &mut Attrs) {
+        let (ir::Verifier::Judge { judge } | ir::Verifier::Extract { judge, .. }) = verifier else { return };
+        let j = &self.p.judges[*judge as usize];
+        if j.rollouts.is_none() {
+            return;
+        }
+        let name = j.name.clone();
+        let span = c.verifier.as_ref().map_or(c.span, |v| v.span);
+        if matches!(verifier, ir::Verifier::Extract { .. }) {
+            let help = "extract with a judge that sees one response; a group judge scores every rollout of a group";
+            self.report(diagnostics::judge_bad_rollouts(&name, span, "a group judge extracts nothing", help));
+            return;
+        }
+        match attrs.kind {
+            ir::CriterionKind::Binary | ir::CriterionKind::Continuous => attrs.kind = ir::CriterionKind::Continuous,
+            _ => {
+                let help = "a criterion decided by a group judge is continuous (each rollout's score, or its place \
+                            in the ranking, in [0, 1]): write `continuous` or no kind";
+                let why = "a group judge decides continuous criteria, not this criterion's kind";
+                self.report(diagnostics::judge_bad_rollouts(&name, attrs.kind_span.unwrap_or(span), why, help));
+            }
+        }
+    }
+
+    /// The template of an `each` block is decided by a group judge: refused, since the members
+    /// of a group would each bring their own criteria.
+    pub(super) fn group_judged_instances(&mut self, c: &ast::Criterion, decl: &ir::CriterionDecl) {
+        let ir::Verifier::Judge { judge } = &decl.verifier else { return };
+        let j = &self.p.judges[*judge as usize];
+        if j.rollouts.is_some() {
+            let name = j.name.clone();
+            let span = c.verifier.as_ref().map_or(c.span, |v| v.span);
+            let help = "a group judge asks about the same criteria for every member of a group: declare them as \
+                        static criteria, outside `each`";
+            let why = "a group judge cannot decide the instances of an `each` block";
+            self.report(diagnostics::judge_bad_rollouts(&name, span, why, help));
+        }
     }
 
     /// A local judge scores binary and continuous criteria only, and extracts nothing.

@@ -350,7 +350,7 @@ pub(super) enum InvalidSetting<'a> {
 pub(super) const REASONING_EFFORTS: [&str; 6] = ["none", "minimal", "low", "medium", "high", "xhigh"];
 
 /// The reply kinds a judge may return.
-pub(super) const REPLY_KINDS: [&str; 6] = ["verdict", "level", "label", "value", "extract", "preference"];
+pub(super) const REPLY_KINDS: [&str; 7] = ["verdict", "level", "label", "value", "extract", "preference", "ranking"];
 
 pub(super) fn judge_invalid_setting(at: Span, what: InvalidSetting<'_>) -> Diagnostic {
     const CODE: &str = "rubric::judge::invalid_setting";
@@ -466,6 +466,12 @@ pub(super) fn judge_bad_jury(judge: &str, is_jury: bool, at: Span, why: &str, he
 /// work: `why` says what is wrong, `help` how to fix it.
 pub(super) fn judge_bad_compare(judge: &str, at: Span, why: &str, help: &str) -> Diagnostic {
     error("rubric::judge::bad_compare", format!("judge `{judge}`: {why}"), at, "here").with_help(help.to_string())
+}
+
+/// A group judge (`rollouts X`), or a setting or criterion that needs one, that cannot work:
+/// `why` says what is wrong, `help` how to fix it.
+pub(super) fn judge_bad_rollouts(judge: &str, at: Span, why: &str, help: &str) -> Diagnostic {
+    error("rubric::judge::bad_rollouts", format!("judge `{judge}`: {why}"), at, "here").with_help(help.to_string())
 }
 
 /// A cascade that cannot work: `why` says what is wrong, `help` how to fix it.

@@ -231,6 +231,9 @@ impl Checker<'_> {
         let local = scope.push(&var.text, elem);
         let decl = self.criterion_decl(template, &b.name.text, &mut scope, b.default_judge.as_ref(), vec![set]);
         scope.pop();
+        if let Some(decl) = &decl {
+            self.group_judged_instances(template, decl);
+        }
         if let Some(decl) = decl {
             self.each_sets.insert(set, step);
             self.p.steps.push(ir::Step::Each(Box::new(ir::EachDecl {

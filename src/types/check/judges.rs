@@ -36,6 +36,9 @@ struct SettingSpans {
     /// `inconsistent ...` with the rule it names.
     inconsistent: Option<(Span, ir::Inconsistent)>,
     returns: Option<Span>,
+    /// `rollouts X`, `order ...` and `per_call N` (what a group judge refuses).
+    rollouts: Option<Span>,
+    order: Option<Span>,
 }
 
 /// A judge with every setting at its default.
@@ -65,6 +68,7 @@ fn default_judge(name: &str) -> ir::JudgeDecl {
         reasoning_effort: None,
         cascade: None,
         compares: None,
+        rollouts: None,
     }
 }
 
@@ -104,7 +108,7 @@ impl Checker<'_> {
             }
         }
         if let (Some(t), Some(span)) = (&d.template, spans.template) {
-            self.check_template(&j.name.text, t, &d.sees, spans.compares.is_some(), span);
+            self.check_template(&j.name.text, t, &d.sees, ir::validate::extra_slots(&d), span);
         }
         if let (Some(min), Some(span)) = (d.min_samples, spans.min_samples) {
             if min > d.samples {
@@ -130,6 +134,7 @@ impl Checker<'_> {
             self.calibrations.push((idx, *span));
         }
         self.compare_checks(j, &mut d, &spans);
+        self.rollouts_checks(j, &mut d, &spans);
         for (span, members) in
             [(spans.jury, d.jury.as_ref().map(|x| &x.members)), (spans.cascade, d.cascade.as_ref().map(|x| &x.members))]
         {
@@ -139,6 +144,11 @@ impl Checker<'_> {
                 let help = "a jury or cascade is made of judges of one response; ask the comparing judge directly";
                 self.report(diagnostics::judge_bad_compare(&j.name.text, span, &why, help));
             }
+            if let Some(m) = members.iter().find(|&&m| self.p.judges[m as usize].rollouts.is_some()) {
+                let why = format!("member `{}` judges a group of rollouts", self.p.judges[*m as usize].name);
+                let help = "a jury or cascade is made of judges of one response; ask the group judge directly";
+                self.report(diagnostics::judge_bad_rollouts(&j.name.text, span, &why, help));
+            }
         }
         self.jury_checks(&j.name.text, &mut d, &spans);
         self.cascade_checks(&j.name.text, &mut d, &spans);
@@ -146,6 +156,7 @@ impl Checker<'_> {
             && d.cascade.is_none()
             && d.sees.is_empty()
             && d.compares.is_none()
+            && d.rollouts.is_none()
             && !j.settings.iter().any(|s| matches!(s.kind, ast::JudgeSettingKind::Sees(_)))
         {
             self.report(diagnostics::judge_sees_nothing(&j.name));
@@ -226,6 +237,61 @@ impl Checker<'_> {
                 let why = format!("a comparing judge cannot have {what}");
                 let help = "compare with one judge at an endpoint; a comparison quotes no evidence";
                 self.report(diagnostics::judge_bad_compare(name, span, &why, help));
+            }
+        }
+    }
+
+    /// A group judge: its rollouts input is not also seen by name, it returns per-rollout
+    /// values (`returns value`, the default) or a ranking (`returns ranking`), it is asked at an
+    /// endpoint (not a local model, a jury or a cascade), it compares no pair, quotes no evidence
+    /// and shows the rollouts in their group order (`order fixed`). `returns ranking` needs it.
+    fn rollouts_checks(&mut self, j: &ast::Judge, d: &mut ir::JudgeDecl, spans: &SettingSpans) {
+        let name = j.name.text.as_str();
+        let Some(at) = spans.rollouts else {
+            if d.returns == "ranking" {
+                let at = spans.returns.unwrap_or(j.name.span);
+                let help = "add `rollouts X` naming the input every member of a group shows the judge";
+                self.report(diagnostics::judge_bad_rollouts(name, at, "only a group judge returns a ranking", help));
+            }
+            return;
+        };
+        if let Some(i) = d.rollouts.filter(|i| d.sees.contains(i)) {
+            let input = &self.p.inputs[i as usize].name;
+            let why = format!("input `{input}` is both a rollout and seen by name");
+            let help = "each member's rollout is shown in its own fence as rollout 1, 2, ...; remove it from `sees`, \
+                        which names what the members share (the prompt)";
+            self.report(diagnostics::judge_bad_rollouts(name, at, &why, help));
+        }
+        match d.returns.as_str() {
+            "verdict" if spans.returns.is_none() => d.returns = "value".into(),
+            "value" | "ranking" if d.reply_fields.is_empty() => {}
+            "value" | "ranking" => {
+                let help = "a group judge's reply is fixed: a rationale and one value (or place) per rollout; \
+                            write `returns value` or `returns ranking` without fields";
+                let why = "a group judge's reply declares no fields";
+                self.report(diagnostics::judge_bad_rollouts(name, spans.returns.unwrap_or(at), why, help));
+            }
+            other => {
+                let why = format!("a group judge returns a value per rollout or a ranking, not `{other}`");
+                let help = "write `returns value` (a score in [0, 1] per rollout) or `returns ranking` (the rollouts \
+                            best first)";
+                self.report(diagnostics::judge_bad_rollouts(name, spans.returns.unwrap_or(at), &why, help));
+            }
+        }
+        let other = [
+            (spans.local, "a local judge"),
+            (spans.jury, "a jury"),
+            (spans.cascade, "a cascade"),
+            (spans.compares, "`compares`"),
+            (spans.evidence, "an evidence rule"),
+            (spans.order.filter(|_| d.order != ir::Order::Fixed), "an order other than `fixed`"),
+        ];
+        for (span, what) in other {
+            if let Some(span) = span {
+                let why = format!("a group judge cannot have {what}");
+                let help = "a group judge is one judge at an endpoint that sees every rollout of a group, in the \
+                            group's order, and quotes no evidence";
+                self.report(diagnostics::judge_bad_rollouts(name, span, &why, help));
             }
         }
     }
@@ -520,6 +586,7 @@ impl Checker<'_> {
                 }
             }
             K::Order(o) => {
+                spans.order = Some(s.span);
                 d.order = match o.text.as_str() {
                     "fixed" => ir::Order::Fixed,
                     "shuffled" => ir::Order::Shuffled,
@@ -573,6 +640,10 @@ impl Checker<'_> {
                 if let (Some(first), Some(second)) = (self.input_named(a), self.input_named(b)) {
                     d.compares = Some(ir::Compare { first, second, inconsistent: ir::Inconsistent::Tie });
                 }
+            }
+            K::Rollouts(n) => {
+                spans.rollouts = Some(s.span);
+                d.rollouts = self.input_named(n);
             }
             K::Inconsistent(n) => {
                 let rule = match n.text.as_str() {
@@ -640,11 +711,9 @@ impl Checker<'_> {
     }
 
     /// Every slot of judge `judge`'s template is an input it sees, or one of the built-in slots.
-    fn check_template(&mut self, judge: &str, template: &str, sees: &[u32], compares: bool, span: Span) {
+    fn check_template(&mut self, judge: &str, template: &str, sees: &[u32], extra: &[&str], span: Span) {
         for slot in template_slots(template) {
-            if ir::validate::TEMPLATE_KEYWORDS.contains(&slot.as_str())
-                || (compares && ir::validate::COMPARE_SLOTS.contains(&slot.as_str()))
-            {
+            if ir::validate::TEMPLATE_KEYWORDS.contains(&slot.as_str()) || extra.contains(&slot.as_str()) {
                 continue;
             }
             match self.p.input_index(&slot) {
