@@ -149,6 +149,19 @@ fn the_group_judging_example_asks_once_per_group_with_every_rollout_fenced() {
         }
     }
 
+    // `rubric plan --groups` plans what the run sent: one request per group and judge.
+    let plan = |extra: &[&dyn AsRef<std::ffi::OsStr>]| -> Json {
+        let mut args: Vec<&dyn AsRef<std::ffi::OsStr>> =
+            vec![&"plan", &main, &"--input", &input, &"--judges", &judges, &"--no-cache", &"--format", &"json"];
+        args.extend_from_slice(extra);
+        let o = rubric(&args);
+        assert_eq!(o.status.code(), Some(0), "{}", describe(&o));
+        serde_json::from_slice(&o.stdout).unwrap()
+    };
+    let planned = plan(&[&"--groups", &"prompt_id"]);
+    assert_eq!((&planned["plan"]["planned"], &planned["criteria_asked"]), (&json!(6), &json!(22)), "{planned}");
+    assert_eq!(plan(&[])["plan"]["planned"], json!(0), "without groups a group judge is asked nothing");
+
     // The live records are what the recorded verdicts give, on every engine.
     for engine in ["interp", "wasm", "jit"] {
         let out = dir.path(&format!("{engine}.jsonl"));

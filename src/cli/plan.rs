@@ -32,6 +32,10 @@ pub struct PlanArgs {
     /// Plan as if the cache were empty.
     #[arg(long)]
     pub no_cache: bool,
+    /// RL groups, as `rubric run --groups`: a group judge (`rollouts X`) is planned as one
+    /// request per group of consecutive rows with the same value of this field.
+    #[arg(long, num_args = 0..=1, default_missing_value = "group", value_name = "FIELD")]
+    pub groups: Option<String>,
     #[command(flatten)]
     pub engine: EngineArgs,
     /// `json`: the plan as one JSON document on stdout.
@@ -71,7 +75,10 @@ pub fn run(a: PlanArgs) -> ExitCode {
     let mut bad = 0u64;
     for (i, line) in lines.iter().enumerate() {
         match runtime::prepare_row(program, &ident, i, line.row(), vf.as_ref()) {
-            Ok(r) => rows.push(runtime::JudgeRow { inputs: r.inputs, verdicts: r.verdicts, group: None }),
+            Ok(r) => {
+                let group = a.groups.as_deref().and_then(|f| runtime::line_group(line, f));
+                rows.push(runtime::JudgeRow { inputs: r.inputs, verdicts: r.verdicts, group })
+            }
             Err(_) => bad += 1,
         }
     }

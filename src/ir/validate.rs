@@ -60,7 +60,7 @@ pub const MAX_GROUP_DEPTH: usize = 256;
 /// The judge template slots that are not inputs.
 pub const TEMPLATE_KEYWORDS: &[&str] = &["criterion", "levels", "labels", "criteria"];
 /// What a judge may return.
-pub const JUDGE_RETURNS: &[&str] = &["verdict", "level", "label", "value", "extract", "preference"];
+pub const JUDGE_RETURNS: &[&str] = &["verdict", "level", "label", "value", "extract", "preference", "ranking"];
 /// The slots a comparing judge's template has besides [`TEMPLATE_KEYWORDS`]: its candidates in
 /// the order shown.
 pub const COMPARE_SLOTS: &[&str] = &["first", "second"];

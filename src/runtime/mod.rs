@@ -891,7 +891,7 @@ fn judges_groups(program: &Program) -> bool {
 }
 
 /// A line's group key (`None` when it is not JSON or has none).
-fn line_group(line: &LineRead, field: &str) -> Option<String> {
+pub fn line_group(line: &LineRead, field: &str) -> Option<String> {
     match line {
         LineRead::Text(t) => groups::key_of(&serde_json::from_str::<Json>(t).ok()?, field),
         LineRead::NotUtf8(_) => None,

@@ -350,7 +350,8 @@ pub(super) enum InvalidSetting<'a> {
 pub(super) const REASONING_EFFORTS: [&str; 6] = ["none", "minimal", "low", "medium", "high", "xhigh"];
 
 /// The reply kinds a judge may return.
-pub(super) const REPLY_KINDS: [&str; 7] = ["verdict", "level", "label", "value", "extract", "preference", "ranking"];
+/// The reply kinds a judge may declare: the IR validator's list.
+pub(super) use crate::ir::validate::JUDGE_RETURNS as REPLY_KINDS;
 
 pub(super) fn judge_invalid_setting(at: Span, what: InvalidSetting<'_>) -> Diagnostic {
     const CODE: &str = "rubric::judge::invalid_setting";
@@ -392,8 +393,11 @@ pub(super) fn judge_invalid_setting(at: Span, what: InvalidSetting<'_>) -> Diagn
             error(CODE, format!("unknown reasoning effort `{other}`"), at, "here").with_help(help)
         }
         InvalidSetting::ReplyKind(other) => {
-            let help = did_you_mean(other, REPLY_KINDS)
-                .unwrap_or_else(|| "a judge returns `verdict`, `level`, `label`, `value` or `extract`".into());
+            let help = did_you_mean(other, REPLY_KINDS.iter().copied()).unwrap_or_else(|| {
+                "a judge returns `verdict`, `level`, `label`, `value` or `extract` (a comparing judge `preference`, \
+                 a group judge `ranking`)"
+                    .into()
+            });
             error(CODE, format!("unknown reply kind `{other}`"), at, "here").with_help(help)
         }
     }
