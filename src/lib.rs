@@ -24,6 +24,8 @@ pub mod models;
 pub mod numeric;
 pub mod resolve;
 pub mod runtime;
+#[cfg(all(feature = "exec", target_os = "linux"))]
+pub mod sandbox;
 #[cfg(feature = "serve")]
 pub mod serve;
 pub mod source;
