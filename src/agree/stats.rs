@@ -995,6 +995,24 @@ mod tests {
         assert!(render(&s).contains("ranking[x]"), "{}", render(&s));
     }
 
+    /// A summary read back (`rubric report --summary`) keeps a system's figures, and a value
+    /// of any other statistic (or an older summary) reads back without them.
+    #[test]
+    fn a_rankings_figures_read_back_from_the_summary() {
+        let (results, keys) = ranking_rows(&[("x", "y", Some(1.0)), ("y", "x", Some(0.5)), ("x", "y", Some(0.0))]);
+        let s =
+            summarize(&[ranking_decl()], results.as_bytes(), Some(&keys), StatsOptions::default()).expect("a summary");
+        let text = serde_json::to_string(&s).expect("JSON");
+        let back: Summary = serde_json::from_str(&text).expect("read back");
+        let x = back.stats.iter().find(|v| v.key.as_deref() == Some("x")).expect("x");
+        let r = x.rating.as_ref().expect("x's figures");
+        // x won 1 + 0.5 of 3; π_x / π_y = 1.5 / 1.5: both rated 1000.
+        assert_eq!((r.rank, r.wins, r.losses, r.comparisons), (Some(1), 1.5, 1.5, 3));
+        assert!((x.value.expect("a rating") - 1000.0).abs() < 1e-9);
+        assert!(back.stats[0].rating.is_none(), "the mean score has no figures");
+        assert!(!serde_json::to_string(&back.stats[0]).expect("JSON").contains("rank"));
+    }
+
     #[test]
     fn a_ranking_is_not_computed_where_the_ratings_do_not_exist() {
         let decls = [ranking_decl()];
