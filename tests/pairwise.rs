@@ -138,3 +138,84 @@ fn the_pairwise_example_over_http_asks_both_orders_fenced_and_reports_position_b
     assert_eq!(clear["results"], serde_json::json!({"tie": 8}), "{clear}");
     assert!(String::from_utf8_lossy(&o.stderr).contains("flip rate 0.333"), "{}", describe(&o));
 }
+
+/// `stat ranking = bradley_terry(score) per input model_a, model_b` over the recorded verdicts:
+/// the three systems' ratings in `--summary` and from `rubric stats`, against numbers computed
+/// independently with the Python package choix 0.4.1: every row's score s is a multiple of
+/// 1/12, so it was given to `choix.mm_pairwise(3, data, alpha=0, tol=1e-12)` as 12·s wins of
+/// A over B and 12·(1 − s) of B over A (scaling every win count by 12 leaves the maximum-
+/// likelihood strengths as they are). choix's log-strengths: atlas 0.9180717224998334, birch
+/// -1.1027254407869458, cedar 0.18465371828711258; Elo 1000 + 400·log10(π): 1159.4853932292,
+/// 808.4369704048, 1032.0776363660.
+#[test]
+fn the_pairwise_example_ranks_its_systems_as_choix_does() {
+    let dir = TempDir::new("pairwise-ranking");
+    let ex = crate_root().join("examples/pairwise");
+    let (main, input) = (ex.join("main.rubric"), ex.join("inputs.jsonl"));
+    let (out, summary) = (dir.path("out.jsonl"), dir.path("summary.json"));
+    let o = rubric(&[
+        &"run",
+        &main,
+        &"--input",
+        &input,
+        &"--verdicts",
+        &ex.join("verdicts.jsonl"),
+        &"--output",
+        &out,
+        &"--no-progress",
+        &"--summary",
+        &summary,
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", describe(&o));
+    // (system, rating, strength, wins, losses, comparisons), counted by hand from the scores
+    // of expected.jsonl: atlas wins 11/12 four times and 4/12 once.
+    let want = [
+        ("atlas", 1159.4853932292, 0.9180717224998334, 4.0, 1.0, 5),
+        ("cedar", 1032.0776363660, 0.18465371828711258, 3.0, 2.0, 5),
+        ("birch", 808.4369704048, -1.1027254407869458, 1.0, 5.0, 6),
+    ];
+    let check = |s: &Json| {
+        let ranked: Vec<&Json> = s["stats"].as_array().unwrap().iter().filter(|v| v["name"] == "ranking").collect();
+        assert_eq!(ranked.len(), 3, "{s}");
+        for (rank, (v, w)) in ranked.iter().zip(want).enumerate() {
+            assert_eq!(v["key"], w.0, "rank order: {v}");
+            assert_eq!(v["rank"].as_u64(), Some(rank as u64 + 1), "{v}");
+            assert_eq!(v["declared"], "bradley_terry(score) per input model_a, model_b");
+            let value = v["value"].as_f64().unwrap();
+            assert!((value - w.1).abs() < 1e-6, "{}: {value} is not {}", w.0, w.1);
+            assert!((v["strength"].as_f64().unwrap() - w.2).abs() < 1e-6, "{v}");
+            assert!((v["wins"].as_f64().unwrap() - w.3).abs() < 1e-12, "{v}");
+            assert!((v["losses"].as_f64().unwrap() - w.4).abs() < 1e-12, "{v}");
+            assert_eq!(
+                (v["comparisons"].as_u64(), v["n"].as_u64(), v["left_out"].as_u64()),
+                (Some(w.5), Some(w.5), Some(0))
+            );
+            assert_eq!(v["converged"], true, "{v}");
+            let (lo, hi) = (v["interval"][0].as_f64().unwrap(), v["interval"][1].as_f64().unwrap());
+            assert!(lo <= value && value <= hi, "{lo} <= {value} <= {hi}");
+            // Every score lies strictly between 0 and 1, so a resample has no ratings only when
+            // it draws the rows of a single pair of systems: (3/8)^8 + (3/8)^8 + (2/8)^8 ≈ 0.08%.
+            let skipped = v["resamples_skipped"].as_u64().unwrap();
+            assert!(skipped < 10, "{v}");
+        }
+    };
+    let s: Json = serde_json::from_str(&std::fs::read_to_string(&summary).unwrap()).unwrap();
+    check(&s);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(stderr.contains("rank 1, wins 4.00, losses 1.00"), "{stderr}");
+    // `rubric stats` recomputes the same from the records and the rows.
+    let o = rubric(&[&"stats", &main, &"--results", &out, &"--input", &input, &"--format", &"json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", describe(&o));
+    let again: Json = serde_json::from_slice(&o.stdout).unwrap();
+    check(&again);
+    assert_eq!(again["stats"], s["stats"]);
+    // Without the rows the systems are unknown: not computed, and said so.
+    let o = rubric(&[&"stats", &main, &"--results", &out, &"--format", &"json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", describe(&o));
+    let bare: Json = serde_json::from_slice(&o.stdout).unwrap();
+    let not = bare["not_computed"].as_array().unwrap();
+    assert!(
+        not.iter().any(|n| n["name"] == "ranking" && n["reason"].as_str().unwrap().contains("`model_a`")),
+        "{bare}"
+    );
+}

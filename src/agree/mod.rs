@@ -15,6 +15,7 @@
 //! Pipeline position: after `runtime` (it reads records, so it works the same on a bundle, a
 //! replayed transcript or a live judge); the statistics are [`metrics`].
 
+pub mod bradley_terry;
 pub mod calibrate;
 pub mod compare;
 pub mod labels;

@@ -12,9 +12,16 @@
 //!
 //! Every summary starts with the built-in statistic `score`: the mean score, unclipped.
 //!
+//! `bradley_terry(MEASURE) per input FIRST, SECOND` is the one statistic that is not a mean
+//! of rows: each row compares the system its input `FIRST` names with the one `SECOND` names,
+//! the measure being the first's share of the win, and the value per system is its rating in
+//! the Bradley–Terry model fitted to all the rows ([`super::bradley_terry`]); each bootstrap
+//! resample is fitted again, and one where the ratings do not exist is left out and counted.
+//!
 //! Pipeline position: after `runtime`, like the rest of `agree`: it reads records, so it works
 //! the same on a live run, a replay or a bundle's results.
 
+use super::bradley_terry::{self as bt, Wins};
 use super::metrics::{bootstrap_draws, Rng};
 use crate::ir::{InputDecl, StatAgg, StatDecl, StatMeasure, StatPer};
 use serde::{Deserialize, Serialize};
@@ -98,6 +105,30 @@ pub struct StatValue {
     pub n: usize,
     /// Rows where the measure applied but was unscored (or the record is an error).
     pub left_out: usize,
+    /// A system of a `bradley_terry` ranking (the key): its rating's other figures.
+    #[serde(flatten, default, skip_serializing_if = "Option::is_none")]
+    pub rating: Option<Rating>,
+}
+
+/// One system of a `bradley_terry` ranking (`value` is its Elo-scale rating,
+/// `1000 + 400 · log10(π)`).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Rating {
+    /// 1 for the highest rating; absent for a system none of whose comparisons entered.
+    pub rank: Option<usize>,
+    /// `ln π`, the strengths normalised to geometric mean 1 (they sum to 0).
+    pub strength: Option<f64>,
+    /// Its shares of the wins and of the losses over the comparisons that entered.
+    pub wins: f64,
+    pub losses: f64,
+    pub comparisons: usize,
+    /// The fit's MM iterations, and whether they reached the tolerance (1e-12) before the
+    /// cap (10,000).
+    pub iterations: usize,
+    pub converged: bool,
+    /// Bootstrap resamples where the ratings do not exist (a system that never wins or never
+    /// loses in the resample, or is not drawn at all): left out of the interval.
+    pub resamples_skipped: usize,
 }
 
 /// One criterion of one record, as the statistics read it.
@@ -268,6 +299,7 @@ fn declared(st: &StatDecl) -> String {
     let agg = match st.agg {
         StatAgg::Mean => "mean",
         StatAgg::Rate => "rate",
+        StatAgg::BradleyTerry => "bradley_terry",
     };
     let test = st.test.map(|t| format!(" {} {}", t.op.symbol(), t.value)).unwrap_or_default();
     let per = match &st.per {
@@ -276,6 +308,7 @@ fn declared(st: &StatDecl) -> String {
         Some(StatPer::Tag { prefix }) => format!(" per tag {prefix:?}"),
         Some(StatPer::Axis) => " per axis".into(),
         Some(StatPer::Input { name }) => format!(" per input {name}"),
+        Some(StatPer::Pair { first, second }) => format!(" per input {first}, {second}"),
     };
     let clip = st.clip.map(|(lo, hi)| format!(" clip {lo}, {hi}")).unwrap_or_default();
     format!("{agg}({measure}{test}){per}{clip}")
@@ -335,10 +368,190 @@ impl Series {
     }
 }
 
-/// What one statistic produces: one series, or one per key found so far.
+/// What one statistic produces: one series, one per key found so far, or a ranking.
 enum Slot {
     Whole(Series),
     Keyed(BTreeMap<String, Series>),
+    Ranked(Ranking),
+}
+
+/// A `bradley_terry` statistic while the records are read: the comparison each one entered.
+struct Ranking {
+    name: String,
+    declared: String,
+    /// The systems of the comparisons that entered, each with its index.
+    systems: BTreeMap<String, usize>,
+    /// Per record: the comparison it entered (first, second, the first's share of the win).
+    comparisons: Vec<Option<(usize, usize, f64)>>,
+    /// Per system: its rows whose measure was unscored.
+    left_out: BTreeMap<String, usize>,
+    /// The first record whose measure is no share of a win: its row and the measure.
+    outside: Option<(usize, f64)>,
+}
+
+impl Ranking {
+    fn new(st: &StatDecl) -> Ranking {
+        Ranking {
+            name: st.name.clone(),
+            declared: declared(st),
+            systems: BTreeMap::new(),
+            comparisons: Vec::new(),
+            left_out: BTreeMap::new(),
+            outside: None,
+        }
+    }
+
+    /// The next record: the systems it compares (when its row names both, and they differ)
+    /// and its measure.
+    fn put(&mut self, row: usize, pair: (Option<&String>, Option<&String>), o: Outcome) {
+        self.comparisons.push(None);
+        let (Some(first), Some(second)) = pair else { return };
+        if first == second {
+            return;
+        }
+        match o {
+            Outcome::Value(x) if (0.0..=1.0).contains(&x) => {
+                let mut index = |name: &String| {
+                    let next = self.systems.len();
+                    *self.systems.entry(name.clone()).or_insert(next)
+                };
+                let entered = Some((index(first), index(second), x));
+                if let Some(last) = self.comparisons.last_mut() {
+                    *last = entered;
+                }
+            }
+            Outcome::Value(x) => {
+                self.outside.get_or_insert((row, x));
+            }
+            Outcome::Unscored => {
+                for name in [first, second] {
+                    *self.left_out.entry(name.clone()).or_default() += 1;
+                }
+            }
+            Outcome::Absent => {}
+        }
+    }
+
+    /// The fit over every comparison, or why there is none.
+    fn finish(self) -> Result<Ranked, String> {
+        if let Some((row, x)) = self.outside {
+            return Err(format!(
+                "the measure of row {row} is {x}, and `bradley_terry` reads it as a share of a win, in [0, 1]"
+            ));
+        }
+        let mut names = vec![String::new(); self.systems.len()];
+        for (name, &i) in &self.systems {
+            names[i].clone_from(name);
+        }
+        let mut wins = Wins::new(names.len());
+        let mut counted = vec![0usize; names.len()];
+        for &(a, b, x) in self.comparisons.iter().flatten() {
+            wins.add(a, b, x);
+            counted[a] += 1;
+            counted[b] += 1;
+        }
+        let fit = bt::fit(&wins, None).map_err(|e| e.reason(&names))?;
+        let mut order: Vec<usize> = (0..names.len()).collect();
+        order.sort_by(|&a, &b| fit.strengths[b].total_cmp(&fit.strengths[a]).then_with(|| names[a].cmp(&names[b])));
+        let left_out = |name: &str| self.left_out.get(name).copied().unwrap_or(0);
+        let mut entries: Vec<Entry> = order
+            .iter()
+            .map(|&i| Entry {
+                name: names[i].clone(),
+                index: Some(i),
+                wins: wins.won(i),
+                losses: wins.lost(i),
+                comparisons: counted[i],
+                left_out: left_out(&names[i]),
+            })
+            .collect();
+        // A system whose every row was unscored has no rating, and is still listed.
+        for (name, &n) in self.left_out.iter().filter(|(name, _)| !self.systems.contains_key(*name)) {
+            entries.push(Entry {
+                name: name.clone(),
+                index: None,
+                wins: 0.0,
+                losses: 0.0,
+                comparisons: 0,
+                left_out: n,
+            });
+        }
+        Ok(Ranked {
+            name: self.name,
+            declared: self.declared,
+            systems: names.len(),
+            comparisons: self.comparisons,
+            fit,
+            entries,
+            skipped: std::cell::Cell::new(0),
+        })
+    }
+}
+
+/// One system of a fitted ranking.
+struct Entry {
+    name: String,
+    /// Its index in the fit; `None` when none of its comparisons entered.
+    index: Option<usize>,
+    wins: f64,
+    losses: f64,
+    comparisons: usize,
+    left_out: usize,
+}
+
+/// A `bradley_terry` statistic fitted on every row: its systems in rank order, and what a
+/// resample needs to fit it again.
+struct Ranked {
+    name: String,
+    declared: String,
+    systems: usize,
+    comparisons: Vec<Option<(usize, usize, f64)>>,
+    fit: bt::Fit,
+    entries: Vec<Entry>,
+    /// Resamples where the ratings do not exist.
+    skipped: std::cell::Cell<usize>,
+}
+
+impl Ranked {
+    /// Each entry's rating in the fit over the records `sample` (started from the fit over
+    /// every record, which MM leaves as soon as the data differ); every one `None` when the
+    /// ratings do not exist there.
+    fn resample(&self, sample: &[&usize]) -> Vec<Option<f64>> {
+        let mut wins = Wins::new(self.systems);
+        for &&i in sample {
+            if let Some((a, b, x)) = self.comparisons[i] {
+                wins.add(a, b, x);
+            }
+        }
+        match bt::fit(&wins, Some(&self.fit.strengths)) {
+            Ok(f) => self.entries.iter().map(|e| e.index.map(|i| bt::rating(f.strengths[i]))).collect(),
+            Err(_) => {
+                self.skipped.set(self.skipped.get() + 1);
+                vec![None; self.entries.len()]
+            }
+        }
+    }
+}
+
+/// A statistic's outputs once every record is read.
+enum Part {
+    Series(Series),
+    Ranked(Ranked),
+}
+
+/// The percentile interval and standard error of the resampled values `vs` of a value that
+/// `entered` rows gave; none with fewer than two rows or values on fewer than half the
+/// resamples.
+fn interval(mut vs: Vec<f64>, entered: usize, opts: StatsOptions) -> (Option<(f64, f64)>, Option<f64>) {
+    if entered < 2 || vs.is_empty() || vs.len() * 2 < opts.resamples {
+        return (None, None);
+    }
+    let tail = (1.0 - opts.confidence) / 2.0;
+    vs.sort_by(f64::total_cmp);
+    let rank = |q: f64| vs[((q * vs.len() as f64).ceil() as usize).clamp(1, vs.len()) - 1];
+    let m = vs.iter().sum::<f64>() / vs.len() as f64;
+    let sd = (vs.iter().map(|x| (x - m).powi(2)).sum::<f64>() / vs.len() as f64).sqrt();
+    (Some((rank(tail), rank(1.0 - tail))), Some(sd))
 }
 
 /// The keys `per input NAME` reads from each row of the rows file (by row index).
@@ -349,10 +562,12 @@ pub fn input_keys_of(
 ) -> Result<InputKeys, String> {
     let wanted: Vec<&InputDecl> = stats
         .iter()
-        .filter_map(|st| match &st.per {
-            Some(StatPer::Input { name }) => declared_inputs.iter().find(|d| &d.name == name),
-            _ => None,
+        .flat_map(|st| match &st.per {
+            Some(StatPer::Input { name }) => vec![name],
+            Some(StatPer::Pair { first, second }) => vec![first, second],
+            _ => vec![],
         })
+        .filter_map(|name| declared_inputs.iter().find(|d| &d.name == name))
         .collect();
     let mut out: InputKeys = BTreeMap::new();
     for (i, line) in rows.lines().enumerate() {
@@ -399,12 +614,22 @@ pub fn summarize(
                     "it splits the rows by input `{name}`, and the rows file was not given (or was standard input)"
                 ),
             }),
+            (Some(StatPer::Pair { first, second }), None) => not_computed.push(NotComputed {
+                name: st.name.clone(),
+                reason: format!(
+                    "it reads the systems from inputs `{first}` and `{second}`, and the rows file was not given (or was standard input)"
+                ),
+            }),
             _ => all.push(st),
         }
     }
     let mut slots: Vec<Slot> = all
         .iter()
-        .map(|st| if st.per.is_none() { Slot::Whole(Series::new(st, None, 0)) } else { Slot::Keyed(BTreeMap::new()) })
+        .map(|st| match st.per {
+            None => Slot::Whole(Series::new(st, None, 0)),
+            Some(StatPer::Pair { .. }) => Slot::Ranked(Ranking::new(st)),
+            Some(_) => Slot::Keyed(BTreeMap::new()),
+        })
         .collect();
     let (mut n, mut scored, mut unscored, mut errors) = (0usize, 0, 0, 0);
     let mut head: Option<Json> = None;
@@ -436,6 +661,16 @@ pub fn summarize(
                 Slot::Whole(s) => {
                     s.values.push(f64::NAN);
                     s.put(row_value(st, &r, Filter::Every));
+                }
+                Slot::Ranked(ranking) => {
+                    let system = |name: &str| {
+                        inputs.and_then(|m| m.get(name)).and_then(|rows| rows.get(r.row)).and_then(|keys| keys.first())
+                    };
+                    let pair = match &st.per {
+                        Some(StatPer::Pair { first, second }) => (system(first), system(second)),
+                        _ => (None, None),
+                    };
+                    ranking.put(r.row, pair, row_value(st, &r, Filter::Every));
                 }
                 Slot::Keyed(keyed) => {
                     for s in keyed.values_mut() {
@@ -475,45 +710,84 @@ pub fn summarize(
             }
         }
     }
-    let series: Vec<Series> = slots
-        .into_iter()
-        .flat_map(|slot| match slot {
-            Slot::Whole(s) => vec![s],
-            Slot::Keyed(k) => k.into_values().collect(),
-        })
-        .collect();
-    let indices: Vec<usize> = (0..n).collect();
-    let draws = bootstrap_draws(&indices, opts.resamples, &mut Rng::new(opts.seed), |sample| {
-        series.iter().map(|s| s.mean_over(sample.iter().map(|i| **i))).collect()
-    });
-    let tail = (1.0 - opts.confidence) / 2.0;
-    let values = series
-        .iter()
-        .enumerate()
-        .map(|(k, s)| {
-            let entered = s.values.iter().filter(|x| !x.is_nan()).count();
-            let mut vs = draws.get(k).cloned().unwrap_or_default();
-            let (interval, std_err) = if entered >= 2 && !vs.is_empty() && vs.len() * 2 >= opts.resamples {
-                vs.sort_by(f64::total_cmp);
-                let rank = |q: f64| vs[((q * vs.len() as f64).ceil() as usize).clamp(1, vs.len()) - 1];
-                let m = vs.iter().sum::<f64>() / vs.len() as f64;
-                let sd = (vs.iter().map(|x| (x - m).powi(2)).sum::<f64>() / vs.len() as f64).sqrt();
-                (Some((rank(tail), rank(1.0 - tail))), Some(sd))
-            } else {
-                (None, None)
-            };
-            StatValue {
-                name: s.name.clone(),
-                key: s.key.clone(),
-                declared: s.declared.clone(),
-                value: s.mean_over(0..n),
-                interval,
-                std_err,
-                n: entered,
-                left_out: s.left_out,
+    let mut parts: Vec<Part> = Vec::new();
+    for slot in slots {
+        match slot {
+            Slot::Whole(s) => parts.push(Part::Series(s)),
+            Slot::Keyed(k) => parts.extend(k.into_values().map(Part::Series)),
+            Slot::Ranked(r) => {
+                let name = r.name.clone();
+                match r.finish() {
+                    Ok(ranked) => parts.push(Part::Ranked(ranked)),
+                    Err(reason) => not_computed.push(NotComputed { name, reason }),
+                }
             }
-        })
-        .collect();
+        }
+    }
+    let indices: Vec<usize> = (0..n).collect();
+    // One draw of rows for every statistic: each resample's values, in the order of `parts`.
+    let draws = bootstrap_draws(&indices, opts.resamples, &mut Rng::new(opts.seed), |sample| {
+        let mut out = Vec::new();
+        for part in &parts {
+            match part {
+                Part::Series(s) => out.push(s.mean_over(sample.iter().map(|i| **i))),
+                Part::Ranked(r) => out.extend(r.resample(sample)),
+            }
+        }
+        out
+    });
+    let mut drawn = draws.into_iter();
+    let mut next_draws = || drawn.next().unwrap_or_default();
+    let mut values = Vec::new();
+    for part in &parts {
+        match part {
+            Part::Series(s) => {
+                let entered = s.values.iter().filter(|x| !x.is_nan()).count();
+                let (interval, std_err) = interval(next_draws(), entered, opts);
+                values.push(StatValue {
+                    name: s.name.clone(),
+                    key: s.key.clone(),
+                    declared: s.declared.clone(),
+                    value: s.mean_over(0..n),
+                    interval,
+                    std_err,
+                    n: entered,
+                    left_out: s.left_out,
+                    rating: None,
+                });
+            }
+            Part::Ranked(r) => {
+                let mut rank = 0;
+                for e in &r.entries {
+                    let (interval, std_err) = interval(next_draws(), e.comparisons, opts);
+                    let strength = e.index.map(|i| r.fit.strengths[i]);
+                    values.push(StatValue {
+                        name: r.name.clone(),
+                        key: Some(e.name.clone()),
+                        declared: r.declared.clone(),
+                        value: strength.map(bt::rating),
+                        interval,
+                        std_err,
+                        n: e.comparisons,
+                        left_out: e.left_out,
+                        rating: Some(Rating {
+                            rank: e.index.map(|_| {
+                                rank += 1;
+                                rank
+                            }),
+                            strength,
+                            wins: e.wins,
+                            losses: e.losses,
+                            comparisons: e.comparisons,
+                            iterations: r.fit.iterations,
+                            converged: r.fit.converged,
+                            resamples_skipped: r.skipped.get(),
+                        }),
+                    });
+                }
+            }
+        }
+    }
     let field = |k: &str| head.as_ref().and_then(|v| v.get(k)).and_then(Json::as_str).map(String::from);
     Ok(Summary {
         rubric: field("rubric"),
@@ -550,11 +824,31 @@ pub fn render(s: &Summary) -> String {
         s.bootstrap.resamples,
         s.bootstrap.seed
     );
-    for v in &s.stats {
+    for (i, v) in s.stats.iter().enumerate() {
         let value = v.value.map_or("-".to_string(), |x| format!("{x:.4}"));
         let interval = v.interval.map_or(String::new(), |(lo, hi)| format!("  [{lo:.4}, {hi:.4}]"));
         let left = if v.left_out > 0 { format!(", {} left out", v.left_out) } else { String::new() };
-        out.push_str(&format!("\n  {:width$}  {value}{interval}  n {}{left}", label(v), v.n));
+        let rated = v.rating.as_ref().map_or(String::new(), |r| {
+            let rank = r.rank.map_or(String::new(), |k| format!(", rank {k}"));
+            format!("{rank}, wins {:.2}, losses {:.2}", r.wins, r.losses)
+        });
+        out.push_str(&format!("\n  {:width$}  {value}{interval}  n {}{left}{rated}", label(v), v.n));
+        // After a ranking's last system: how its fit and its resamples went, when not plainly.
+        let last = s.stats.get(i + 1).is_none_or(|next| next.name != v.name);
+        if let (true, Some(r)) = (last, &v.rating) {
+            if !r.converged {
+                out.push_str(&format!(
+                    "\n  {}: the fit stopped after {} iterations, short of its tolerance",
+                    v.name, r.iterations
+                ));
+            }
+            if r.resamples_skipped > 0 {
+                out.push_str(&format!(
+                    "\n  {}: {} of {} resamples left out of the intervals (the ratings do not exist in them)",
+                    v.name, r.resamples_skipped, s.bootstrap.resamples
+                ));
+            }
+        }
     }
     for n in &s.not_computed {
         out.push_str(&format!("\n  {}: not computed: {}", n.name, n.reason));
@@ -633,6 +927,118 @@ mod tests {
         // Tag c has no positive points anywhere: no value.
         assert_eq!(get("tags", Some("c")).value, None);
         assert_eq!((s.rows, s.scored, s.unscored, s.errors), (3, 2, 1, 0));
+    }
+
+    /// The rows of a ranking: `(first, second, score)`, the score `None` when unscored.
+    fn ranking_rows(rows: &[(&str, &str, Option<f64>)]) -> (String, InputKeys) {
+        let results: String = rows
+            .iter()
+            .enumerate()
+            .map(|(i, (_, _, s))| {
+                let score = s.map_or("null".to_string(), |x| x.to_string());
+                format!("{{\"row\":{i},\"score\":{score},\"criteria\":[]}}\n")
+            })
+            .collect();
+        let firsts = rows.iter().map(|r| vec![r.0.to_string()]).collect();
+        let seconds = rows.iter().map(|r| vec![r.1.to_string()]).collect();
+        let keys = BTreeMap::from([("a".to_string(), firsts), ("b".to_string(), seconds)]);
+        (results, keys)
+    }
+
+    fn ranking_decl() -> StatDecl {
+        decl(
+            "ranking",
+            StatAgg::BradleyTerry,
+            StatMeasure::Score,
+            Some(StatPer::Pair { first: "a".into(), second: "b".into() }),
+            None,
+        )
+    }
+
+    /// The (winner, loser) pairs of `bradley_terry::tests::whole_wins_match_choix` as rows
+    /// (score 1: the first system won), with an unscored row and a row comparing a system with
+    /// itself, neither of which enters: the same ratings as choix 0.4.1 gives (Elo 1061.8468,
+    /// 894.6902, 1043.4630), in rank order.
+    #[test]
+    fn a_ranking_per_pair_of_inputs_rates_each_system() {
+        let data = [(0, 1), (0, 1), (1, 0), (0, 2), (2, 0), (2, 0), (1, 2), (2, 1), (2, 1), (0, 2), (0, 1)];
+        let names = ["x", "y", "z"];
+        let mut rows: Vec<(&str, &str, Option<f64>)> =
+            data.iter().map(|&(w, l)| (names[w], names[l], Some(1.0))).collect();
+        // Written the other way round: the loser first, with score 0.
+        rows[3] = ("z", "x", Some(0.0));
+        rows.push(("x", "z", None));
+        rows.push(("y", "y", Some(1.0)));
+        let (results, keys) = ranking_rows(&rows);
+        let s =
+            summarize(&[ranking_decl()], results.as_bytes(), Some(&keys), StatsOptions::default()).expect("a summary");
+        assert!(s.not_computed.is_empty(), "{:?}", s.not_computed);
+        let ranked: Vec<&StatValue> = s.stats.iter().filter(|v| v.name == "ranking").collect();
+        let keys: Vec<&str> = ranked.iter().map(|v| v.key.as_deref().unwrap_or_default()).collect();
+        assert_eq!(keys, ["x", "z", "y"], "by rating");
+        let want = [1061.8468088972998, 1043.4629961516146, 894.6901949510859];
+        for (v, w) in ranked.iter().zip(want) {
+            let value = v.value.expect("a rating");
+            assert!((value - w).abs() < 1e-6, "{}: {value} is not {w}", v.key.as_deref().unwrap_or_default());
+            let (lo, hi) = v.interval.expect("an interval");
+            assert!(lo <= value && value <= hi, "{lo} <= {value} <= {hi}");
+        }
+        let x = ranked[0].rating.as_ref().expect("figures");
+        // x: beat y three times and z twice, lost to y once and to z twice; the unscored row
+        // against z is left out of both.
+        assert_eq!((x.rank, x.wins, x.losses, x.comparisons), (Some(1), 5.0, 3.0, 8));
+        assert_eq!((ranked[0].n, ranked[0].left_out, ranked[1].left_out, ranked[2].left_out), (8, 1, 1, 0));
+        assert!(x.converged && x.iterations > 1, "{x:?}");
+        assert!((x.strength.expect("a strength") - 0.3560188505404343).abs() < 1e-6);
+        // 11 rows among three systems: some resamples leave one out, or leave it no win.
+        assert!(x.resamples_skipped > 0 && x.resamples_skipped < 500, "{x:?}");
+        assert!(render(&s).contains("ranking[x]"), "{}", render(&s));
+    }
+
+    /// A summary read back (`rubric report --summary`) keeps a system's figures, and a value
+    /// of any other statistic (or an older summary) reads back without them.
+    #[test]
+    fn a_rankings_figures_read_back_from_the_summary() {
+        let (results, keys) = ranking_rows(&[("x", "y", Some(1.0)), ("y", "x", Some(0.5)), ("x", "y", Some(0.0))]);
+        let s =
+            summarize(&[ranking_decl()], results.as_bytes(), Some(&keys), StatsOptions::default()).expect("a summary");
+        let text = serde_json::to_string(&s).expect("JSON");
+        let back: Summary = serde_json::from_str(&text).expect("read back");
+        let x = back.stats.iter().find(|v| v.key.as_deref() == Some("x")).expect("x");
+        let r = x.rating.as_ref().expect("x's figures");
+        // x won 1 + 0.5 of 3; π_x / π_y = 1.5 / 1.5: both rated 1000.
+        assert_eq!((r.rank, r.wins, r.losses, r.comparisons), (Some(1), 1.5, 1.5, 3));
+        assert!((x.value.expect("a rating") - 1000.0).abs() < 1e-9);
+        assert!(back.stats[0].rating.is_none(), "the mean score has no figures");
+        assert!(!serde_json::to_string(&back.stats[0]).expect("JSON").contains("rank"));
+    }
+
+    #[test]
+    fn a_ranking_is_not_computed_where_the_ratings_do_not_exist() {
+        let decls = [ranking_decl()];
+        let summary = |rows: &[(&str, &str, Option<f64>)]| {
+            let (results, keys) = ranking_rows(rows);
+            summarize(&decls, results.as_bytes(), Some(&keys), StatsOptions::default()).expect("a summary")
+        };
+        // `z` never wins: no rating is made up for anyone.
+        let s = summary(&[("x", "y", Some(1.0)), ("y", "x", Some(0.5)), ("x", "z", Some(1.0)), ("z", "y", Some(0.0))]);
+        assert!(s.stats.iter().all(|v| v.name != "ranking"), "{:?}", s.stats);
+        assert_eq!(s.not_computed[0].reason, "`z` never wins, so the Bradley–Terry ratings do not exist");
+        // A measure that is no share of a win.
+        let s = summary(&[("x", "y", Some(1.0)), ("y", "x", Some(1.5))]);
+        assert_eq!(
+            s.not_computed[0].reason,
+            "the measure of row 1 is 1.5, and `bradley_terry` reads it as a share of a win, in [0, 1]"
+        );
+        // A system whose only row is unscored is listed without a rating.
+        let s = summary(&[("x", "y", Some(1.0)), ("y", "x", Some(1.0)), ("w", "x", None)]);
+        let w = s.stats.iter().find(|v| v.key.as_deref() == Some("w")).expect("w listed");
+        assert_eq!((w.value, w.n, w.left_out), (None, 0, 1));
+        assert_eq!(w.rating.as_ref().and_then(|r| r.rank), None);
+        // Without the rows file the systems are unknown.
+        let (results, _) = ranking_rows(&[("x", "y", Some(1.0))]);
+        let s = summarize(&decls, results.as_bytes(), None, StatsOptions::default()).expect("a summary");
+        assert!(s.not_computed[0].reason.contains("inputs `a` and `b`"), "{:?}", s.not_computed);
     }
 
     #[test]

@@ -67,7 +67,7 @@ pub fn compute(
     facts: RunFacts,
 ) -> Result<Summary, String> {
     let open = |p: &Path| std::fs::File::open(p).map(BufReader::new).map_err(|e| format!("{}: {e}", p.display()));
-    let needs_rows = program.stats.iter().any(|s| matches!(s.per, Some(StatPer::Input { .. })));
+    let needs_rows = program.stats.iter().any(|s| matches!(s.per, Some(StatPer::Input { .. } | StatPer::Pair { .. })));
     let keys = match (needs_rows, input) {
         (true, Some(p)) if !crate::runtime::is_stdio(p) => {
             Some(input_keys_of(&program.stats, &program.inputs, open(p)?)?)
@@ -138,8 +138,8 @@ pub struct StatsCommand {
     /// The records of a run of it (`rubric run --output`).
     #[arg(long)]
     pub results: PathBuf,
-    /// The rows that were scored (needed by `per input` statistics; without it they are listed
-    /// as not computed).
+    /// The rows that were scored (needed by `per input` statistics and `bradley_terry`
+    /// rankings; without it they are listed as not computed).
     #[arg(long)]
     pub input: Option<PathBuf>,
     #[command(flatten)]

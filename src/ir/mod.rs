@@ -137,10 +137,14 @@ pub enum StatAgg {
     Mean,
     /// The fraction of those rows where the test holds (a binary criterion: where it is met).
     Rate,
+    /// A Bradley–Terry ranking of the systems a pair of inputs names (`per input A, B`), the
+    /// measure read as A's share of the win: one Elo-scale rating per system.
+    BradleyTerry,
 }
 
 impl StatAgg {
-    pub const ALL: &'static [(&'static str, StatAgg)] = &[("mean", StatAgg::Mean), ("rate", StatAgg::Rate)];
+    pub const ALL: &'static [(&'static str, StatAgg)] =
+        &[("mean", StatAgg::Mean), ("rate", StatAgg::Rate), ("bradley_terry", StatAgg::BradleyTerry)];
 }
 
 /// What a statistic reads from each row's record.
@@ -190,6 +194,9 @@ pub enum StatPer {
     Axis,
     /// Per value of a row input (each item of a `List[Text]`): the rows that have it.
     Input { name: String },
+    /// Per system of a pairwise comparison (`per input first, second`, both `Text`): each row
+    /// compares the system named by `first` with the one named by `second` (`bradley_terry`).
+    Pair { first: String, second: String },
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

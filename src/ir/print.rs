@@ -132,6 +132,7 @@ pub fn stat_form(st: &StatDecl) -> String {
         Some(StatPer::Tag { prefix }) => format!(" per tag {prefix:?}"),
         Some(StatPer::Axis) => " per axis".into(),
         Some(StatPer::Input { name }) => format!(" per input {name}"),
+        Some(StatPer::Pair { first, second }) => format!(" per input {first}, {second}"),
     };
     let clip = st.clip.map(|(lo, hi)| format!(" clip [{}, {}]", num(lo), num(hi))).unwrap_or_default();
     format!("{}({measure}{test}){per}{clip}", word(&st.agg))

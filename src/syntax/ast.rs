@@ -351,12 +351,12 @@ pub enum RewardSettingKind {
     Std(Name),
 }
 
-/// `stat NAME = AGG(MEASURE [CMP NUMBER]) [per tag "PREFIX" | per axis | per input FIELD]
-/// [clip LO, HI]`: a dataset-level statistic over the run's records.
+/// `stat NAME = AGG(MEASURE [CMP NUMBER]) [per tag "PREFIX" | per axis | per input FIELD |
+/// per input FIRST, SECOND] [clip LO, HI]`: a dataset-level statistic over the run's records.
 #[derive(Debug, Clone, PartialEq)]
 pub struct StatDef {
     pub name: Name,
-    /// `mean`, `rate`.
+    /// `mean`, `rate`, `bradley_terry`.
     pub agg: Name,
     pub measure: StatMeasure,
     /// `rate(score >= 0.5)`: the comparison and its number.
@@ -386,6 +386,9 @@ pub enum StatPer {
     Axis(Span),
     /// Per value of a row input (a `Text`, or each item of a `List[Text]`).
     Input(Name),
+    /// `per input FIRST, SECOND`: per system of a pairwise comparison, the two inputs naming
+    /// the systems each row compares (`bradley_terry`).
+    Pair(Name, Name),
 }
 
 #[derive(Debug, Clone, PartialEq)]

@@ -997,7 +997,12 @@ impl Lower {
                             at,
                         ),
                         Rule::stat_per_input => {
-                            StatPer::Input(self.name(k.into_inner().find(|x| x.as_rule() == Rule::ident).unwrap()))
+                            let mut names = k.into_inner().filter(|x| x.as_rule() == Rule::ident).map(|x| self.name(x));
+                            let first = names.next().unwrap();
+                            match names.next() {
+                                Some(second) => StatPer::Pair(first, second),
+                                None => StatPer::Input(first),
+                            }
                         }
                         _ => StatPer::Axis(at),
                     });

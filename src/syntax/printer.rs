@@ -681,6 +681,12 @@ impl Printer {
                 self.w(" per input ");
                 self.w(&n.text);
             }
+            Some(StatPer::Pair(first, second)) => {
+                self.w(" per input ");
+                self.w(&first.text);
+                self.w(", ");
+                self.w(&second.text);
+            }
         }
         if let Some((lo, hi, _)) = st.clip {
             self.setting_num(" clip", lo);
@@ -1526,6 +1532,10 @@ fn erase_item(item: &mut Item) {
                 }
                 Some(StatPer::Axis(s)) => *s = Span::default(),
                 Some(StatPer::Input(n)) => name(n),
+                Some(StatPer::Pair(first, second)) => {
+                    name(first);
+                    name(second);
+                }
             }
             if let Some(c) = &mut st.clip {
                 c.2 = Span::default();

@@ -170,6 +170,15 @@ impl Checker<'_> {
                     self.report(diagnostics::stat_bad(n.span, BadStat::NominalCriterion(&n.text)));
                     return None;
                 }
+                // A win share is a number in [0, 1]: an ordinal criterion with a level outside
+                // it can never be one.
+                if let ir::CriterionKind::Ordinal { levels } = &c.kind {
+                    let outside = levels.iter().map(|l| l.0).find(|v| !(0.0..=1.0).contains(v));
+                    if let (ir::StatAgg::BradleyTerry, Some(v)) = (agg, outside) {
+                        self.report(diagnostics::stat_bad(n.span, BadStat::NotAWinShare(&n.text, v)));
+                        return None;
+                    }
+                }
                 let binary = c.kind == ir::CriterionKind::Binary;
                 (ir::StatMeasure::Criterion { id: n.text.clone() }, binary, n.span)
             }
@@ -199,6 +208,28 @@ impl Checker<'_> {
             }
             (ir::StatAgg::Mean, Some((_, _, span))) => {
                 self.report(diagnostics::stat_bad(*span, BadStat::MeanWithTest));
+                return None;
+            }
+            (ir::StatAgg::BradleyTerry, Some((_, _, span))) => {
+                self.report(diagnostics::stat_bad(*span, BadStat::RankingWithTest));
+                return None;
+            }
+            _ => {}
+        }
+        // `bradley_terry` ranks the systems of a pair of inputs, and only it reads a pair.
+        match (agg, &st.per) {
+            (ir::StatAgg::BradleyTerry, Some(ast::StatPer::Pair(..))) => {}
+            (ir::StatAgg::BradleyTerry, other) => {
+                let at = match other {
+                    None | Some(ast::StatPer::Pair(..)) => st.agg.span,
+                    Some(ast::StatPer::Tag(_, span) | ast::StatPer::Axis(span)) => *span,
+                    Some(ast::StatPer::Input(n)) => n.span,
+                };
+                self.report(diagnostics::stat_bad(at, BadStat::RankingNeedsPair));
+                return None;
+            }
+            (_, Some(ast::StatPer::Pair(first, second))) => {
+                self.report(diagnostics::stat_bad(first.span.to(second.span), BadStat::PairNeedsRanking(&st.agg.text)));
                 return None;
             }
             _ => {}
@@ -241,8 +272,31 @@ impl Checker<'_> {
                 }
                 Some(ir::StatPer::Input { name: n.text.clone() })
             }
+            Some(ast::StatPer::Pair(first, second)) => {
+                for n in [first, second] {
+                    let Some(input) = self.p.inputs.iter().find(|i| i.name == n.text) else {
+                        let names: Vec<&str> = self.p.inputs.iter().map(|i| i.name.as_str()).collect();
+                        self.report(diagnostics::stat_unknown("input", n, &names));
+                        return None;
+                    };
+                    if input.ty != Type::Text {
+                        let ty = format!("`{}`", input.ty);
+                        self.report(diagnostics::stat_bad(n.span, BadStat::SystemInputType(&n.text, ty)));
+                        return None;
+                    }
+                }
+                if first.text == second.text {
+                    self.report(diagnostics::stat_bad(second.span, BadStat::PairTwice(&first.text)));
+                    return None;
+                }
+                Some(ir::StatPer::Pair { first: first.text.clone(), second: second.text.clone() })
+            }
         };
         let clip = match st.clip {
+            Some((_, _, span)) if agg == ir::StatAgg::BradleyTerry => {
+                self.report(diagnostics::stat_bad(span, BadStat::RankingWithClip));
+                return None;
+            }
             Some((lo, hi, span)) if lo >= hi => {
                 self.report(diagnostics::stat_bad(span, BadStat::Clip(lo, hi)));
                 return None;

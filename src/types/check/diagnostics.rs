@@ -151,6 +151,20 @@ pub(super) enum BadStat<'a> {
     /// A criterion measure whose kind has no number (nominal).
     NominalCriterion(&'a str),
     Clip(f64, f64),
+    /// `bradley_terry(X OP N)`.
+    RankingWithTest,
+    /// `bradley_terry(...) clip LO, HI`.
+    RankingWithClip,
+    /// `bradley_terry` without `per input FIRST, SECOND`.
+    RankingNeedsPair,
+    /// `per input FIRST, SECOND` with an aggregate other than `bradley_terry` (named).
+    PairNeedsRanking(&'a str),
+    /// `per input X, X`.
+    PairTwice(&'a str),
+    /// A system named by an input that is not `Text`.
+    SystemInputType(&'a str, String),
+    /// `bradley_terry` over an ordinal criterion with a level outside [0, 1].
+    NotAWinShare(&'a str, f64),
 }
 
 pub(super) fn stat_bad(at: Span, what: BadStat<'_>) -> Diagnostic {
@@ -175,8 +189,37 @@ pub(super) fn stat_bad(at: Span, what: BadStat<'_>) -> Diagnostic {
         BadStat::Clip(lo, hi) => {
             error(CODE, "`clip` needs its low bound below its high bound", at, format!("{lo} is not below {hi}"))
         }
+        BadStat::RankingWithTest => error(CODE, "`bradley_terry` takes a measure, not a test", at, "a test here")
+            .with_help(WIN_SHARE),
+        BadStat::RankingWithClip => error(CODE, "`bradley_terry` cannot be clipped", at, "a clip here")
+            .with_help("its values are ratings on the Elo scale (1000 for a system of average strength), not shares"),
+        BadStat::RankingNeedsPair => {
+            error(CODE, "`bradley_terry` ranks the systems a pair of inputs names", at, "no pair of inputs")
+                .with_help(
+                    "name the two `Text` inputs that hold the systems each row compares: `bradley_terry(score) per input model_a, model_b`",
+                )
+        }
+        BadStat::PairNeedsRanking(agg) => {
+            error(CODE, format!("`{agg}` cannot split rows by a pair of inputs"), at, "a pair of inputs").with_help(
+                "rank the systems the two inputs name with `bradley_terry(...)`, or split the rows by one input: `per input FIELD`",
+            )
+        }
+        BadStat::PairTwice(name) => error(CODE, format!("input `{name}` is named twice"), at, "the same input")
+            .with_help("name the two inputs that hold the first and the second system of each row"),
+        BadStat::SystemInputType(name, ty) => {
+            error(CODE, format!("input `{name}` cannot name a system"), at, format!("`{name}` is {ty}"))
+                .with_help("each system of the pair is named by a `Text` input")
+        }
+        BadStat::NotAWinShare(id, v) => {
+            error(CODE, format!("criterion `{id}` is not a share of a win"), at, format!("a level of {v}"))
+                .with_help(WIN_SHARE)
+        }
     }
 }
+
+/// What `bradley_terry` reads from each row.
+const WIN_SHARE: &str =
+    "the measure is the first system's share of the win, a number in [0, 1]: 1 it wins, 0 it loses, 0.5 a tie";
 
 /// A number of the `reward` block out of its range.
 pub(super) enum BadNumber {
