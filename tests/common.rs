@@ -160,3 +160,30 @@ pub fn mock_judge(dir: &TempDir, rules: &Path, extra: &str) -> (Spawned, String,
         dir.file("judges.toml", &format!("default = \"mock\"\n[endpoints.mock]\nbase_url = \"{base}\"\n{extra}"));
     (mock, base, judges)
 }
+
+/// The sandbox's tools (`bwrap`; `prlimit` and `setpriv` come with util-linux), installed with
+/// `scripts/install-sandbox.sh` when missing, once per test process; a clear failure when they
+/// cannot be installed (never a skip).
+#[cfg(all(feature = "exec", target_os = "linux"))]
+pub fn sandbox_ready() {
+    static READY: std::sync::OnceLock<Result<(), String>> = std::sync::OnceLock::new();
+    let ready = READY.get_or_init(|| {
+        let found = || ["/usr/bin/bwrap", "/bin/bwrap"].iter().any(|p| Path::new(p).exists());
+        if !found() {
+            let out = std::process::Command::new("bash")
+                .arg(crate_root().join("scripts/install-sandbox.sh"))
+                .output()
+                .map_err(|e| e.to_string())?;
+            if !out.status.success() || !found() {
+                return Err(format!(
+                    "the execution tests need bubblewrap: `bash scripts/install-sandbox.sh` failed:\n{}",
+                    String::from_utf8_lossy(&out.stderr)
+                ));
+            }
+        }
+        rubric::sandbox::available().map_err(|e| format!("no sandbox on this machine: {e}"))
+    });
+    if let Err(e) = ready {
+        panic!("{e}");
+    }
+}

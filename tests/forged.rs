@@ -399,6 +399,10 @@ pub(crate) fn forge(case: &Case, ir: Vec<u8>) -> Vec<u8> {
             manifest["entry_points"] = serde_json::to_value(&d.entry_points).unwrap();
             manifest["judges"] = serde_json::to_value(&d.judges).unwrap();
             manifest["examples"] = serde_json::to_value(&d.examples).unwrap();
+            match d.capabilities.is_empty() {
+                true => manifest.as_object_mut().unwrap().remove("capabilities"),
+                false => manifest.as_object_mut().unwrap().insert("capabilities".into(), d.capabilities.clone().into()),
+            };
         }
         let sites = source_map["sites"].as_array_mut().unwrap();
         let filler = sites.first().cloned().unwrap_or(serde_json::json!([0, 0, 0, 1, 1, 1, 1]));

@@ -48,6 +48,13 @@ fn every_intrinsic_has_a_passing_doc_example() {
     // the embedding verifiers' examples run with all-MiniLM-L6-v2
     #[cfg(feature = "models")]
     crate::common::use_minilm();
+    // `exec`'s examples run their programs in the sandbox (scripts/install-sandbox.sh), once
+    // for all three engines.
+    #[cfg(all(feature = "exec", target_os = "linux"))]
+    crate::common::sandbox_ready();
+    #[cfg(all(feature = "exec", target_os = "linux"))]
+    rubric::sandbox::executor::configure(rubric::sandbox::executor::ExecConfig { allow: true, ..Default::default() })
+        .unwrap();
     let mut failures = Vec::new();
     let mut count = 0;
     for intr in rubric::stdlib::intrinsics() {

@@ -21,11 +21,15 @@ import os
 from typing import Any, Callable, Iterable, List, Mapping, Optional, Sequence, Union
 
 from ._rubric import NativeRubric, __version__
+from ._rubric import configure_exec as _configure_exec
+from ._rubric import exec_stats as _exec_stats
 
 __all__ = [
     "Rubric",
     "RowError",
     "load",
+    "configure_exec",
+    "exec_stats",
     "trl_reward_fn",
     "verl_compute_score",
     "__version__",
@@ -220,6 +224,39 @@ def load(
             None if budget is None else float(budget),
         )
     )
+
+
+def configure_exec(
+    allow: bool = False,
+    *,
+    cache: Union[str, "os.PathLike[str]", bool, None] = None,
+    record: Union[str, "os.PathLike[str]", None] = None,
+    replay: Union[str, "os.PathLike[str]", None] = None,
+    concurrency: int = 0,
+) -> None:
+    """How rubrics that call ``exec`` run programs in this process (``docs/exec.md``), as
+    ``rubric run`` takes it: ``allow`` (``--allow-exec``) lets them run in the sandbox, else
+    nothing is executed and ``exec`` is unscored (``exec_not_allowed``); ``cache``: the
+    execution cache directory, ``None`` for the default (``$XDG_CACHE_HOME/rubric/exec``) or
+    ``False`` for none; ``record`` and ``replay``: transcripts (``--exec-record``,
+    ``--exec-replay``); ``concurrency``: sandboxes at once (0: the cores)."""
+    no_cache = cache is False
+    path = None if cache in (None, False, True) else os.fspath(cache)
+    _configure_exec(
+        bool(allow),
+        path,
+        no_cache,
+        None if record is None else os.fspath(record),
+        None if replay is None else os.fspath(replay),
+        int(concurrency),
+    )
+
+
+def exec_stats() -> Optional[dict]:
+    """What ``exec`` did in this process: ``executed`` (run in the sandbox), ``cache_hits``,
+    ``replayed``, ``deduplicated``, ``failed``; ``None`` before :func:`configure_exec`."""
+    s = _exec_stats()
+    return None if s is None else json.loads(s)
 
 
 def _as_rubric(r: Union[Rubric, str]) -> Rubric:

@@ -199,9 +199,37 @@ impl NativeRubric {
     }
 }
 
+/// Set how `exec` runs programs in this process (`rubric run`'s execution options): `allow`
+/// (`--allow-exec`), the cache directory (`None`: the default one; `no_cache`: none), a
+/// transcript to record to and one to replay from, and the sandboxes at once (0: the cores).
+#[pyfunction]
+#[pyo3(signature = (allow, cache, no_cache, record, replay, concurrency))]
+fn configure_exec(
+    allow: bool,
+    cache: Option<PathBuf>,
+    no_cache: bool,
+    record: Option<PathBuf>,
+    replay: Option<PathBuf>,
+    concurrency: usize,
+) -> PyResult<()> {
+    use rubric::sandbox::executor;
+    let cache = if no_cache { None } else { cache.or_else(executor::default_cache_dir) };
+    executor::configure(executor::ExecConfig { allow, concurrency, cache, record, replay, runtimes: Vec::new() })
+        .map_err(PyValueError::new_err)
+}
+
+/// What the process's executor did: executions run, answered from the cache or a transcript,
+/// deduplicated, not made; `None` before `configure_exec`.
+#[pyfunction]
+fn exec_stats() -> Option<String> {
+    rubric::sandbox::executor::current().map(|e| serde_json::to_string(&e.stats()).unwrap_or_default())
+}
+
 #[pymodule]
 fn _rubric(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<NativeRubric>()?;
+    m.add_function(wrap_pyfunction!(configure_exec, m)?)?;
+    m.add_function(wrap_pyfunction!(exec_stats, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

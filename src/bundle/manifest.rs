@@ -27,6 +27,11 @@ pub struct Manifest {
     pub judges: Vec<JudgeView>,
     /// Names of the `example` blocks (they are in the IR).
     pub examples: Vec<String>,
+    /// What running the rubric may do beyond scoring text: `exec` when it runs programs in the
+    /// sandbox (the `exec` intrinsic), which a run must allow (`--allow-exec`). Derived from the
+    /// IR and checked like the rest; absent when empty.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub capabilities: Vec<String>,
     /// Every other file of the bundle, in container order.
     pub files: Vec<FileEntry>,
 }
@@ -68,6 +73,7 @@ pub struct Derived {
     pub entry_points: Vec<EntryPoint>,
     pub judges: Vec<JudgeView>,
     pub examples: Vec<String>,
+    pub capabilities: Vec<String>,
 }
 
 pub fn derive(p: &Program) -> Derived {
@@ -93,6 +99,7 @@ pub fn derive(p: &Program) -> Derived {
         }],
         judges: d.judges,
         examples: d.examples,
+        capabilities: if p.executes() { vec!["exec".into()] } else { Vec::new() },
     }
 }
 
@@ -111,6 +118,8 @@ impl Manifest {
             Some("judges")
         } else if self.examples != d.examples {
             Some("examples")
+        } else if self.capabilities != d.capabilities {
+            Some("capabilities")
         } else {
             None
         }

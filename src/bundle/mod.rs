@@ -368,6 +368,7 @@ pub fn build(input: &BuildInput<'_>) -> Result<Built, BundleError> {
         entry_points: derived.entry_points,
         judges: derived.judges,
         examples: derived.examples,
+        capabilities: derived.capabilities,
         files: files
             .iter()
             .map(|e| FileEntry { path: e.name.clone(), size: e.data.len() as u64, sha256: sha256(&e.data) })

@@ -156,6 +156,7 @@ pub fn inspect_command(file: &Path, as_json: bool) -> ExitCode {
             "rubric": d.rubric,
             "ir_hash": d.ir_hash,
             "score_range": range_json(range),
+            "executes": p.executes(),
             "description": d,
         });
         match &r.bundle {
@@ -213,6 +214,9 @@ pub fn inspect_command(file: &Path, as_json: bool) -> ExitCode {
         outln!("stat      {} = {}", s.name, s.value);
     }
     outln!("range     {range}");
+    if p.executes() {
+        outln!("executes  programs in the sandbox (`exec`): a run needs `--allow-exec` or `--exec-replay FILE`");
+    }
     inspect_body(&d);
     outln!("");
     match &r.bundle {

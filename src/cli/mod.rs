@@ -23,6 +23,8 @@ mod agree;
 mod bench;
 #[cfg(feature = "models")]
 mod embed_bench;
+#[cfg(all(feature = "exec", target_os = "linux"))]
+mod exec_bench;
 #[cfg(feature = "models")]
 pub use embed_bench::sentences as bench_sentences;
 #[cfg(feature = "models")]
@@ -67,6 +69,65 @@ pub struct Cli {
     /// `~/.local/share/rubric/models/` (`bash scripts/fetch-models.sh [--user]` puts it there).
     #[arg(long, global = true, value_name = "DIR")]
     pub embedding_model: Option<PathBuf>,
+    #[command(flatten)]
+    pub exec: ExecArgs,
+}
+
+/// Code execution (the `exec` intrinsic, docs/exec.md): whether programs may run in the sandbox,
+/// and where their results are cached, recorded and replayed from.
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct ExecArgs {
+    /// Let the rubric run programs (`exec`) in the sandbox. Without it nothing is executed: an
+    /// execution not in the cache or the replayed transcript is unscored (`exec_not_allowed`).
+    #[arg(long, global = true)]
+    pub allow_exec: bool,
+    /// The execution cache; default: `~/.cache/rubric/exec` ($XDG_CACHE_HOME).
+    #[arg(long, global = true, value_name = "DIR")]
+    pub exec_cache: Option<PathBuf>,
+    /// Use no execution cache.
+    #[arg(long, global = true)]
+    pub no_exec_cache: bool,
+    /// Append every execution (identity, runtime, result) to this JSONL transcript.
+    #[arg(long, global = true, value_name = "FILE")]
+    pub exec_record: Option<PathBuf>,
+    /// Answer executions from a transcript written by `--exec-record`, offline.
+    #[arg(long, global = true, value_name = "FILE")]
+    pub exec_replay: Option<PathBuf>,
+    /// Sandboxes running at once; default: the machine's cores.
+    #[arg(long, global = true, value_name = "N")]
+    pub exec_concurrency: Option<usize>,
+}
+
+impl ExecArgs {
+    /// Set the process's executor from these options (a transcript beside a directory example,
+    /// `executions.jsonl`, is given by `rubric test` itself).
+    pub fn configure(&self) -> Result<(), String> {
+        #[cfg(all(feature = "exec", target_os = "linux"))]
+        {
+            let config = crate::sandbox::executor::ExecConfig {
+                allow: self.allow_exec,
+                concurrency: self.exec_concurrency.unwrap_or(0),
+                cache: if self.no_exec_cache {
+                    None
+                } else {
+                    self.exec_cache.clone().or_else(crate::sandbox::executor::default_cache_dir)
+                },
+                record: self.exec_record.clone(),
+                replay: self.exec_replay.clone(),
+                runtimes: Vec::new(),
+            };
+            crate::sandbox::executor::configure(config)
+        }
+        #[cfg(not(all(feature = "exec", target_os = "linux")))]
+        {
+            if self.allow_exec || self.exec_replay.is_some() {
+                return Err(
+                    "this build of rubric runs no programs (built without the `exec` feature, or not for Linux)".into(),
+                );
+            }
+            Ok(())
+        }
+    }
 }
 
 /// The fit of `rubric calibrate`.
@@ -395,6 +456,14 @@ pub enum Command {
         #[arg(long, value_enum, value_delimiter = ',')]
         engines: Vec<EngineKind>,
     },
+    /// Executions per second through the sandbox against plain spawning of the same runtime, in
+    /// the same run: a trivial Python program and a unit-test suite (docs/exec.md).
+    #[cfg(all(feature = "exec", target_os = "linux"))]
+    BenchExec {
+        /// Executions per side and program.
+        #[arg(long, default_value_t = 50)]
+        runs: usize,
+    },
     /// Sentence-embedding throughput of an embedding model on `--device`, sentences per second
     /// at each batch size (local models: the `models` feature).
     #[cfg(feature = "models")]
@@ -592,6 +661,27 @@ pub enum Command {
     },
 }
 
+/// The run report's line on executions, for a rubric that runs programs: how many ran in the
+/// sandbox, and how many were answered without running (cache, transcript, the same execution
+/// earlier in the run).
+fn exec_report(program: &crate::ir::Program) -> Option<String> {
+    #[cfg(all(feature = "exec", target_os = "linux"))]
+    {
+        let ex = crate::sandbox::executor::current().filter(|_| program.executes())?;
+        let s = ex.stats();
+        Some(format!(
+            "executions: {} run in the sandbox, {} from the execution cache, {} replayed, {} identical to one \
+             before them, {} not made",
+            s.executed, s.cache_hits, s.replayed, s.deduplicated, s.failed
+        ))
+    }
+    #[cfg(not(all(feature = "exec", target_os = "linux")))]
+    {
+        let _ = program;
+        None
+    }
+}
+
 /// The process's local-model settings from `--device` and `--embedding-model` (falling back to
 /// the environment), set before anything is scored.
 fn configure_models(device: Option<&str>, embedding: Option<PathBuf>) -> Result<(), String> {
@@ -634,6 +724,11 @@ pub fn main_with(cli: Cli) -> ExitCode {
         eprintln!("error: {e}");
         return ExitCode::from(2);
     }
+    if let Err(e) = cli.exec.configure() {
+        eprintln!("error: {e}");
+        return ExitCode::from(2);
+    }
+    let may_exec = cli.exec.allow_exec || cli.exec.exec_replay.is_some();
     match cli.command {
         Command::Check { files, error_format, quiet, lint } => {
             let mut failed = false;
@@ -695,6 +790,14 @@ pub fn main_with(cli: Cli) -> ExitCode {
                 return ExitCode::from(1);
             };
             let program = rubric.program();
+            if program.executes() && !may_exec {
+                eprintln!(
+                    "error: `{}` runs programs (`exec`): pass `--allow-exec` to run them in the sandbox (docs/exec.md), \
+                     or `--exec-replay FILE` to answer from a recorded transcript",
+                    file.display()
+                );
+                return ExitCode::from(2);
+            }
             let ident = rubric.identity().with_id_field(id_field.as_deref());
             let judging = match judge_settings(
                 judges.as_deref(),
@@ -804,6 +907,9 @@ pub fn main_with(cli: Cli) -> ExitCode {
                             (None, None) => {}
                         }
                     }
+                    if let Some(line) = exec_report(program) {
+                        eprintln!("{line}");
+                    }
                     if !s.failures.is_empty() {
                         eprintln!("{}", failures_line(&s));
                     }
@@ -846,6 +952,8 @@ pub fn main_with(cli: Cli) -> ExitCode {
             let engines = if engines.is_empty() { EngineKind::value_variants().to_vec() } else { engines };
             bench::bench_command(&file, &bench::BenchOptions { input: &input, rows, runs, engines: &engines })
         }
+        #[cfg(all(feature = "exec", target_os = "linux"))]
+        Command::BenchExec { runs } => exec_bench::run(&exec_bench::ExecBench { runs }),
         #[cfg(feature = "models")]
         Command::BenchEmbed { model, random, batch_sizes, sentences, runs } => {
             embed_bench::run(&embed_bench::EmbedBench {

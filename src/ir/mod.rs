@@ -1131,6 +1131,14 @@ impl Program {
         (site < self.site_count).then_some(site)
     }
 
+    /// Whether the program runs programs (calls the `exec` intrinsic anywhere): read off its
+    /// canonical form, so that no place an expression can sit is missed.
+    pub fn executes(&self) -> bool {
+        let bytes = self.canonical_bytes();
+        let needle = br#""intrinsic":{"name":"exec","#;
+        bytes.windows(needle.len()).any(|w| w == needle)
+    }
+
     pub fn input_index(&self, name: &str) -> Option<usize> {
         self.inputs.iter().position(|i| i.name == name)
     }

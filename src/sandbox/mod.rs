@@ -16,6 +16,8 @@
 
 use serde::{Deserialize, Serialize};
 
+pub mod executor;
+
 /// The limits of one execution. Every field is part of the execution's identity (its cache key).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -127,6 +129,12 @@ pub fn available() -> Result<(), SandboxError> {
 pub fn builtin_runtime(name: &str) -> Option<Runtime> {
     let _ = name;
     None
+}
+
+/// A stable identity of the runtime's binary for cache keys: its resolved path and a hash of its
+/// contents.
+pub fn runtime_identity(runtime: &Runtime) -> String {
+    runtime.command.first().cloned().unwrap_or_default()
 }
 
 /// Run `spec` in the sandbox in pool slot `slot` (each slot its own user id when running as

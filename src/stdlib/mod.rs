@@ -168,6 +168,14 @@ impl Budget {
         self.limits.as_ref()
     }
 
+    /// Move the deadline `d` later: time the row spent waiting on something with limits of its
+    /// own (a sandboxed execution) does not count against the row's.
+    pub fn pause(&mut self, d: std::time::Duration) {
+        if let Some(t) = self.deadline {
+            self.deadline = t.checked_add(d).or(Some(t));
+        }
+    }
+
     /// The fuel spent since the last [`Budget::take_spent`].
     pub fn spent(&self) -> u64 {
         self.spent

@@ -8,6 +8,7 @@
 //! (its position among the entries of that name), so a new overload of an existing name goes
 //! after the existing ones, never before; entries with new names may go anywhere.
 
+mod exec;
 mod ifeval;
 mod json;
 mod lists;
@@ -136,6 +137,8 @@ pub static ALL: &[Intrinsic] = &[
     semantic::SIMILARITY,
     semantic::COVERS,
     semantic::BEST_MATCH,
+    // code execution in the sandbox
+    exec::EXEC,
 ];
 
 // ---------------------------------------------------------------- argument access

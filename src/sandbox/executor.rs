@@ -1,0 +1,319 @@
+//! The process's executor of the `exec` intrinsic: it turns an execution into its result once
+//! (identical executions of a run share one result, in flight included), from a replayed
+//! transcript, the on-disk cache or the sandbox, on a bounded pool of sandbox slots of its own;
+//! it records what it ran. Configured once per process (`rubric ... --allow-exec`); without a
+//! configuration nothing is ever executed.
+//!
+//! An execution's identity is the SHA-256 of everything that determines its result: the
+//! runtime (name, command, file name and the identity of its binary), the program, the
+//! arguments, stdin, the extra files and the limits, with the sandbox's version. The cache holds
+//! one JSON file per identity; a transcript holds one line per execution, `{"exec": HASH,
+//! "runtime": NAME, "result": {...}}`.
+
+use super::{ExecResult, ExecSpec, Runtime, SandboxError};
+use serde_json::{json, Value as Json};
+use sha2::{Digest, Sha256};
+use std::collections::HashMap;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Condvar, Mutex, OnceLock, RwLock};
+
+/// Bumped when the sandbox changes what a program can see or do: cached results of another
+/// version are not reused.
+pub const SANDBOX_VERSION: &str = "rubric-sandbox/1";
+
+/// How executions are made in this process.
+#[derive(Debug, Clone, Default)]
+pub struct ExecConfig {
+    /// Programs may run in the sandbox (`--allow-exec`). Without it, only a replayed transcript
+    /// answers, and an execution it lacks is unscored.
+    pub allow: bool,
+    /// Sandboxes at once (`--exec-concurrency`); 0: the machine's cores.
+    pub concurrency: usize,
+    /// The result cache (`--exec-cache DIR`); `None`: no cache (`--no-exec-cache`).
+    pub cache: Option<PathBuf>,
+    /// Write every execution to this transcript (`--exec-record FILE`).
+    pub record: Option<PathBuf>,
+    /// Answer executions from this transcript (`--exec-replay FILE`).
+    pub replay: Option<PathBuf>,
+    /// Runtimes besides the built-in ones, by name.
+    pub runtimes: Vec<Runtime>,
+}
+
+/// What the executor did, for the run report.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct ExecStats {
+    /// Programs run in the sandbox.
+    pub executed: u64,
+    /// Answered by the on-disk cache.
+    pub cache_hits: u64,
+    /// Answered by the replayed transcript.
+    pub replayed: u64,
+    /// Asked again in this process: answered by the first asking's result.
+    pub deduplicated: u64,
+    /// Could not be answered (the sandbox refused or failed, not recorded in the transcript).
+    pub failed: u64,
+}
+
+/// A result, or why there is none (an `exec_*` reason).
+type Outcome = Result<ExecResult, String>;
+
+pub struct Executor {
+    config: ExecConfig,
+    /// Free sandbox slots (each its own user id as root).
+    slots: Mutex<Vec<usize>>,
+    freed: Condvar,
+    memo: Mutex<HashMap<String, Arc<OnceLock<Outcome>>>>,
+    /// Executions answered from transcripts (`--exec-replay`, an example's `executions.jsonl`),
+    /// by identity; `None` when no transcript is replayed.
+    replay: RwLock<Option<HashMap<String, ExecResult>>>,
+    record: Option<Mutex<std::io::BufWriter<std::fs::File>>>,
+    stats: Mutex<ExecStats>,
+}
+
+static EXECUTOR: RwLock<Option<Arc<Executor>>> = RwLock::new(None);
+
+/// Set the process's executor (replacing one set before).
+pub fn configure(config: ExecConfig) -> Result<(), String> {
+    let e = Arc::new(Executor::new(config)?);
+    match EXECUTOR.write() {
+        Ok(mut slot) => *slot = Some(e),
+        Err(poisoned) => *poisoned.into_inner() = Some(e),
+    }
+    Ok(())
+}
+
+/// The process's executor, if one is configured.
+pub fn current() -> Option<Arc<Executor>> {
+    match EXECUTOR.read() {
+        Ok(e) => e.clone(),
+        Err(poisoned) => poisoned.into_inner().clone(),
+    }
+}
+
+/// The default cache directory: `$XDG_CACHE_HOME/rubric/exec` or `~/.cache/rubric/exec`.
+pub fn default_cache_dir() -> Option<PathBuf> {
+    let base = std::env::var_os("XDG_CACHE_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))?;
+    Some(base.join("rubric").join("exec"))
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+impl Executor {
+    pub fn new(config: ExecConfig) -> Result<Executor, String> {
+        let replay = match &config.replay {
+            Some(p) => Some(read_transcript(p)?),
+            None => None,
+        };
+        let record = match &config.record {
+            Some(p) => {
+                let f = std::fs::OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(p)
+                    .map_err(|e| format!("--exec-record {}: {e}", p.display()))?;
+                Some(Mutex::new(std::io::BufWriter::new(f)))
+            }
+            None => None,
+        };
+        let n = match config.concurrency {
+            0 => std::thread::available_parallelism().map_or(2, std::num::NonZeroUsize::get),
+            n => n,
+        };
+        Ok(Executor {
+            slots: Mutex::new((0..n).rev().collect()),
+            freed: Condvar::new(),
+            memo: Mutex::new(HashMap::new()),
+            replay: RwLock::new(replay),
+            record,
+            stats: Mutex::new(ExecStats::default()),
+            config,
+        })
+    }
+
+    /// Replay the executions of the transcript at `path` too (identities are content hashes, so
+    /// transcripts merge without conflict).
+    pub fn add_transcript(&self, path: &Path) -> Result<(), String> {
+        let more = read_transcript(path)?;
+        let mut replay = self.replay.write().unwrap_or_else(std::sync::PoisonError::into_inner);
+        replay.get_or_insert_with(HashMap::new).extend(more);
+        Ok(())
+    }
+
+    pub fn stats(&self) -> ExecStats {
+        *lock(&self.stats)
+    }
+
+    /// Whether programs may run in the sandbox.
+    pub fn allowed(&self) -> bool {
+        self.config.allow
+    }
+
+    /// The runtime named `name`: a configured one first, then a built-in one.
+    pub fn runtime(&self, name: &str) -> Option<Runtime> {
+        self.config.runtimes.iter().find(|r| r.name == name).cloned().or_else(|| super::builtin_runtime(name))
+    }
+
+    /// The result of `spec`, or why there is none (`exec_not_allowed: ...`,
+    /// `exec_not_recorded: ...`, `exec_unavailable: ...`, `exec_invalid: ...`, `exec_failed: ...`).
+    pub fn run(&self, spec: &ExecSpec) -> Outcome {
+        let key = identity(spec);
+        let (cell, first) = {
+            let mut memo = lock(&self.memo);
+            match memo.get(&key) {
+                Some(c) => (c.clone(), false),
+                None => {
+                    let c = Arc::new(OnceLock::new());
+                    memo.insert(key.clone(), c.clone());
+                    (c, true)
+                }
+            }
+        };
+        if !first {
+            lock(&self.stats).deduplicated += 1;
+        }
+        cell.get_or_init(|| self.resolve(spec, &key)).clone()
+    }
+
+    fn resolve(&self, spec: &ExecSpec, key: &str) -> Outcome {
+        let (replayed, replaying) = {
+            let replay = self.replay.read().unwrap_or_else(std::sync::PoisonError::into_inner);
+            (replay.as_ref().and_then(|r| r.get(key).cloned()), replay.is_some())
+        };
+        if let Some(r) = replayed {
+            lock(&self.stats).replayed += 1;
+            return Ok(r);
+        }
+        if let Some(r) = self.cached(key) {
+            lock(&self.stats).cache_hits += 1;
+            self.write_record(key, spec, &r);
+            return Ok(r);
+        }
+        if !self.config.allow {
+            lock(&self.stats).failed += 1;
+            return Err(match replaying {
+                true => format!(
+                    "exec_not_recorded: the replayed transcript has no execution {} of runtime `{}` (run with \
+                     `--allow-exec` to run it in the sandbox)",
+                    &key[..key.len().min(19)],
+                    spec.runtime.name
+                ),
+                false => "exec_not_allowed: this run may not execute programs (run with `--allow-exec` to run them \
+                         in the sandbox, or `--exec-replay FILE` to answer from a transcript)"
+                    .into(),
+            });
+        }
+        let slot = self.take_slot();
+        let r = super::run(spec, slot);
+        self.give_slot(slot);
+        match r {
+            Ok(r) => {
+                lock(&self.stats).executed += 1;
+                self.store(key, &r);
+                self.write_record(key, spec, &r);
+                Ok(r)
+            }
+            Err(e) => {
+                lock(&self.stats).failed += 1;
+                Err(match e {
+                    SandboxError::Unavailable(m) => format!("exec_unavailable: {m}"),
+                    SandboxError::Invalid(m) => format!("exec_invalid: {m}"),
+                    SandboxError::Failed(m) => format!("exec_failed: {m}"),
+                })
+            }
+        }
+    }
+
+    fn take_slot(&self) -> usize {
+        let mut free = lock(&self.slots);
+        loop {
+            if let Some(s) = free.pop() {
+                return s;
+            }
+            free = self.freed.wait(free).unwrap_or_else(std::sync::PoisonError::into_inner);
+        }
+    }
+
+    fn give_slot(&self, slot: usize) {
+        lock(&self.slots).push(slot);
+        self.freed.notify_one();
+    }
+
+    fn cache_path(&self, key: &str) -> Option<PathBuf> {
+        let dir = self.config.cache.as_ref()?;
+        Some(dir.join(format!("{}.json", key.trim_start_matches("sha256:"))))
+    }
+
+    fn cached(&self, key: &str) -> Option<ExecResult> {
+        let text = std::fs::read_to_string(self.cache_path(key)?).ok()?;
+        let v: Json = serde_json::from_str(&text).ok()?;
+        // An entry is its identity and its result; one that does not say so is not used.
+        (v.get("exec").and_then(Json::as_str) == Some(key))
+            .then(|| serde_json::from_value(v.get("result")?.clone()).ok())
+            .flatten()
+    }
+
+    /// Write the result to the cache: to a temporary file renamed into place, so that a reader
+    /// never sees half an entry. A cache that cannot be written is skipped.
+    fn store(&self, key: &str, r: &ExecResult) {
+        let Some(path) = self.cache_path(key) else { return };
+        let Some(dir) = path.parent() else { return };
+        if std::fs::create_dir_all(dir).is_err() {
+            return;
+        }
+        let tmp = dir.join(format!(".{}.{}.tmp", std::process::id(), key.trim_start_matches("sha256:")));
+        let body = json!({ "exec": key, "result": r }).to_string();
+        if std::fs::write(&tmp, body).is_ok() && std::fs::rename(&tmp, &path).is_err() {
+            let _ = std::fs::remove_file(&tmp);
+        }
+    }
+
+    fn write_record(&self, key: &str, spec: &ExecSpec, r: &ExecResult) {
+        let Some(w) = &self.record else { return };
+        let line = json!({ "exec": key, "runtime": spec.runtime.name, "result": r });
+        let mut w = lock(w);
+        let _ = writeln!(w, "{line}");
+        let _ = w.flush();
+    }
+}
+
+/// An execution's identity: `sha256:` of its canonical description.
+pub fn identity(spec: &ExecSpec) -> String {
+    let mut files = spec.files.clone();
+    files.sort();
+    let doc = json!({
+        "sandbox": SANDBOX_VERSION,
+        "runtime": {
+            "name": spec.runtime.name,
+            "command": spec.runtime.command,
+            "file": spec.runtime.file,
+            "binary": super::runtime_identity(&spec.runtime),
+        },
+        "program": spec.program,
+        "args": spec.args,
+        "stdin": spec.stdin,
+        "files": files,
+        "limits": spec.limits,
+    });
+    let digest = Sha256::digest(doc.to_string().as_bytes());
+    format!("sha256:{}", digest.iter().map(|b| format!("{b:02x}")).collect::<String>())
+}
+
+/// A transcript's executions by identity.
+fn read_transcript(path: &Path) -> Result<HashMap<String, ExecResult>, String> {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("--exec-replay {}: {e}", path.display()))?;
+    let mut out = HashMap::new();
+    for (n, line) in text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()) {
+        let bad = |why: String| format!("--exec-replay {} line {}: {why}", path.display(), n + 1);
+        let v: Json = serde_json::from_str(line).map_err(|e| bad(e.to_string()))?;
+        let key = v.get("exec").and_then(Json::as_str).ok_or_else(|| bad("no `exec` identity".into()))?;
+        let result = v.get("result").cloned().ok_or_else(|| bad("no `result`".into()))?;
+        let result: ExecResult = serde_json::from_value(result).map_err(|e| bad(e.to_string()))?;
+        out.insert(key.to_string(), result);
+    }
+    Ok(out)
+}

@@ -1,0 +1,170 @@
+//! `exec` end to end on the built binary: a rubric that runs programs is refused without
+//! `--allow-exec` and says so in `inspect` and in its bundle's manifest (verified, so it cannot be
+//! edited away); `examples/code-tests` scored by running its programs in the sandbox (each row's
+//! stage and score), the same records again from the execution cache on the Wasm engine and the
+//! JIT with nothing executed, from the recorded transcript with no sandbox at all, and the
+//! example's shipped transcript reproducing a live run.
+
+use serde_json::Value as Json;
+
+use crate::cli::{describe, rubric};
+use crate::common::{crate_root, read_lines, TempDir};
+
+const RUNS: &str = r#"rubric t.exec @ 1.0.0
+input response: Text
+let run = exec("python3", response)
+criterion runs "Runs" check run.ok
+criterion says "Prints 42" check run.stdout == "42\n"
+score = fraction(all)
+"#;
+
+#[test]
+fn a_rubric_that_executes_is_refused_without_permission_and_says_so() {
+    let dir = TempDir::new("exec-refused");
+    let main = dir.file("main.rubric", RUNS);
+    let input = dir.file("in.jsonl", "{\"response\": \"print(42)\"}\n");
+    let out = dir.path("out.jsonl");
+    let o = rubric(&[&"run", &main, &"--input", &input, &"--output", &out, &"--no-progress"]);
+    assert_eq!(o.status.code(), Some(2), "{}", describe(&o));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("runs programs (`exec`)") && err.contains("--allow-exec"), "{err}");
+    assert!(!out.exists(), "nothing was scored");
+
+    let o = rubric(&[&"inspect", &main]);
+    assert!(String::from_utf8_lossy(&o.stdout).contains("executes  programs in the sandbox"), "{}", describe(&o));
+    let o = rubric(&[&"inspect", &"--json", &main]);
+    let j: Json = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(j["executes"], true);
+
+    // The bundle's manifest lists the capability; a manifest edited to hide it is refused.
+    let bundle = dir.path("t.rbk");
+    let o = rubric(&[&"build", &main, &"-o", &bundle]);
+    assert_eq!(o.status.code(), Some(0), "{}", describe(&o));
+    let o = rubric(&[&"inspect", &"--json", &bundle]);
+    let j: Json = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(j["manifest"]["capabilities"], serde_json::json!(["exec"]), "{j}");
+    // A forger drops the capability and makes every hash right again: the reader still refuses
+    // the bundle, since the manifest no longer says what the IR does.
+    let mut es = rubric::bundle::container::read(&std::fs::read(&bundle).unwrap(), 100).unwrap();
+    let mut manifest: Json = serde_json::from_slice(&es[0].data).unwrap();
+    manifest.as_object_mut().unwrap().remove("capabilities");
+    let mut mbytes = serde_json::to_vec_pretty(&manifest).unwrap();
+    mbytes.push(b'\n');
+    let last = es.len() - 1;
+    es[last].data = format!("{}\n", rubric::bundle::sha256(&mbytes)).into_bytes();
+    es[0].data = mbytes;
+    let forged_path = dir.path("forged.rbk");
+    std::fs::write(&forged_path, rubric::bundle::container::write(&es)).unwrap();
+    let o = rubric(&[&"inspect", &forged_path]);
+    assert_eq!(o.status.code(), Some(1), "a bundle whose manifest hides `exec` is refused: {}", describe(&o));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("capabilities"), "{}", describe(&o));
+
+    // A rubric without `exec` has no capabilities in its manifest.
+    let plain = dir.file("plain.rubric", "rubric t.plain @ 1.0.0\ninput response: Text\ncriterion a \"A\" check response == \"x\"\nscore = fraction(all)\n");
+    let plain_bundle = dir.path("plain.rbk");
+    let o = rubric(&[&"build", &plain, &"-o", &plain_bundle]);
+    assert_eq!(o.status.code(), Some(0), "{}", describe(&o));
+    let o = rubric(&[&"inspect", &"--json", &plain_bundle]);
+    let j: Json = serde_json::from_slice(&o.stdout).unwrap();
+    assert!(j["manifest"].get("capabilities").is_none(), "{j}");
+    assert_eq!(j["executes"], false);
+}
+
+/// The records of a run, without what differs between engines.
+fn records(path: &std::path::Path) -> Vec<Json> {
+    read_lines(path)
+        .iter()
+        .map(|l| {
+            let mut v: Json = serde_json::from_str(l).unwrap();
+            v.as_object_mut().unwrap().remove("engine");
+            v
+        })
+        .collect()
+}
+
+/// What a row's record says of its stage: the score, the failure class, the report-only scores.
+fn outcome(r: &Json) -> (String, f64, Json, Json, Json) {
+    (
+        r["id"].as_str().unwrap().to_string(),
+        r["score"].as_f64().unwrap_or(f64::NAN),
+        r["failure_class"].clone(),
+        r["scores"]["timed_out"].clone(),
+        r["scores"]["out_of_memory"].clone(),
+    )
+}
+
+#[test]
+fn the_code_tests_example_runs_in_the_sandbox_then_from_cache_and_transcript() {
+    crate::common::sandbox_ready();
+    let dir = TempDir::new("exec-code-tests");
+    let ex = crate_root().join("examples/code-tests");
+    let (main, input) = (ex.join("main.rubric"), ex.join("inputs.jsonl"));
+    let (cache, transcript) = (dir.path("cache"), dir.path("transcript.jsonl"));
+    let run = |out: &std::path::Path, extra: &[&dyn AsRef<std::ffi::OsStr>]| {
+        let mut args: Vec<&dyn AsRef<std::ffi::OsStr>> =
+            vec![&"run", &main, &"--input", &input, &"--output", &out, &"--no-progress", &"--allow-errors"];
+        args.extend_from_slice(extra);
+        let o = rubric(&args);
+        assert_eq!(o.status.code(), Some(0), "{}", describe(&o));
+        String::from_utf8_lossy(&o.stderr).to_string()
+    };
+    let live = dir.path("live.jsonl");
+    let report = run(&live, &[&"--allow-exec", &"--exec-cache", &cache, &"--exec-record", &transcript]);
+    let live = records(&live);
+    let got: Vec<(String, f64, Json, Json, Json)> = live.iter().map(outcome).collect();
+    let null = Json::Null;
+    let want = vec![
+        ("good", 1.0, null.clone(), 0, 0),
+        ("wrong", 0.3 + 0.7 * 2.0 / 3.0, null.clone(), 0, 0),
+        ("off-by-one", 0.3, null.clone(), 0, 0),
+        ("crashing", 0.2, Json::from("runtime"), 0, 0),
+        ("syntax-error", 0.1, Json::from("compile"), 0, 0),
+        ("looping", 0.2, Json::from("runtime"), 1, 0),
+        ("memory-hungry", 0.2, Json::from("runtime"), 0, 1),
+        ("network", 0.2, Json::from("runtime"), 0, 0),
+        ("no-code", 0.0, Json::from("format"), 0, 0),
+        ("two-blocks", 0.0, Json::from("format"), 0, 0),
+        ("file-writer", 1.0, null, 0, 0),
+    ];
+    assert_eq!(got.len(), want.len());
+    for (g, w) in got.iter().zip(&want) {
+        assert_eq!(g.0, w.0);
+        assert!((g.1 - w.1).abs() < 1e-12, "{}: score {} want {}", g.0, g.1, w.1);
+        assert_eq!(g.2, w.2, "{}: failure class", g.0);
+        // A row stopped by the format gate runs nothing: its report-only scores are still its
+        // smoke run's (which ran on an empty program), so only the stage rows are compared.
+        if w.2 != Json::from("format") {
+            assert_eq!((g.3.as_f64(), g.4.as_f64()), (Some(f64::from(w.3)), Some(f64::from(w.4))), "{}", g.0);
+        }
+    }
+    // Every execution was made once: the compile run, the smoke run and the three tests of each
+    // program that reached them, no more (identical runs share one result).
+    assert!(report.contains("executions: "), "{report}");
+    let executed: u64 = report
+        .split("executions: ")
+        .nth(1)
+        .and_then(|s| s.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("{report}"));
+    let recorded = read_lines(&transcript).len() as u64;
+    assert_eq!(executed, recorded, "{report}");
+
+    // Again on the Wasm engine and the JIT, from the cache: the same records, nothing executed.
+    for engine in ["wasm", "jit"] {
+        let out = dir.path(&format!("{engine}.jsonl"));
+        let report = run(&out, &[&"--allow-exec", &"--exec-cache", &cache, &"--engine", &engine]);
+        assert!(report.contains("executions: 0 run in the sandbox"), "{engine}: {report}");
+        assert_eq!(records(&out), live, "{engine}");
+    }
+    // From the transcript alone: no sandbox, no cache.
+    let out = dir.path("replayed.jsonl");
+    let report = run(&out, &[&"--exec-replay", &transcript, &"--no-exec-cache"]);
+    assert!(report.contains("executions: 0 run in the sandbox"), "{report}");
+    assert_eq!(records(&out), live);
+
+    // The transcript shipped with the example is this run's: `rubric test` replays it.
+    let shipped = ex.join("executions.jsonl");
+    let out = dir.path("shipped.jsonl");
+    run(&out, &[&"--exec-replay", &shipped, &"--no-exec-cache"]);
+    assert_eq!(records(&out), live, "examples/code-tests/executions.jsonl is out of date");
+}
