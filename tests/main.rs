@@ -20,6 +20,8 @@ mod contained;
 mod cost;
 mod docs;
 mod engine_props;
+#[cfg(all(feature = "exec", target_os = "linux"))]
+mod exec_sandbox;
 mod forged;
 mod fuzz;
 #[cfg(feature = "models")]
