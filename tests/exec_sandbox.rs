@@ -428,6 +428,34 @@ fn exec_cpu_limit_ends_as_timed_out() {
 }
 
 #[test]
+fn exec_file_size_and_open_files_limits() {
+    let program = r#"
+import errno
+try:
+    open("big", "wb").write(b"x" * (2 << 20))
+    print("wrote")
+except OSError as e:
+    print("file", errno.errorcode[e.errno])
+files = []
+try:
+    while True:
+        files.append(open("main.py"))
+except OSError as e:
+    print("open", errno.errorcode[e.errno], len(files))
+"#;
+    let mut s = spec("python3", program);
+    s.limits.file_mb = 1;
+    s.limits.open_files = 16;
+    let r = run_clean(s, 17);
+    assert!(r.ok, "{r:?}");
+    let lines: Vec<&str> = r.stdout.lines().collect();
+    assert_eq!(lines[0], "file EFBIG");
+    let words: Vec<&str> = lines[1].split(' ').collect();
+    assert_eq!(words[..2], ["open", "EMFILE"]);
+    assert!(words[2].parse::<u32>().unwrap() < 16, "{}", lines[1]);
+}
+
+#[test]
 fn exec_100_mb_of_stdout_is_truncated_without_holding_it() {
     let program = "import sys\nchunk = b'x' * (1 << 20)\nfor _ in range(100):\n    sys.stdout.buffer.write(chunk)\nsys.stderr.write('e' * 3000)\n";
     let mut s = spec("python3", program);
