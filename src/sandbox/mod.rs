@@ -2,7 +2,8 @@
 //! Linux, with limits, and its result. Called by the `exec` intrinsic through
 //! [`Executor`] (`stdlib`), never directly by an engine.
 //!
-//! Layers (docs/sandbox.md, "Code execution"): a dedicated unprivileged user per pool slot
+//! Layers (docs/sandbox.md, "Code execution"): a `bash` wrapper that closes every inherited
+//! descriptor and opens the seccomp filters; a dedicated unprivileged user per pool slot
 //! (`setpriv`, when `rubric` runs as root) so that the process limit counts only this run's
 //! processes; rlimits (`prlimit`: CPU time, address space, processes, file size, open files, no
 //! core dumps); bubblewrap (`bwrap`): new user, mount, PID, IPC, UTS, cgroup and network
@@ -40,7 +41,8 @@ pub struct Limits {
     pub memory_mb: u64,
     /// Bytes kept of stdout and of stderr each; the rest is read and dropped (`*_truncated`).
     pub output_bytes: u64,
-    /// Processes (RLIMIT_NPROC of the slot's user).
+    /// Processes (RLIMIT_NPROC of the slot's user; threads count too, bubblewrap's own two
+    /// processes are added).
     pub processes: u64,
     /// Largest file a process may write (RLIMIT_FSIZE), MiB.
     pub file_mb: u64,
