@@ -414,6 +414,9 @@ fn run_in(
     drop(status_writer);
     let mut status_json = String::new();
     let _ = status_reader.take(1 << 16).read_to_string(&mut status_json);
+    if let Some(init) = child_pid(&status_json) {
+        await_namespace_end(init);
+    }
     let out = joined(out);
     let err = joined(err);
     if let Some(w) = writer {
@@ -455,6 +458,40 @@ fn exit_of(status: ExitStatus) -> (Option<i32>, Option<i32>) {
         (Some(c), _) if (129..=192).contains(&c) => (None, Some(c - 128)),
         (Some(c), _) => (Some(c), None),
         (None, s) => (None, s),
+    }
+}
+
+/// The `"child-pid"` of bubblewrap's status: the PID namespace's init, as this process sees it.
+fn child_pid(status_json: &str) -> Option<i32> {
+    let rest = &status_json[status_json.find("\"child-pid\"")? + "\"child-pid\"".len()..];
+    let digits = rest.trim_start_matches([':', ' ']);
+    let end = digits.find(|c: char| !c.is_ascii_digit()).unwrap_or(digits.len());
+    digits[..end].parse().ok()
+}
+
+/// Waits (up to 5 s) until the PID namespace's init has exited, which the kernel allows only
+/// once every other process of the namespace is gone. bubblewrap exits as soon as its init
+/// reports the program's status, so the init may still be exiting when bubblewrap has been
+/// reaped. The init is then an orphan, reaped by the host's PID 1 (or the nearest subreaper);
+/// when that is this process, it is reaped here. Only a process that is a namespace's init
+/// (its `NSpid` ends in 1) and this process's child is ever reaped.
+fn await_namespace_end(init: i32) {
+    let me = std::process::id().to_string();
+    let until = Instant::now() + Duration::from_secs(5);
+    while Instant::now() < until {
+        let Ok(status) = fs::read_to_string(format!("/proc/{init}/status")) else { return };
+        let nspid: Vec<&str> = status_field(&status, "NSpid:").unwrap_or("").split_whitespace().collect();
+        if nspid.len() < 2 || nspid.last() != Some(&"1") {
+            // gone, and its process id already reused
+            return;
+        }
+        if status_field(&status, "State:").is_some_and(|s| s.starts_with('Z') || s.starts_with('X')) {
+            if status_field(&status, "PPid:") == Some(me.as_str()) {
+                let _ = nix::sys::wait::waitpid(Pid::from_raw(init), Some(nix::sys::wait::WaitPidFlag::WNOHANG));
+            }
+            return;
+        }
+        thread::sleep(Duration::from_millis(1));
     }
 }
 
@@ -606,6 +643,12 @@ mod tests {
         assert_eq!(exit_of(s(3 << 8)), (Some(3), None));
         assert_eq!(exit_of(s(137 << 8)), (None, Some(9)));
         assert_eq!(exit_of(s(9)), (None, Some(9)));
+    }
+
+    #[test]
+    fn child_pid_is_read_from_the_status() {
+        assert_eq!(child_pid("{ \"child-pid\": 4242 }\n{ \"exit-code\": 0 }\n"), Some(4242));
+        assert_eq!(child_pid("{ \"exit-code\": 0 }\n"), None);
     }
 
     #[test]
