@@ -82,14 +82,20 @@ fn records(path: &std::path::Path) -> Vec<Json> {
         .collect()
 }
 
-/// What a row's record says of its stage: the score, the failure class, the report-only scores.
-fn outcome(r: &Json) -> (String, f64, Json, Json, Json) {
+/// What a row's record says of its stage: the score, the failure class, and the runtime checks
+/// of its smoke run (in time, in memory, offline).
+fn outcome(r: &Json) -> (String, f64, Json, Vec<String>) {
+    let status = |id: &str| {
+        r["criteria"].as_array().unwrap().iter().find(|c| c["id"] == id).unwrap()["status"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
     (
         r["id"].as_str().unwrap().to_string(),
         r["score"].as_f64().unwrap_or(f64::NAN),
         r["failure_class"].clone(),
-        r["scores"]["timed_out"].clone(),
-        r["scores"]["out_of_memory"].clone(),
+        ["in_time", "in_memory", "offline"].iter().map(|id| status(id)).collect(),
     )
 }
 
@@ -111,31 +117,27 @@ fn the_code_tests_example_runs_in_the_sandbox_then_from_cache_and_transcript() {
     let live = dir.path("live.jsonl");
     let report = run(&live, &[&"--allow-exec", &"--exec-cache", &cache, &"--exec-record", &transcript]);
     let live = records(&live);
-    let got: Vec<(String, f64, Json, Json, Json)> = live.iter().map(outcome).collect();
-    let null = Json::Null;
-    let want = vec![
-        ("good", 1.0, null.clone(), 0, 0),
-        ("wrong", 0.3 + 0.7 * 2.0 / 3.0, null.clone(), 0, 0),
-        ("off-by-one", 0.3, null.clone(), 0, 0),
-        ("crashing", 0.2, Json::from("runtime"), 0, 0),
-        ("syntax-error", 0.1, Json::from("compile"), 0, 0),
-        ("looping", 0.2, Json::from("runtime"), 1, 0),
-        ("memory-hungry", 0.2, Json::from("runtime"), 0, 1),
-        ("network", 0.2, Json::from("runtime"), 0, 0),
-        ("no-code", 0.0, Json::from("format"), 0, 0),
-        ("two-blocks", 0.0, Json::from("format"), 0, 0),
-        ("file-writer", 1.0, null, 0, 0),
+    let got: Vec<(String, f64, Json, Vec<String>)> = live.iter().map(outcome).collect();
+    let (ok, no, gated) = (["met"; 3], ["unscored"; 3], Json::from("format"));
+    let want: Vec<(&str, f64, Json, [&str; 3])> = vec![
+        ("good", 1.0, Json::Null, ok),
+        ("wrong", 0.3 + 0.7 * 2.0 / 3.0, Json::Null, ok),
+        ("off-by-one", 0.3, Json::Null, ok),
+        ("crashing", 0.2, Json::from("runtime"), ok),
+        ("syntax-error", 0.1, Json::from("compile"), no),
+        ("looping", 0.2, Json::from("runtime"), ["unmet", "met", "met"]),
+        ("memory-hungry", 0.2, Json::from("runtime"), ["met", "unmet", "met"]),
+        ("network", 0.2, Json::from("runtime"), ["met", "met", "unmet"]),
+        ("no-code", 0.0, gated.clone(), no),
+        ("two-blocks", 0.0, gated, no),
+        ("file-writer", 1.0, Json::Null, ok),
     ];
     assert_eq!(got.len(), want.len());
     for (g, w) in got.iter().zip(&want) {
         assert_eq!(g.0, w.0);
         assert!((g.1 - w.1).abs() < 1e-12, "{}: score {} want {}", g.0, g.1, w.1);
         assert_eq!(g.2, w.2, "{}: failure class", g.0);
-        // A row stopped by the format gate runs nothing: its report-only scores are still its
-        // smoke run's (which ran on an empty program), so only the stage rows are compared.
-        if w.2 != Json::from("format") {
-            assert_eq!((g.3.as_f64(), g.4.as_f64()), (Some(f64::from(w.3)), Some(f64::from(w.4))), "{}", g.0);
-        }
+        assert_eq!(g.3, w.3, "{}: in time, in memory, offline", g.0);
     }
     // Every execution was made once: the compile run, the smoke run and the three tests of each
     // program that reached them, no more (identical runs share one result).

@@ -22,6 +22,8 @@ mod docs;
 mod engine_props;
 #[cfg(all(feature = "exec", target_os = "linux"))]
 mod exec;
+#[cfg(all(feature = "exec", target_os = "linux"))]
+mod exec_sandbox;
 mod forged;
 mod fuzz;
 #[cfg(feature = "models")]

@@ -8,7 +8,9 @@
 //! runtime (name, command, file name and the identity of its binary), the program, the
 //! arguments, stdin, the extra files and the limits, with the sandbox's version. The cache holds
 //! one JSON file per identity; a transcript holds one line per execution, `{"exec": HASH,
-//! "runtime": NAME, "result": {...}}`.
+//! "portable": HASH, "runtime": NAME, "result": {...}}`, where the portable identity leaves out
+//! the runtime's binary: a transcript replays on a machine whose `python3` is another build
+//! (the point of a transcript is to give the recorded results), the cache never does.
 
 use super::{ExecResult, ExecSpec, Runtime, SandboxError};
 use serde_json::{json, Value as Json};
@@ -182,7 +184,8 @@ impl Executor {
     fn resolve(&self, spec: &ExecSpec, key: &str) -> Outcome {
         let (replayed, replaying) = {
             let replay = self.replay.read().unwrap_or_else(std::sync::PoisonError::into_inner);
-            (replay.as_ref().and_then(|r| r.get(key).cloned()), replay.is_some())
+            let found = replay.as_ref().and_then(|r| r.get(key).or_else(|| r.get(&portable_key(spec))).cloned());
+            (found, replay.is_some())
         };
         if let Some(r) = replayed {
             lock(&self.stats).replayed += 1;
@@ -274,7 +277,8 @@ impl Executor {
 
     fn write_record(&self, key: &str, spec: &ExecSpec, r: &ExecResult) {
         let Some(w) = &self.record else { return };
-        let line = json!({ "exec": key, "runtime": spec.runtime.name, "result": r });
+        let line =
+            json!({ "exec": key, "portable": portable_identity(spec), "runtime": spec.runtime.name, "result": r });
         let mut w = lock(w);
         let _ = writeln!(w, "{line}");
         let _ = w.flush();
@@ -283,6 +287,20 @@ impl Executor {
 
 /// An execution's identity: `sha256:` of its canonical description.
 pub fn identity(spec: &ExecSpec) -> String {
+    describe(spec, Some(super::runtime_identity(&spec.runtime)))
+}
+
+/// An execution's identity without its runtime's binary (what a transcript also replays by).
+pub fn portable_identity(spec: &ExecSpec) -> String {
+    describe(spec, None)
+}
+
+/// The key a portable identity has among a transcript's entries.
+fn portable_key(spec: &ExecSpec) -> String {
+    format!("portable:{}", portable_identity(spec))
+}
+
+fn describe(spec: &ExecSpec, binary: Option<String>) -> String {
     let mut files = spec.files.clone();
     files.sort();
     let doc = json!({
@@ -291,7 +309,7 @@ pub fn identity(spec: &ExecSpec) -> String {
             "name": spec.runtime.name,
             "command": spec.runtime.command,
             "file": spec.runtime.file,
-            "binary": super::runtime_identity(&spec.runtime),
+            "binary": binary,
         },
         "program": spec.program,
         "args": spec.args,
@@ -313,6 +331,9 @@ fn read_transcript(path: &Path) -> Result<HashMap<String, ExecResult>, String> {
         let key = v.get("exec").and_then(Json::as_str).ok_or_else(|| bad("no `exec` identity".into()))?;
         let result = v.get("result").cloned().ok_or_else(|| bad("no `result`".into()))?;
         let result: ExecResult = serde_json::from_value(result).map_err(|e| bad(e.to_string()))?;
+        if let Some(p) = v.get("portable").and_then(Json::as_str) {
+            out.insert(format!("portable:{p}"), result.clone());
+        }
         out.insert(key.to_string(), result);
     }
     Ok(out)

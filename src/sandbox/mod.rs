@@ -2,7 +2,8 @@
 //! Linux, with limits, and its result. Called by the `exec` intrinsic through
 //! [`Executor`] (`stdlib`), never directly by an engine.
 //!
-//! Layers (docs/sandbox.md, "Code execution"): a dedicated unprivileged user per pool slot
+//! Layers (docs/sandbox.md, "Code execution"): a `bash` wrapper that closes every inherited
+//! descriptor and opens the seccomp filters; a dedicated unprivileged user per pool slot
 //! (`setpriv`, when `rubric` runs as root) so that the process limit counts only this run's
 //! processes; rlimits (`prlimit`: CPU time, address space, processes, file size, open files, no
 //! core dumps); bubblewrap (`bwrap`): new user, mount, PID, IPC, UTS, cgroup and network
@@ -13,8 +14,19 @@
 //! output read with a cap (the rest drained and dropped); the scratch directory removed after
 //! the run. A machine without `bwrap` or without namespaces gets a clear error, never an
 //! unsandboxed run.
+//!
+//! The Linux implementation is `linux.rs` (probe, command line, run), `seccomp.rs` (the
+//! filters) and `scratch.rs` (the scratch directory); this file is the portable API.
+
+#[cfg(all(feature = "exec", target_os = "linux"))]
+mod linux;
+#[cfg(all(feature = "exec", target_os = "linux"))]
+mod scratch;
+#[cfg(all(feature = "exec", target_os = "linux"))]
+mod seccomp;
 
 use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
 
 pub mod executor;
 
@@ -31,7 +43,8 @@ pub struct Limits {
     pub memory_mb: u64,
     /// Bytes kept of stdout and of stderr each; the rest is read and dropped (`*_truncated`).
     pub output_bytes: u64,
-    /// Processes (RLIMIT_NPROC of the slot's user).
+    /// Processes (RLIMIT_NPROC of the slot's user; threads count too, bubblewrap's own two
+    /// processes are added).
     pub processes: u64,
     /// Largest file a process may write (RLIMIT_FSIZE), MiB.
     pub file_mb: u64,
@@ -119,27 +132,169 @@ pub enum SandboxError {
     Failed(String),
 }
 
-/// Whether this machine can sandbox: `bwrap`, `prlimit` (and `setpriv` as root) are installed and
-/// a namespace can be made. Checked once per process.
+/// The user id of pool slot 0 when `rubric` runs as root; slot N runs as `SLOT_UID_BASE + N`.
+/// These ids must belong to no one else on the machine (the process limit counts every process
+/// of the user).
+pub const SLOT_UID_BASE: u32 = 60_000;
+
+/// Slots are `0..MAX_SLOTS` (their users stay below 65,000 and `nobody`).
+pub const MAX_SLOTS: usize = 5_000;
+
+/// Whether this machine can sandbox: `bwrap`, `prlimit`, `bash` (and `setpriv` as root) are
+/// installed and a trivial program runs in a sandbox. Checked once per process; the error says
+/// what is missing. Nothing ever runs unsandboxed.
 pub fn available() -> Result<(), SandboxError> {
-    Err(SandboxError::Unavailable("not implemented yet".into()))
+    #[cfg(all(feature = "exec", target_os = "linux"))]
+    return linux::available();
+    #[cfg(not(all(feature = "exec", target_os = "linux")))]
+    return Err(unsupported());
 }
 
-/// The built-in runtime named `name` (`python3`, `node`, `bash`, `sh`), if this machine has it.
-pub fn builtin_runtime(name: &str) -> Option<Runtime> {
-    let _ = name;
+#[cfg(not(all(feature = "exec", target_os = "linux")))]
+fn unsupported() -> SandboxError {
+    SandboxError::Unavailable(if cfg!(target_os = "linux") {
+        "this build of rubric has no `exec` feature".into()
+    } else {
+        "sandboxed execution needs Linux (user namespaces, bubblewrap)".into()
+    })
+}
+
+/// The user id that `run` uses for `slot`: `Some(SLOT_UID_BASE + slot)` when `rubric` runs as
+/// root (and those ids exist in its user namespace), `None` when it runs as an ordinary user
+/// (then programs run as that user, in a user namespace) or cannot sandbox at all.
+pub fn slot_uid(slot: usize) -> Option<u32> {
+    #[cfg(all(feature = "exec", target_os = "linux"))]
+    if linux::slot_users() && slot < MAX_SLOTS {
+        return u32::try_from(slot).ok().map(|s| SLOT_UID_BASE + s);
+    }
+    let _ = slot;
     None
 }
 
-/// A stable identity of the runtime's binary for cache keys: its resolved path and a hash of its
-/// contents.
+/// The read-only binds every built-in runtime has: `/usr`, `/etc/alternatives` and
+/// `/etc/ld.so.cache` where they exist, and `/bin`, `/sbin`, `/lib*` where they are
+/// directories (not links into `/usr`).
+pub(crate) fn system_read_only() -> Vec<String> {
+    let mut out: Vec<String> = ["/usr", "/etc/alternatives", "/etc/ld.so.cache"]
+        .into_iter()
+        .filter(|p| Path::new(p).exists())
+        .map(String::from)
+        .collect();
+    for name in ["/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"] {
+        if std::fs::symlink_metadata(name).is_ok_and(|m| m.is_dir()) {
+            out.push(name.into());
+        }
+    }
+    out
+}
+
+/// The first of `paths` that is a file.
+fn first_file(paths: &[&str]) -> Option<String> {
+    paths.iter().find(|p| Path::new(p).is_file()).map(|p| p.to_string())
+}
+
+/// The built-in runtime named `name` (`python3`, `node`, `bash`, `sh`), if this machine has it:
+/// Python in isolated mode without bytecode files (`-I -B`, `main.py`), Node (`main.js`), bash
+/// and sh (`main.sh`), each with [`system_read_only`] binds.
+pub fn builtin_runtime(name: &str) -> Option<Runtime> {
+    let (command, file) = match name {
+        "python3" => {
+            let exe = first_file(&["/usr/bin/python3"])?;
+            (vec![exe, "-I".into(), "-B".into()], "main.py")
+        }
+        "node" => (vec![first_file(&["/usr/bin/node", "/usr/bin/nodejs"])?], "main.js"),
+        "bash" => (vec![first_file(&["/usr/bin/bash", "/bin/bash"])?], "main.sh"),
+        "sh" => (vec![first_file(&["/usr/bin/sh", "/bin/sh"])?], "main.sh"),
+        _ => return None,
+    };
+    Some(Runtime { name: name.into(), command, file: file.into(), read_only: system_read_only() })
+}
+
+/// A stable identity of the runtime's binary, for cache keys: the resolved path of its command
+/// and the SHA-256 of that file (`/usr/bin/python3.11 sha256:...`). Hashed once per process and
+/// again only when the file's size or modification time changes. Only the binary: a library or
+/// module it loads from the read-only paths is not part of it. A binary that cannot be read
+/// gives `PATH unreadable: ERROR`, which matches no readable binary.
 pub fn runtime_identity(runtime: &Runtime) -> String {
-    runtime.command.first().cloned().unwrap_or_default()
+    use std::collections::HashMap;
+    use std::sync::{Mutex, OnceLock};
+    type Seen = HashMap<PathBuf, (u64, Option<std::time::SystemTime>, String)>;
+    static SEEN: OnceLock<Mutex<Seen>> = OnceLock::new();
+
+    let Some(command) = runtime.command.first() else { return format!("runtime `{}` has no command", runtime.name) };
+    let resolved = match std::fs::canonicalize(command) {
+        Ok(p) => p,
+        Err(e) => return format!("{command} unreadable: {e}"),
+    };
+    let meta = match std::fs::metadata(&resolved) {
+        Ok(m) => m,
+        Err(e) => return format!("{} unreadable: {e}", resolved.display()),
+    };
+    let stamp = (meta.len(), meta.modified().ok());
+    let seen = SEEN.get_or_init(Mutex::default);
+    if let Some((len, modified, hash)) = seen.lock().unwrap_or_else(|e| e.into_inner()).get(&resolved) {
+        if (*len, *modified) == stamp {
+            return format!("{} {hash}", resolved.display());
+        }
+    }
+    let hash = match sha256_of(&resolved) {
+        Ok(h) => h,
+        Err(e) => return format!("{} unreadable: {e}", resolved.display()),
+    };
+    seen.lock().unwrap_or_else(|e| e.into_inner()).insert(resolved.clone(), (stamp.0, stamp.1, hash.clone()));
+    format!("{} {hash}", resolved.display())
+}
+
+fn sha256_of(path: &Path) -> std::io::Result<String> {
+    use sha2::{Digest, Sha256};
+    use std::fmt::Write as _;
+    let mut hasher = Sha256::new();
+    std::io::copy(&mut std::fs::File::open(path)?, &mut hasher)?;
+    let mut out = String::from("sha256:");
+    for b in hasher.finalize() {
+        let _ = write!(out, "{b:02x}");
+    }
+    Ok(out)
 }
 
 /// Run `spec` in the sandbox in pool slot `slot` (each slot its own user id when running as
-/// root), blocking until it ends. Leaves no process and no file behind.
+/// root), blocking until it ends. Leaves no process and no file behind: the scratch directory
+/// (`rubric-exec-PID-SLOT-N` under the temporary directory) is removed and, as root, nothing of
+/// the slot's user still runs when this returns. A slot must not be used by two runs at once.
 pub fn run(spec: &ExecSpec, slot: usize) -> Result<ExecResult, SandboxError> {
-    let _ = (spec, slot);
-    Err(SandboxError::Unavailable("not implemented yet".into()))
+    #[cfg(all(feature = "exec", target_os = "linux"))]
+    return linux::run(spec, slot);
+    #[cfg(not(all(feature = "exec", target_os = "linux")))]
+    {
+        let _ = (spec, slot);
+        Err(unsupported())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn builtin_runtimes_name_absolute_commands_and_read_only_usr() {
+        assert!(builtin_runtime("cobol").is_none());
+        for name in ["python3", "node", "bash", "sh"] {
+            if let Some(r) = builtin_runtime(name) {
+                assert_eq!(r.name, name);
+                assert!(r.command[0].starts_with('/'));
+                assert!(r.read_only.iter().any(|p| p == "/usr"));
+            }
+        }
+    }
+
+    #[test]
+    fn runtime_identity_is_stable_and_names_the_content() {
+        let sh =
+            Runtime { name: "sh".into(), command: vec!["/bin/sh".into()], file: "main.sh".into(), read_only: vec![] };
+        let a = runtime_identity(&sh);
+        assert_eq!(a, runtime_identity(&sh));
+        assert!(a.contains(" sha256:") && a.len() > 64, "{a}");
+        let missing = Runtime { command: vec!["/no/such/binary".into()], ..sh };
+        assert!(runtime_identity(&missing).contains("unreadable"));
+    }
 }
