@@ -54,6 +54,9 @@ const TIERS: &str = "examples/tiers/main.rubric";
 
 #[test]
 fn bundle_round_trip_reproduces_every_example() {
+    // The examples that run programs answer from their transcripts.
+    #[cfg(all(feature = "exec", target_os = "linux"))]
+    crate::common::executor_ready();
     for dir in example_dirs() {
         let main = dir.join("main.rubric");
         let source = compile(&main);
@@ -753,13 +756,39 @@ fn cli_build_inspect_run_and_test_a_bundle() {
     let from_bundle = dir.path("b.jsonl");
     let from_source = dir.path("s.jsonl");
     let (inputs, verdicts) = (ex.join("inputs.jsonl"), ex.join("verdicts.jsonl"));
-    let o =
-        rubric_in(&dir.0, &[&"run", &out, &"--input", &inputs, &"--verdicts", &verdicts, &"--output", &from_bundle]);
+    // The example's page loads are answered from its transcript.
+    let transcript = ex.join("executions.jsonl");
+    let o = rubric_in(
+        &dir.0,
+        &[
+            &"run",
+            &out,
+            &"--input",
+            &inputs,
+            &"--verdicts",
+            &verdicts,
+            &"--output",
+            &from_bundle,
+            &"--exec-replay",
+            &transcript,
+        ],
+    );
     // The example's rows include ones that fail by design: exit status 3, from both.
     assert_eq!(o.status.code(), Some(3), "{}", describe_output(&o));
     let o = rubric_in(
         &dir.0,
-        &[&"run", &ex.join("main.rubric"), &"--input", &inputs, &"--verdicts", &verdicts, &"--output", &from_source],
+        &[
+            &"run",
+            &ex.join("main.rubric"),
+            &"--input",
+            &inputs,
+            &"--verdicts",
+            &verdicts,
+            &"--output",
+            &from_source,
+            &"--exec-replay",
+            &transcript,
+        ],
     );
     assert_eq!(o.status.code(), Some(3), "{}", describe_output(&o));
     let b = json_lines(&std::fs::read_to_string(&from_bundle).unwrap());
@@ -782,12 +811,24 @@ fn cli_build_inspect_run_and_test_a_bundle() {
     // resume from a bundle
     let o = rubric_in(
         &dir.0,
-        &[&"run", &out, &"--input", &inputs, &"--verdicts", &verdicts, &"--output", &from_bundle, &"--resume"],
+        &[
+            &"run",
+            &out,
+            &"--input",
+            &inputs,
+            &"--verdicts",
+            &verdicts,
+            &"--output",
+            &from_bundle,
+            &"--resume",
+            &"--exec-replay",
+            &transcript,
+        ],
     );
     assert!(o.status.success(), "{}", describe_output(&o));
 
-    // test: the bundle's examples
-    let o = rubric_in(&dir.0, &[&"test", &out]);
+    // test: the bundle's examples (their page loads from the transcript)
+    let o = rubric_in(&dir.0, &[&"test", &out, &"--exec-replay", &transcript]);
     assert!(o.status.success(), "{}", describe_output(&o));
     assert!(String::from_utf8_lossy(&o.stdout).contains("0 failed"), "{}", describe_output(&o));
 }

@@ -187,3 +187,34 @@ pub fn sandbox_ready() {
         panic!("{e}");
     }
 }
+
+/// The process's executor for tests that run examples in-process: programs may run in the
+/// sandbox (installed when missing), no cache, and every example directory's
+/// `executions.jsonl` replayed, as `rubric test` replays them. Configured once.
+#[cfg(all(feature = "exec", target_os = "linux"))]
+pub fn executor_ready() {
+    static DONE: std::sync::OnceLock<()> = std::sync::OnceLock::new();
+    DONE.get_or_init(|| {
+        sandbox_ready();
+        use rubric::sandbox::executor;
+        executor::configure(executor::ExecConfig { allow: true, ..Default::default() }).unwrap();
+        let ex = executor::current().unwrap();
+        for dir in example_dirs() {
+            let t = dir.join("executions.jsonl");
+            if t.is_file() {
+                ex.add_transcript(&t).unwrap();
+            }
+        }
+    });
+}
+
+/// The options that answer an example directory's executions from its transcript, for a
+/// `rubric run` of it (none when it has no `executions.jsonl`).
+pub fn exec_replay_args(dir: &Path) -> Vec<std::ffi::OsString> {
+    let t = dir.join("executions.jsonl");
+    if t.is_file() {
+        vec!["--exec-replay".into(), t.into_os_string()]
+    } else {
+        Vec::new()
+    }
+}

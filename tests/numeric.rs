@@ -139,6 +139,11 @@ fn run_both(dir: &Path, input: &Path, extra: &[&str], scratch: &TempDir, tag: &s
         for e in extra {
             args.push(e);
         }
+        // Examples that run programs answer from their transcripts.
+        let replay = crate::common::exec_replay_args(dir);
+        for a in &replay {
+            args.push(a);
+        }
         // Rows may fail by design here (examples with bad rows): the records are compared.
         args.push(&"--allow-errors");
         let o = rubric(&args);

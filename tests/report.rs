@@ -43,20 +43,25 @@ fn rubric(args: &[&dyn AsRef<std::ffi::OsStr>]) -> std::process::Output {
 /// Run an example with its verdicts into `out.jsonl`, writing its summary to `summary.json`.
 fn run_example(dir: &TempDir, ex: &Path) -> (PathBuf, PathBuf) {
     let (out, summary) = (dir.path("out.jsonl"), dir.path("summary.json"));
-    let run = rubric(&[
+    let (main, input, verdicts) = (ex.join("main.rubric"), ex.join("inputs.jsonl"), ex.join("verdicts.jsonl"));
+    let mut args: Vec<&dyn AsRef<std::ffi::OsStr>> = vec![
         &"run",
-        &ex.join("main.rubric"),
+        &main,
         &"--input",
-        &ex.join("inputs.jsonl"),
+        &input,
         &"--verdicts",
-        &ex.join("verdicts.jsonl"),
+        &verdicts,
         &"--output",
         &out,
         &"--summary",
         &summary,
         &"--allow-errors",
         &"--no-progress",
-    ]);
+    ];
+    // An example that runs programs answers from its transcript.
+    let replay = crate::common::exec_replay_args(ex);
+    args.extend(replay.iter().map(|a| a as &dyn AsRef<std::ffi::OsStr>));
+    let run = rubric(&args);
     assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
     (out, summary)
 }

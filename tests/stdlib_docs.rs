@@ -51,10 +51,7 @@ fn every_intrinsic_has_a_passing_doc_example() {
     // `exec`'s examples run their programs in the sandbox (scripts/install-sandbox.sh), once
     // for all three engines.
     #[cfg(all(feature = "exec", target_os = "linux"))]
-    crate::common::sandbox_ready();
-    #[cfg(all(feature = "exec", target_os = "linux"))]
-    rubric::sandbox::executor::configure(rubric::sandbox::executor::ExecConfig { allow: true, ..Default::default() })
-        .unwrap();
+    crate::common::executor_ready();
     let mut failures = Vec::new();
     let mut count = 0;
     for intr in rubric::stdlib::intrinsics() {
