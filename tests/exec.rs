@@ -170,3 +170,46 @@ fn the_code_tests_example_runs_in_the_sandbox_then_from_cache_and_transcript() {
     run(&out, &[&"--exec-replay", &shipped, &"--no-exec-cache"]);
     assert_eq!(records(&out), live, "examples/code-tests/executions.jsonl is out of date");
 }
+
+/// `--exec-runtime NAME:FILE:COMMAND` adds a runtime; a malformed one is refused before anything
+/// runs.
+#[test]
+fn a_configured_runtime_runs_in_the_sandbox_too() {
+    crate::common::sandbox_ready();
+    let dir = TempDir::new("exec-runtime");
+    let main = dir.file(
+        "main.rubric",
+        "rubric t.perl @ 1.0.0\ninput response: Text\nlet run = exec(\"perl\", response)\n\
+         criterion says \"Prints 42\" check run.stdout == \"42\"\nscore = fraction(all)\n",
+    );
+    let input = dir.file("in.jsonl", "{\"response\": \"print 6 * 7\"}\n");
+    let out = dir.path("out.jsonl");
+    let o = rubric(&[
+        &"run",
+        &main,
+        &"--input",
+        &input,
+        &"--output",
+        &out,
+        &"--no-progress",
+        &"--allow-exec",
+        &"--no-exec-cache",
+        &"--exec-runtime",
+        &"perl:main.pl:/usr/bin/perl",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", describe(&o));
+    assert_eq!(records(&out)[0]["score"], 1.0);
+    let o = rubric(&[
+        &"run",
+        &main,
+        &"--input",
+        &input,
+        &"--output",
+        &out,
+        &"--allow-exec",
+        &"--exec-runtime",
+        &"perl:main.pl:perl",
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", describe(&o));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("not an absolute path"), "{}", describe(&o));
+}

@@ -96,6 +96,12 @@ pub struct ExecArgs {
     /// Sandboxes running at once; default: the machine's cores.
     #[arg(long, global = true, value_name = "N")]
     pub exec_concurrency: Option<usize>,
+    /// A runtime besides the built-in ones (python3, node, bash, sh), as
+    /// `NAME:FILE:COMMAND [ARG...]`: `ruby:main.rb:/usr/bin/ruby` runs the program, written to
+    /// `FILE` in the scratch directory, as `COMMAND ARG... FILE`, with the system's read-only
+    /// paths; repeatable; a name given here overrides a built-in one.
+    #[arg(long, global = true, value_name = "NAME:FILE:COMMAND")]
+    pub exec_runtime: Vec<String>,
 }
 
 impl ExecArgs {
@@ -114,13 +120,17 @@ impl ExecArgs {
                 },
                 record: self.exec_record.clone(),
                 replay: self.exec_replay.clone(),
-                runtimes: Vec::new(),
+                runtimes: self
+                    .exec_runtime
+                    .iter()
+                    .map(|r| crate::sandbox::parse_runtime(r))
+                    .collect::<Result<_, _>>()?,
             };
             crate::sandbox::executor::configure(config)
         }
         #[cfg(not(all(feature = "exec", target_os = "linux")))]
         {
-            if self.allow_exec || self.exec_replay.is_some() {
+            if self.allow_exec || self.exec_replay.is_some() || !self.exec_runtime.is_empty() {
                 return Err(
                     "this build of rubric runs no programs (built without the `exec` feature, or not for Linux)".into(),
                 );

@@ -171,6 +171,32 @@ pub fn slot_uid(slot: usize) -> Option<u32> {
     None
 }
 
+/// A runtime given as `NAME:FILE:COMMAND [ARG...]` (`--exec-runtime`): the program is written to
+/// `FILE` and run as `COMMAND ARG... FILE` with the system's read-only paths. The command must be
+/// an absolute path (nothing is looked up in `PATH`).
+pub fn parse_runtime(text: &str) -> Result<Runtime, String> {
+    let bad = |why: &str| format!("--exec-runtime `{text}`: {why} (write NAME:FILE:COMMAND [ARG...])");
+    let mut parts = text.splitn(3, ':');
+    let (Some(name), Some(file), Some(command)) = (parts.next(), parts.next(), parts.next()) else {
+        return Err(bad("three parts separated by `:` are needed"));
+    };
+    let name = name.trim();
+    if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || "._-".contains(c)) {
+        return Err(bad("the name is letters, digits, `.`, `_` and `-`"));
+    }
+    let file = file.trim();
+    if file.is_empty() || file.contains('/') || file.starts_with('.') {
+        return Err(bad("the file is a plain file name"));
+    }
+    let command: Vec<String> = command.split_whitespace().map(str::to_string).collect();
+    match command.first() {
+        Some(c) if Path::new(c).is_absolute() && Path::new(c).is_file() => {}
+        Some(c) => return Err(bad(&format!("`{c}` is not an absolute path to a file"))),
+        None => return Err(bad("the command is empty")),
+    }
+    Ok(Runtime { name: name.into(), command, file: file.into(), read_only: system_read_only() })
+}
+
 /// The read-only binds every built-in runtime has: `/usr`, `/etc/alternatives` and
 /// `/etc/ld.so.cache` where they exist, and `/bin`, `/sbin`, `/lib*` where they are
 /// directories (not links into `/usr`).
