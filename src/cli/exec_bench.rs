@@ -17,13 +17,19 @@ pub struct ExecBench {
 }
 
 /// A program that runs a suite of 40 unit tests of a small function.
-const SUITE: &str = "import unittest\n\
-def add(a, b):\n    return a + b\n\
-class T(unittest.TestCase):\n\
-    pass\n\
-for i in range(40):\n\
-    setattr(T, 'test_%d' % i, lambda self, i=i: self.assertEqual(add(i, i), 2 * i))\n\
-unittest.main(argv=['x'], exit=True, verbosity=0)\n";
+const SUITE: &str = r"import unittest
+
+def add(a, b):
+    return a + b
+
+class T(unittest.TestCase):
+    pass
+
+for i in range(40):
+    setattr(T, 'test_%d' % i, lambda self, i=i: self.assertEqual(add(i, i), 2 * i))
+
+unittest.main(argv=['x'], exit=True, verbosity=0)
+";
 
 pub fn run(b: &ExecBench) -> ExitCode {
     if let Err(e) = sandbox::available() {
