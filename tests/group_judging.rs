@@ -9,21 +9,7 @@ use serde_json::{json, Value as Json};
 
 use crate::cli::{describe, rubric};
 use crate::common::{crate_root, mock_get, TempDir};
-
-fn records(path: &std::path::Path) -> Vec<Json> {
-    let text = std::fs::read_to_string(path).unwrap();
-    text.lines()
-        .map(|l| {
-            let mut v: Json = serde_json::from_str(l).unwrap();
-            // Neither the engine nor the model that answered is part of the comparison.
-            v.as_object_mut().unwrap().remove("engine");
-            for c in v["criteria"].as_array_mut().unwrap() {
-                c.as_object_mut().unwrap().remove("model");
-            }
-            v
-        })
-        .collect()
-}
+use crate::pairwise::{comparable, records};
 
 /// The text between the markers of fence `name` in `user`, if it has one.
 fn fenced<'a>(user: &'a str, name: &str) -> Option<&'a str> {
@@ -188,19 +174,7 @@ fn the_group_judging_example_asks_once_per_group_with_every_rollout_fenced() {
     let server = crate::serve::Server::start(&[&main, &"--judges", &judges, &"--no-cache"], &[]);
     let (status, answer) = server.score(&json!({ "rows": rows, "groups": "prompt_id" }));
     assert_eq!(status, 200, "{answer}");
-    let served: Vec<Json> = answer["results"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|r| {
-            let mut r = r.clone();
-            r.as_object_mut().unwrap().remove("engine");
-            for c in r["criteria"].as_array_mut().unwrap() {
-                c.as_object_mut().unwrap().remove("model");
-            }
-            r
-        })
-        .collect();
+    let served: Vec<Json> = answer["results"].as_array().unwrap().iter().cloned().map(comparable).collect();
     assert_eq!(served, live);
     assert_eq!(mock_get(&base, "/requests").as_array().unwrap().len(), 12);
 }

@@ -8,19 +8,20 @@ use serde_json::Value as Json;
 use crate::cli::{describe, rubric};
 use crate::common::{crate_root, mock_get, TempDir};
 
-fn records(path: &std::path::Path) -> Vec<Json> {
+/// The records of a run, each as [`comparable`] makes it.
+pub(crate) fn records(path: &std::path::Path) -> Vec<Json> {
     let text = std::fs::read_to_string(path).unwrap();
-    text.lines()
-        .map(|l| {
-            let mut v: Json = serde_json::from_str(l).unwrap();
-            // Neither the engine nor the model that answered is part of the comparison.
-            v.as_object_mut().unwrap().remove("engine");
-            for c in v["criteria"].as_array_mut().unwrap() {
-                c.as_object_mut().unwrap().remove("model");
-            }
-            v
-        })
-        .collect()
+    text.lines().map(|l| comparable(serde_json::from_str(l).unwrap())).collect()
+}
+
+/// A record without what may differ between runs of the same verdicts: neither the engine nor
+/// the model that answered is part of the comparison.
+pub(crate) fn comparable(mut v: Json) -> Json {
+    v.as_object_mut().unwrap().remove("engine");
+    for c in v["criteria"].as_array_mut().unwrap() {
+        c.as_object_mut().unwrap().remove("model");
+    }
+    v
 }
 
 #[test]

@@ -50,16 +50,7 @@ impl super::ChunkJudge for Dispatching {
         program: &Program,
         rows: Vec<super::JudgeRow>,
     ) -> Vec<(RowResult, super::ModelsByCriterion)> {
-        let mut pending: Vec<PendingRow> = rows
-            .into_iter()
-            .map(|r| PendingRow {
-                inputs: r.inputs,
-                verdicts: r.verdicts,
-                group: r.group,
-                result: None,
-                models: BTreeMap::new(),
-            })
-            .collect();
+        let mut pending: Vec<PendingRow> = rows.into_iter().map(PendingRow::from).collect();
         let s = evaluate_chunk(engine, program, &mut pending, &self.dispatcher);
         if let Ok(mut p) = self.planned.lock() {
             p.dispatched += s.dispatched;
@@ -339,6 +330,13 @@ pub struct PendingRow {
     pub result: Option<RowResult>,
     /// What answered this row's judge calls, by criterion id.
     pub models: BTreeMap<String, super::Dispatched>,
+}
+
+impl From<super::JudgeRow> for PendingRow {
+    /// A row handed to the judges, not evaluated yet.
+    fn from(r: super::JudgeRow) -> PendingRow {
+        PendingRow { inputs: r.inputs, verdicts: r.verdicts, group: r.group, result: None, models: BTreeMap::new() }
+    }
 }
 
 /// What planning saved, counted over the chunk.
@@ -652,16 +650,7 @@ pub fn plan_rows(
     rows: Vec<super::JudgeRow>,
     dispatcher: &Dispatcher,
 ) -> (crate::judge::DryRun, u64, u64) {
-    let mut pending: Vec<PendingRow> = rows
-        .into_iter()
-        .map(|r| PendingRow {
-            inputs: r.inputs,
-            verdicts: r.verdicts,
-            group: r.group,
-            result: None,
-            models: BTreeMap::new(),
-        })
-        .collect();
+    let mut pending: Vec<PendingRow> = rows.into_iter().map(PendingRow::from).collect();
     pending.par_iter_mut().for_each(|row| {
         row.result = Some(engine.evaluate(program, &row.inputs, &Planning(&row.verdicts)));
     });
