@@ -41,8 +41,16 @@ impl Drop for TempDir {
     }
 }
 
-/// Every example directory (`examples/NAME`, holding `main.rubric`), sorted.
+/// Every example directory (`examples/NAME`, holding `main.rubric`), sorted. The process's
+/// executor is configured first ([`executor_ready`]), so that an example that runs programs
+/// gives the same results in every test, whichever runs first.
 pub fn example_dirs() -> Vec<PathBuf> {
+    #[cfg(all(feature = "exec", target_os = "linux"))]
+    executor_ready();
+    list_example_dirs()
+}
+
+fn list_example_dirs() -> Vec<PathBuf> {
     let mut dirs: Vec<PathBuf> = std::fs::read_dir(crate_root().join("examples"))
         .unwrap()
         .filter_map(|e| e.ok().map(|e| e.path()))
@@ -199,7 +207,7 @@ pub fn executor_ready() {
         use rubric::sandbox::executor;
         executor::configure(executor::ExecConfig { allow: true, ..Default::default() }).unwrap();
         let ex = executor::current().unwrap();
-        for dir in example_dirs() {
+        for dir in list_example_dirs() {
             let t = dir.join("executions.jsonl");
             if t.is_file() {
                 ex.add_transcript(&t).unwrap();

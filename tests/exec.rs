@@ -213,3 +213,39 @@ fn a_configured_runtime_runs_in_the_sandbox_too() {
     assert_eq!(o.status.code(), Some(2), "{}", describe(&o));
     assert!(String::from_utf8_lossy(&o.stderr).contains("not an absolute path"), "{}", describe(&o));
 }
+
+/// A row's time limit does not count the time it waits for its executions (each has its own):
+/// two executions of 600 ms in a row limited to 500 ms, on the Wasm engine (whose epoch
+/// deadline follows) and the interpreter under the same limits.
+#[test]
+fn executions_do_not_count_against_the_rows_time_limit() {
+    crate::common::sandbox_ready();
+    let dir = TempDir::new("exec-row-time");
+    let main = dir.file(
+        "main.rubric",
+        "rubric t.slow @ 1.0.0\ninput response: Text\n\
+         criterion a \"First\" check exec(\"python3\", \"import time; time.sleep(0.6); print(1)\").ok\n\
+         criterion b \"Second\" check exec(\"python3\", \"import time; time.sleep(0.6); print(2)\").ok\n\
+         score = fraction(all)\n",
+    );
+    let input = dir.file("in.jsonl", "{\"response\": \"x\"}\n");
+    let out = dir.path("out.jsonl");
+    let o = rubric(&[
+        &"run",
+        &main,
+        &"--input",
+        &input,
+        &"--output",
+        &out,
+        &"--no-progress",
+        &"--allow-exec",
+        &"--no-exec-cache",
+        &"--engine",
+        &"wasm",
+        &"--row-timeout-ms",
+        &"500",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", describe(&o));
+    let r = &records(&out)[0];
+    assert_eq!(r["score"], 1.0, "{r}");
+}

@@ -150,6 +150,8 @@ pub struct Budget {
     spent: u64,
     /// `spent` at which the clock is read next.
     next_clock: u64,
+    /// The deadline moved since an engine last asked ([`Budget::take_pause`]).
+    paused: bool,
 }
 
 impl Budget {
@@ -161,7 +163,7 @@ impl Budget {
     /// The limits of one row starting now.
     pub fn new(limits: Limits) -> Budget {
         let deadline = Instant::now().checked_add(limits.timeout);
-        Budget { limits: Some(limits), deadline, fuel: limits.fuel, spent: 0, next_clock: CLOCK_EVERY }
+        Budget { limits: Some(limits), deadline, fuel: limits.fuel, spent: 0, next_clock: CLOCK_EVERY, paused: false }
     }
 
     pub fn limits(&self) -> Option<&Limits> {
@@ -173,7 +175,17 @@ impl Budget {
     pub fn pause(&mut self, d: std::time::Duration) {
         if let Some(t) = self.deadline {
             self.deadline = t.checked_add(d).or(Some(t));
+            self.paused = true;
         }
+    }
+
+    /// When the deadline moved since the last call: the time left until it, for an engine that
+    /// keeps a clock of its own (the Wasm engine's epoch deadline).
+    pub fn take_pause(&mut self) -> Option<std::time::Duration> {
+        if !std::mem::take(&mut self.paused) {
+            return None;
+        }
+        self.deadline.map(|t| t.saturating_duration_since(Instant::now()))
     }
 
     /// The fuel spent since the last [`Budget::take_spent`].

@@ -85,9 +85,15 @@ pub fn settle_fuel(store: &mut impl AsContextMut<Data = Host>) {
     let spent = budget.spent();
     let left = left.saturating_sub(spent);
     budget.take_spent(left);
+    let paused = budget.take_pause();
     if spent > 0 {
         // Cannot fail: fuel is enabled, or `get_fuel` above would have.
         let _ = store.set_fuel(left);
+    }
+    // The row waited on something with limits of its own (an execution): the epoch deadline
+    // moves with the budget's.
+    if let Some(left) = paused {
+        store.set_epoch_deadline(super::runtime::deadline_ticks_for(left));
     }
 }
 

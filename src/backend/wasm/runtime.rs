@@ -226,7 +226,12 @@ impl Instance {
 }
 
 fn deadline_ticks(limits: &Limits) -> u64 {
-    (limits.timeout.as_nanos() / TICK.as_nanos()).max(1) as u64 + 1
+    deadline_ticks_for(limits.timeout)
+}
+
+/// Epoch ticks for `time` from now (at least one, plus one for the tick in progress).
+pub(super) fn deadline_ticks_for(time: Duration) -> u64 {
+    (time.as_nanos() / TICK.as_nanos()).max(1) as u64 + 1
 }
 
 /// The trap of a failed root call: the one a host import recorded, else wasmtime's.
