@@ -1,7 +1,7 @@
 //! Every ```rubric block of the README and the docs is checked, so the docs cannot drift from
 //! the language:
 //!
-//! - in `README.md`, `docs/language.md`, `docs/rl.md` and `docs/cost.md`, each block compiles
+//! - in `README.md`, `docs/language.md`, `docs/rl.md`, `docs/cost.md` and `docs/exec.md`, each block compiles
 //!   without an error;
 //! - in `docs/diagnostics.md`, each block under a `### `CODE`` heading makes the checker report
 //!   CODE, or — for the codes only a run reports (`rubric::row`, `rubric::trap`, `rubric::bundle`,
@@ -111,7 +111,7 @@ fn projects(doc: &'static str) -> Vec<Vec<Block>> {
 fn every_rubric_block_of_the_guides_compiles() {
     let mut failures = Vec::new();
     let mut checked = 0;
-    for doc in ["README.md", "docs/language.md", "docs/rl.md", "docs/cost.md"] {
+    for doc in ["README.md", "docs/language.md", "docs/rl.md", "docs/cost.md", "docs/exec.md"] {
         for project in projects(doc) {
             let refs: Vec<&Block> = project.iter().collect();
             for (k, codes, errors) in check_project(&refs) {
