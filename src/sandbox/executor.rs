@@ -20,6 +20,10 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Condvar, Mutex, OnceLock, RwLock};
 
+/// The most output the memo of finished executions holds before it forgets them (a run of many
+/// distinct executions with large outputs keeps flat memory).
+pub const MEMO_BYTES: usize = 64 << 20;
+
 /// Bumped when the sandbox changes what a program can see or do: cached results of another
 /// version are not reused.
 pub const SANDBOX_VERSION: &str = "rubric-sandbox/1";
@@ -66,6 +70,10 @@ pub struct Executor {
     slots: Mutex<Vec<usize>>,
     freed: Condvar,
     memo: Mutex<HashMap<String, Arc<OnceLock<Outcome>>>>,
+    /// Bytes of output the memo's finished results hold (bounded by [`MEMO_BYTES`]).
+    memo_bytes: std::sync::atomic::AtomicUsize,
+    /// [`MEMO_BYTES`] (smaller in tests).
+    memo_limit: usize,
     /// Executions answered from transcripts (`--exec-replay`, an example's `executions.jsonl`),
     /// by identity; `None` when no transcript is replayed.
     replay: RwLock<Option<HashMap<String, ExecResult>>>,
@@ -130,6 +138,8 @@ impl Executor {
             slots: Mutex::new((0..n).rev().collect()),
             freed: Condvar::new(),
             memo: Mutex::new(HashMap::new()),
+            memo_bytes: std::sync::atomic::AtomicUsize::new(0),
+            memo_limit: MEMO_BYTES,
             replay: RwLock::new(replay),
             record,
             stats: Mutex::new(ExecStats::default()),
@@ -178,7 +188,23 @@ impl Executor {
         if !first {
             lock(&self.stats).deduplicated += 1;
         }
-        cell.get_or_init(|| self.resolve(spec, &key)).clone()
+        let outcome = cell.get_or_init(|| self.resolve(spec, &key)).clone();
+        if first {
+            self.bound_memo(&outcome);
+        }
+        outcome
+    }
+
+    /// Keep the memo's finished results within [`MEMO_BYTES`] of output: past it, the finished
+    /// ones are forgotten (an execution still in flight keeps its entry, so that whoever waits
+    /// for it gets its result); later askings go to the cache.
+    fn bound_memo(&self, outcome: &Outcome) {
+        use std::sync::atomic::Ordering;
+        let size = outcome.as_ref().map_or(0, |r| r.stdout.len() + r.stderr.len()) + 256;
+        if self.memo_bytes.fetch_add(size, Ordering::Relaxed) + size > self.memo_limit {
+            lock(&self.memo).retain(|_, cell| cell.get().is_none());
+            self.memo_bytes.store(0, Ordering::Relaxed);
+        }
     }
 
     fn resolve(&self, spec: &ExecSpec, key: &str) -> Outcome {
@@ -337,4 +363,96 @@ fn read_transcript(path: &Path) -> Result<HashMap<String, ExecResult>, String> {
         out.insert(key.to_string(), result);
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(program: &str) -> ExecSpec {
+        ExecSpec {
+            runtime: Runtime {
+                name: "sh".into(),
+                command: vec!["/bin/sh".into()],
+                file: "main.sh".into(),
+                read_only: vec![],
+            },
+            program: program.into(),
+            args: vec![],
+            stdin: String::new(),
+            files: vec![],
+            limits: super::super::Limits::default(),
+        }
+    }
+
+    fn result(stdout: &str) -> ExecResult {
+        ExecResult {
+            ok: true,
+            exit_code: Some(0),
+            signal: None,
+            stdout: stdout.into(),
+            stderr: String::new(),
+            stdout_truncated: false,
+            stderr_truncated: false,
+            timed_out: false,
+            out_of_memory: false,
+            duration_ms: 1.0,
+        }
+    }
+
+    /// An executor that replays `entries` (program, stdout), never runs anything.
+    fn replaying(entries: &[(&str, &str)], memo_limit: usize) -> Executor {
+        let dir = std::env::temp_dir().join(format!("rubric-executor-test-{}-{memo_limit}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("t.jsonl");
+        let lines: String = entries
+            .iter()
+            .map(|(p, out)| {
+                let s = spec(p);
+                format!("{}\n", json!({"exec": identity(&s), "portable": portable_identity(&s), "result": result(out)}))
+            })
+            .collect();
+        std::fs::write(&path, lines).unwrap();
+        let mut e = Executor::new(ExecConfig { replay: Some(path), ..ExecConfig::default() }).unwrap();
+        e.memo_limit = memo_limit;
+        let _ = std::fs::remove_dir_all(&dir);
+        e
+    }
+
+    #[test]
+    fn identical_executions_share_one_result_until_the_memo_is_full() {
+        let big = "x".repeat(1000);
+        let e = replaying(&[("a", &big), ("b", &big), ("c", &big)], 1 << 20);
+        for p in ["a", "b", "a", "a", "c"] {
+            assert_eq!(e.run(&spec(p)).unwrap().stdout, big);
+        }
+        let s = e.stats();
+        assert_eq!((s.replayed, s.deduplicated, s.executed), (3, 2, 0));
+        // A memo of 2,500 bytes holds two of these: the third empties it, and `a` is asked again.
+        let e = replaying(&[("a", &big), ("b", &big), ("c", &big)], 2500);
+        for p in ["a", "b", "c", "a"] {
+            assert_eq!(e.run(&spec(p)).unwrap().stdout, big);
+        }
+        let s = e.stats();
+        assert_eq!((s.replayed, s.deduplicated), (4, 0));
+    }
+
+    #[test]
+    fn nothing_runs_without_permission_and_a_transcript_matches_by_portable_identity() {
+        let e = replaying(&[("a", "1")], MEMO_BYTES);
+        assert!(e.run(&spec("b")).unwrap_err().starts_with("exec_not_recorded"));
+        // Recorded on a machine whose runtime binary was another: its full identity differs, the
+        // portable one (what was run) is the same, and answers.
+        let path = std::env::temp_dir().join(format!("rubric-executor-portable-{}.jsonl", std::process::id()));
+        let line =
+            json!({"exec": "sha256:elsewhere", "portable": portable_identity(&spec("a")), "result": result("2")});
+        std::fs::write(&path, format!("{line}\n")).unwrap();
+        let moved = Executor::new(ExecConfig { replay: Some(path.clone()), ..ExecConfig::default() }).unwrap();
+        let _ = std::fs::remove_file(&path);
+        assert_ne!(identity(&spec("a")), "sha256:elsewhere");
+        assert_eq!(moved.run(&spec("a")).unwrap().stdout, "2");
+        let none = Executor::new(ExecConfig::default()).unwrap();
+        assert!(none.run(&spec("a")).unwrap_err().starts_with("exec_not_allowed"));
+        assert_eq!(none.stats().executed, 0);
+    }
 }
