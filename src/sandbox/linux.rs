@@ -79,8 +79,53 @@ pub(super) fn run(spec: &ExecSpec, slot: usize) -> Result<ExecResult, SandboxErr
     if slot >= MAX_SLOTS {
         return Err(SandboxError::Invalid(format!("slot {slot} is out of range (fewer than {MAX_SLOTS})")));
     }
-    let uid = if m.slot_users { u32::try_from(slot).ok().map(|s| SLOT_UID_BASE + s) } else { None };
+    if !m.slot_users {
+        return execute(m, spec, &slot.to_string(), None);
+    }
+    // A slot's user id must run one program on the whole machine at a time (the process limit
+    // counts its processes, and the cleanup kills every one of them): other `rubric` processes
+    // use slots too, so the slot is claimed machine-wide, from `slot` on, for the run.
+    let (slot, _claim) = claim_slot(slot)?;
+    let uid = u32::try_from(slot).ok().map(|s| SLOT_UID_BASE + s);
     execute(m, spec, &slot.to_string(), uid)
+}
+
+/// Where slots are claimed: one lock file per slot, the same path for every process of the
+/// machine whatever its `TMPDIR` (only root uses it, with slot users).
+const CLAIMS: &str = "/tmp/rubric-exec-slots";
+
+/// Claim the user of slot `name` for this process: an exclusive lock on its file, held while
+/// the returned file is open. With `wait`, block until it is free; else `None` when another
+/// process holds it.
+fn claim_user(name: &str, wait: bool) -> Result<Option<fs::File>, SandboxError> {
+    let failed = |e: io::Error| SandboxError::Failed(format!("cannot claim sandbox slot {name} in {CLAIMS}: {e}"));
+    fs::create_dir_all(CLAIMS).map_err(failed)?;
+    let f = fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(Path::new(CLAIMS).join(format!("{name}.lock")))
+        .map_err(failed)?;
+    if wait {
+        f.lock().map_err(failed)?;
+        return Ok(Some(f));
+    }
+    match f.try_lock() {
+        Ok(()) => Ok(Some(f)),
+        Err(fs::TryLockError::WouldBlock) => Ok(None),
+        Err(fs::TryLockError::Error(e)) => Err(failed(e)),
+    }
+}
+
+/// The first slot from `from` (wrapping) that no process of the machine holds, claimed.
+fn claim_slot(from: usize) -> Result<(usize, fs::File), SandboxError> {
+    for k in 0..MAX_SLOTS {
+        let slot = (from + k) % MAX_SLOTS;
+        if let Some(f) = claim_user(&slot.to_string(), false)? {
+            return Ok((slot, f));
+        }
+    }
+    Err(SandboxError::Failed(format!("all {MAX_SLOTS} sandbox slots of this machine are in use")))
 }
 
 fn find_tool(name: &str) -> Option<PathBuf> {
@@ -123,6 +168,11 @@ fn probe() -> Result<Machine, String> {
         limits: Limits { wall_ms: 30_000, ..Limits::default() },
     };
     let uid = root.then_some(PROBE_UID);
+    // Another process may be probing with the same user id at this moment: one at a time.
+    let _claim = match root {
+        true => Some(claim_user("probe", true).map_err(|e| e.to_string())?),
+        false => None,
+    };
     match execute(&machine, &spec, "probe", uid) {
         Ok(r) if r.ok && r.stdout == "ok\n" => Ok(machine),
         Ok(r) => Err(format!(
