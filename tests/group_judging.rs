@@ -222,3 +222,49 @@ fn a_group_reply_that_does_not_fit_the_group_is_unscored_for_every_member() {
         assert!(rec["score"].is_null(), "{rec}");
     }
 }
+
+/// A group that straddles the batch's chunk boundary (512 rows) is asked whole: 175 groups of 3
+/// rows, the 171st holding rows 510 to 512; one request per group and judge, each with the
+/// group's 3 rollouts.
+#[test]
+fn a_group_across_the_chunk_boundary_is_asked_whole() {
+    let dir = TempDir::new("group-judging-chunks");
+    let ex = crate_root().join("examples/group-judging");
+    let (_mock, base, judges) = crate::common::mock_judge(&dir, &ex.join("mock-rules.toml"), "");
+    let rows: String = (0..175 * 3)
+        .map(|i| {
+            let g = i / 3;
+            json!({"id": format!("r{i}"), "prompt_id": format!("p{g}"), "prompt": format!("Question {g}?"),
+                   "response": format!("Answer {i}, because it is so.")})
+            .to_string()
+                + "\n"
+        })
+        .collect();
+    let input = dir.file("rows.jsonl", &rows);
+    let out = dir.path("out.jsonl");
+    let o = rubric(&[
+        &"run",
+        &ex.join("main.rubric"),
+        &"--input",
+        &input,
+        &"--output",
+        &out,
+        &"--groups",
+        &"prompt_id",
+        &"--judges",
+        &judges,
+        &"--no-cache",
+        &"--no-progress",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", describe(&o));
+    let bodies = mock_get(&base, "/requests");
+    let bodies = bodies.as_array().unwrap();
+    assert_eq!(bodies.len(), 175 * 2);
+    for b in bodies {
+        let user = b["messages"][1]["content"].as_str().unwrap();
+        assert!(fenced(user, "rollout-3").is_some() && fenced(user, "rollout-4").is_none(), "{user}");
+    }
+    let straddling =
+        bodies.iter().filter(|b| b["messages"][1]["content"].as_str().unwrap().contains("Question 170?")).count();
+    assert_eq!(straddling, 2, "the group of rows 510 to 512: one request per judge");
+}

@@ -812,18 +812,26 @@ pub fn run_batch_as(
     let mut bytes = Vec::new();
     // A group judge asks about a group's members together: chunks end between groups.
     let whole_groups = opts.groups.filter(|_| opts.judges.is_some() && judges_groups(program));
+    // The group key of the chunk's last line, when it was read to compare (each line's key is
+    // read once, past `CHUNK`).
+    let mut last_key: Option<Option<String>> = None;
     while let Some(line) = read_row_line(&mut reader, &mut bytes).map_err(read_err)? {
         if line.is_blank() {
             continue;
         }
         if index >= skip {
+            let mut key = None;
             let full = chunk.len() >= CHUNK
-                && whole_groups
-                    .is_none_or(|f| chunk.last().is_none_or(|(_, last)| line_group(last, f) != line_group(&line, f)));
+                && whole_groups.is_none_or(|f| {
+                    let last = last_key.take().unwrap_or_else(|| chunk.last().and_then(|(_, l)| line_group(l, f)));
+                    let new = key.insert(line_group(&line, f)).clone();
+                    last != new
+                });
             if full {
                 flush(&mut chunk, &mut summary, &mut out)?;
             }
             chunk.push((index, line));
+            last_key = key;
         }
         index += 1;
     }
