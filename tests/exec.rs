@@ -10,6 +10,19 @@ use serde_json::Value as Json;
 use crate::cli::{describe, rubric};
 use crate::common::{crate_root, read_lines, TempDir};
 
+/// `rubric run MAIN --input INPUT --output OUT --no-progress` with `extra` options.
+fn run_rubric(
+    main: &std::path::Path,
+    input: &std::path::Path,
+    out: &std::path::Path,
+    extra: &[&dyn AsRef<std::ffi::OsStr>],
+) -> std::process::Output {
+    let mut args: Vec<&dyn AsRef<std::ffi::OsStr>> =
+        vec![&"run", &main, &"--input", &input, &"--output", &out, &"--no-progress"];
+    args.extend_from_slice(extra);
+    rubric(&args)
+}
+
 const RUNS: &str = r#"rubric t.exec @ 1.0.0
 input response: Text
 let run = exec("python3", response)
@@ -24,7 +37,7 @@ fn a_rubric_that_executes_is_refused_without_permission_and_says_so() {
     let main = dir.file("main.rubric", RUNS);
     let input = dir.file("in.jsonl", "{\"response\": \"print(42)\"}\n");
     let out = dir.path("out.jsonl");
-    let o = rubric(&[&"run", &main, &"--input", &input, &"--output", &out, &"--no-progress"]);
+    let o = run_rubric(&main, &input, &out, &[]);
     assert_eq!(o.status.code(), Some(2), "{}", describe(&o));
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(err.contains("runs programs (`exec`)") && err.contains("--allow-exec"), "{err}");
@@ -107,10 +120,9 @@ fn the_code_tests_example_runs_in_the_sandbox_then_from_cache_and_transcript() {
     let (main, input) = (ex.join("main.rubric"), ex.join("inputs.jsonl"));
     let (cache, transcript) = (dir.path("cache"), dir.path("transcript.jsonl"));
     let run = |out: &std::path::Path, extra: &[&dyn AsRef<std::ffi::OsStr>]| {
-        let mut args: Vec<&dyn AsRef<std::ffi::OsStr>> =
-            vec![&"run", &main, &"--input", &input, &"--output", &out, &"--no-progress", &"--allow-errors"];
+        let mut args: Vec<&dyn AsRef<std::ffi::OsStr>> = vec![&"--allow-errors"];
         args.extend_from_slice(extra);
-        let o = rubric(&args);
+        let o = run_rubric(&main, &input, out, &args);
         assert_eq!(o.status.code(), Some(0), "{}", describe(&o));
         String::from_utf8_lossy(&o.stderr).to_string()
     };
@@ -184,32 +196,15 @@ fn a_configured_runtime_runs_in_the_sandbox_too() {
     );
     let input = dir.file("in.jsonl", "{\"response\": \"print 6 * 7\"}\n");
     let out = dir.path("out.jsonl");
-    let o = rubric(&[
-        &"run",
+    let o = run_rubric(
         &main,
-        &"--input",
         &input,
-        &"--output",
         &out,
-        &"--no-progress",
-        &"--allow-exec",
-        &"--no-exec-cache",
-        &"--exec-runtime",
-        &"perl:main.pl:/usr/bin/perl",
-    ]);
+        &[&"--allow-exec", &"--no-exec-cache", &"--exec-runtime", &"perl:main.pl:/usr/bin/perl"],
+    );
     assert_eq!(o.status.code(), Some(0), "{}", describe(&o));
     assert_eq!(records(&out)[0]["score"], 1.0);
-    let o = rubric(&[
-        &"run",
-        &main,
-        &"--input",
-        &input,
-        &"--output",
-        &out,
-        &"--allow-exec",
-        &"--exec-runtime",
-        &"perl:main.pl:perl",
-    ]);
+    let o = run_rubric(&main, &input, &out, &[&"--allow-exec", &"--exec-runtime", &"perl:main.pl:perl"]);
     assert_eq!(o.status.code(), Some(2), "{}", describe(&o));
     assert!(String::from_utf8_lossy(&o.stderr).contains("not an absolute path"), "{}", describe(&o));
 }
@@ -230,21 +225,12 @@ fn executions_do_not_count_against_the_rows_time_limit() {
     );
     let input = dir.file("in.jsonl", "{\"response\": \"x\"}\n");
     let out = dir.path("out.jsonl");
-    let o = rubric(&[
-        &"run",
+    let o = run_rubric(
         &main,
-        &"--input",
         &input,
-        &"--output",
         &out,
-        &"--no-progress",
-        &"--allow-exec",
-        &"--no-exec-cache",
-        &"--engine",
-        &"wasm",
-        &"--row-timeout-ms",
-        &"500",
-    ]);
+        &[&"--allow-exec", &"--no-exec-cache", &"--engine", &"wasm", &"--row-timeout-ms", &"500"],
+    );
     assert_eq!(o.status.code(), Some(0), "{}", describe(&o));
     let r = &records(&out)[0];
     assert_eq!(r["score"], 1.0, "{r}");

@@ -224,16 +224,17 @@ impl Executor {
         }
         if !self.config.allow {
             lock(&self.stats).failed += 1;
-            return Err(match replaying {
-                true => format!(
+            return Err(if replaying {
+                format!(
                     "exec_not_recorded: the replayed transcript has no execution {} of runtime `{}` (run with \
                      `--allow-exec` to run it in the sandbox)",
                     &key[..key.len().min(19)],
                     spec.runtime.name
-                ),
-                false => "exec_not_allowed: this run may not execute programs (run with `--allow-exec` to run them \
-                         in the sandbox, or `--exec-replay FILE` to answer from a transcript)"
-                    .into(),
+                )
+            } else {
+                "exec_not_allowed: this run may not execute programs (run with `--allow-exec` to run them \
+                 in the sandbox, or `--exec-replay FILE` to answer from a transcript)"
+                    .into()
             });
         }
         let slot = self.take_slot();
