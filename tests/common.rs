@@ -169,8 +169,8 @@ pub fn mock_judge(dir: &TempDir, rules: &Path, extra: &str) -> (Spawned, String,
     (mock, base, judges)
 }
 
-/// The sandbox's tools (`bwrap`; `prlimit` and `setpriv` come with util-linux), installed with
-/// `scripts/install-sandbox.sh` when missing, once per test process; a clear failure when they
+/// The sandbox's tool (`bwrap`, from Debian's bubblewrap), installed with
+/// `scripts/install-sandbox.sh` when missing, once per test process; a clear failure when it
 /// cannot be installed (never a skip).
 #[cfg(all(feature = "exec", target_os = "linux"))]
 pub fn sandbox_ready() {

@@ -235,3 +235,43 @@ fn executions_do_not_count_against_the_rows_time_limit() {
     let r = &records(&out)[0];
     assert_eq!(r["score"], 1.0, "{r}");
 }
+
+/// Descriptors that whoever started `rubric` left open without close-on-exec (here a shell's
+/// fds 7 and 9) never reach the program: it sees only 0, 1, 2 and the one it lists with. And
+/// many runs in a row of one slot all start (no zombie of an earlier run's namespace is left to
+/// count against the next run's process limit: `rubric` reaps them).
+#[test]
+fn inherited_descriptors_never_reach_the_program() {
+    crate::common::sandbox_ready();
+    let dir = TempDir::new("exec-fds");
+    let main = dir.file(
+        "main.rubric",
+        "rubric t.fds @ 1.0.0\ninput response: Text\nlet run = exec(\"python3\", response)\n\
+         criterion fds \"Only 0, 1 and 2\" check run.stdout == \"[0, 1, 2, 3]\\n\"\nscore = fraction(all)\n",
+    );
+    let rows: String = (0..40)
+        .map(|i| format!("{{\"id\": \"r{i}\", \"response\": \"import os  # {i}\\nprint(sorted(int(n) for n in os.listdir('/proc/self/fd')))\"}}\n"))
+        .collect();
+    let input = dir.file("in.jsonl", &rows);
+    let out = dir.path("out.jsonl");
+    let o = std::process::Command::new("bash")
+        .arg("-c")
+        .arg("exec 7</dev/null 9>/dev/null; exec \"$@\"")
+        .arg("rubric")
+        .arg(env!("CARGO_BIN_EXE_rubric"))
+        .args(["run"])
+        .arg(&main)
+        .arg("--input")
+        .arg(&input)
+        .arg("--output")
+        .arg(&out)
+        .args(["--no-progress", "--allow-exec", "--no-exec-cache", "--exec-concurrency", "1"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", describe(&o));
+    let records = records(&out);
+    assert_eq!(records.len(), 40);
+    for r in &records {
+        assert_eq!(r["score"], 1.0, "{r}");
+    }
+}

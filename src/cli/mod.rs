@@ -730,6 +730,8 @@ fn configure_models(device: Option<&str>, embedding: Option<PathBuf>) -> Result<
 }
 
 pub fn main_with(cli: Cli) -> ExitCode {
+    // the command owns its process: the sandbox's orphaned namespace inits are reaped here
+    crate::sandbox::adopt_orphans();
     if let Err(e) = configure_models(cli.device.as_deref(), cli.embedding_model) {
         eprintln!("error: {e}");
         return ExitCode::from(2);

@@ -1,9 +1,10 @@
 //! The Linux sandbox behind [`super::run`] (`exec` feature): the machine probed once per
-//! process, the command line built (bash, which opens the seccomp filters and closes every
-//! other inherited descriptor → `setpriv` to the slot's user when root → `prlimit` →
-//! `bwrap` → the runtime), the program run with its output capped and a wall-clock kill of
-//! its process tree, and nothing left behind.
+//! process, the command line built (`bwrap` → the runtime, its first process set up between
+//! `fork` and `exec` by [`super::child`]: the slot's user when root, inherited descriptors
+//! closed, rlimits), the program run with its output capped and a wall-clock kill of its
+//! process tree, and nothing left behind.
 
+use super::child::{self, ChildSetup, Rlimits};
 use super::scratch::Scratch;
 use super::{seccomp, ExecResult, ExecSpec, Limits, Runtime, SandboxError, MAX_SLOTS, SLOT_UID_BASE};
 use nix::sys::signal::{kill, killpg, Signal};
@@ -16,7 +17,7 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStderr, ChildStdout, Command, ExitStatus, Stdio};
-use std::sync::OnceLock;
+use std::sync::{mpsc, OnceLock};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
@@ -38,12 +39,9 @@ const STDERR_TAIL: usize = 4096;
 struct Machine {
     /// Each slot runs as its own user (`rubric` is root): see [`slot_users`].
     slot_users: bool,
-    bash: PathBuf,
     bwrap: PathBuf,
-    prlimit: PathBuf,
-    setpriv: Option<PathBuf>,
-    /// The seccomp programs, in unlinked files held open for the life of the process (with
-    /// close-on-exec); the wrapper opens each through `/proc/PID/fd/N` as its fd 3, 4, ...
+    /// The seccomp programs, in unlinked files held open for the life of the process; each run
+    /// opens them again through `/proc/self/fd/N` and gives bubblewrap those descriptors.
     filters: Vec<File>,
 }
 
@@ -145,19 +143,17 @@ fn probe() -> Result<Machine, String> {
         })
     };
     let bwrap = need("bwrap", "bubblewrap")?;
-    let prlimit = need("prlimit", "util-linux")?;
-    let bash = need("bash", "bash")?;
-    let setpriv = if root { Some(need("setpriv", "util-linux")?) } else { None };
+    let shell = need("sh", "dash")?;
     let filters = seccomp::programs()?
         .iter()
         .enumerate()
         .map(|(i, program)| filter_file(i, program))
         .collect::<Result<Vec<_>, _>>()?;
-    let machine = Machine { slot_users: root, bash, bwrap, prlimit, setpriv, filters };
+    let machine = Machine { slot_users: root, bwrap, filters };
     let spec = ExecSpec {
         runtime: Runtime {
-            name: "bash".into(),
-            command: vec![machine.bash.to_string_lossy().into_owned()],
+            name: "sh".into(),
+            command: vec![shell.to_string_lossy().into_owned()],
             file: "probe.sh".into(),
             read_only: super::system_read_only(),
         },
@@ -225,7 +221,10 @@ fn execute(m: &Machine, spec: &ExecSpec, slot: &str, uid: Option<u32>) -> Result
     let mut attempt = 0;
     let result = loop {
         let nproc = match uid {
-            // the slot's user runs nothing else: the limit counts this run's processes
+            // the slot's user runs nothing else but, perhaps, the zombies of earlier runs'
+            // namespace inits that the host's PID 1 has not reaped yet (see `adopt_orphans`),
+            // counted only when a first start failed for the limit
+            Some(uid) if attempt > 0 => tasks_of(uid).saturating_add(spec.limits.processes),
             Some(_) => spec.limits.processes,
             // RLIMIT_NPROC counts every process and thread of the user
             None => tasks_of(nix::unistd::getuid().as_raw()).saturating_add(spec.limits.processes),
@@ -233,58 +232,46 @@ fn execute(m: &Machine, spec: &ExecSpec, slot: &str, uid: Option<u32>) -> Result
         // bwrap's own two processes (outside and as the PID namespace's init)
         .saturating_add(2);
         match run_in(m, spec, &scratch, uid, nproc) {
-            // not root: the user's other processes grew past the count before bubblewrap made
-            // its namespace; count again
-            Ok(Started::Not(why))
-                if uid.is_none() && attempt < 3 && why.contains("Resource temporarily unavailable") =>
-            {
+            // the user's other processes (not root), or zombies of earlier runs (root), left
+            // bubblewrap no room to start: count them, and again
+            Ok(Started::Not(why)) if attempt < 3 && why.contains("Resource temporarily unavailable") => {
                 attempt += 1;
                 thread::sleep(Duration::from_millis(20 * attempt));
             }
             Ok(Started::Not(why)) => break Err(SandboxError::Failed(why)),
-            Ok(Started::Ran(r)) => break Ok(r),
+            Ok(Started::Ran(r, ended)) => break Ok((r, ended)),
             Err(e) => break Err(e),
         }
     };
-    let ended = match uid {
-        Some(uid) => end_processes_of(uid),
-        None => Ok(()),
+    let ended = match (uid, &result) {
+        // the PID namespace's init exited, which the kernel allows only once every other
+        // process of the namespace is gone: nothing of the run is left
+        (_, Ok((_, true))) | (None, _) => Ok(()),
+        (Some(uid), _) => end_processes_of(uid),
     };
     let removed = scratch.remove();
-    let result = result?;
+    let (result, _) = result?;
     ended?;
     removed?;
     Ok(result)
 }
 
-/// The shell line that runs first: close every descriptor but 0, 1 and 2 (whatever the
-/// parent process left open without close-on-exec must not reach the program), open the
-/// seccomp filters named by the first arguments as fds 3, 4, ... and the status pipe named by
-/// the next one as the fd after them, and execute the rest.
-fn wrapper_script(filters: usize) -> String {
-    let mut s =
-        String::from("for f in /proc/$$/fd/*; do n=${f##*/}; case $n in 0|1|2) ;; *) exec {n}<&- ;; esac; done; exec");
-    for i in 0..filters {
-        s.push_str(&format!(" {}<\"${{{}}}\"", 3 + i, 1 + i));
-    }
-    s.push_str(&format!(" {}>\"${{{}}}\"; shift {}; exec \"$@\"", 3 + filters, 1 + filters, 1 + filters));
-    s
-}
-
-fn prlimit_args(l: &Limits, nproc: u64) -> Vec<String> {
+/// The rlimits of a run whose user may have `nproc` processes and threads.
+fn rlimits(l: &Limits, nproc: u64) -> Rlimits {
     let mib = 1u64 << 20;
-    vec![
+    Rlimits {
         // SIGXCPU at the limit, SIGKILL a second later if the program ignores it
-        format!("--cpu={}:{}", l.cpu_s, l.cpu_s.saturating_add(1)),
-        format!("--as={}", l.memory_mb.saturating_mul(mib)),
-        format!("--nproc={nproc}"),
-        format!("--fsize={}", l.file_mb.saturating_mul(mib)),
-        format!("--nofile={}", l.open_files),
-        "--core=0".into(),
-    ]
+        cpu_s: l.cpu_s,
+        address_space: l.memory_mb.saturating_mul(mib),
+        processes: nproc,
+        file_size: l.file_mb.saturating_mul(mib),
+        open_files: l.open_files,
+    }
 }
 
-fn bwrap_args(runtime: &Runtime, scratch: &Path, filters: usize) -> Vec<OsString> {
+/// bubblewrap's arguments; `filters` and `status` are the descriptor numbers of the seccomp
+/// programs and of the status pipe.
+fn bwrap_args(runtime: &Runtime, scratch: &Path, filters: &[i32], status: i32) -> Vec<OsString> {
     let mut a: Vec<OsString> = Vec::new();
     let mut push = |items: &[&dyn AsRefOs]| a.extend(items.iter().map(|i| i.os()));
     push(&[&"--unshare-all", &"--die-with-parent", &"--new-session", &"--hostname", &"rubric"]);
@@ -311,10 +298,10 @@ fn bwrap_args(runtime: &Runtime, scratch: &Path, filters: usize) -> Vec<OsString
     push(&[&"--chdir", &"/work", &"--remount-ro", &"/dev", &"--remount-ro", &"/"]);
     push(&[&"--clearenv", &"--setenv", &"PATH", &"/usr/local/bin:/usr/bin:/bin"]);
     push(&[&"--setenv", &"HOME", &"/work", &"--setenv", &"TMPDIR", &"/work", &"--setenv", &"LANG", &"C.UTF-8"]);
-    for i in 0..filters {
-        push(&[&"--add-seccomp-fd", &(3 + i).to_string()]);
+    for fd in filters {
+        push(&[&"--add-seccomp-fd", &fd.to_string()]);
     }
-    push(&[&"--json-status-fd", &(3 + filters).to_string()]);
+    push(&[&"--json-status-fd", &status.to_string()]);
     a
 }
 
@@ -362,8 +349,22 @@ fn read_capped(mut r: impl Read, cap: usize) -> Captured {
     out
 }
 
-fn reader<R: Read + Send + 'static>(r: Option<R>, cap: usize, name: &str) -> io::Result<Option<JoinHandle<Captured>>> {
-    r.map(|r| thread::Builder::new().name(name.into()).spawn(move || read_capped(r, cap))).transpose()
+/// A thread reading `r` with [`read_capped`]; it says on `closed` when the stream has ended.
+fn reader<R: Read + Send + 'static>(
+    r: Option<R>,
+    cap: usize,
+    name: &str,
+    closed: &mpsc::Sender<()>,
+) -> io::Result<Option<JoinHandle<Captured>>> {
+    r.map(|r| {
+        let closed = closed.clone();
+        thread::Builder::new().name(name.into()).spawn(move || {
+            let captured = read_capped(r, cap);
+            let _ = closed.send(());
+            captured
+        })
+    })
+    .transpose()
 }
 
 fn joined(h: Option<JoinHandle<Captured>>) -> Captured {
@@ -385,7 +386,9 @@ fn text(kept: &[u8], truncated: bool) -> String {
 
 /// Whether bubblewrap executed the program.
 enum Started {
-    Ran(ExecResult),
+    /// It did, with this result; and whether the end of the PID namespace (so of every process
+    /// of the run) was seen.
+    Ran(ExecResult, bool),
     /// It did not (what it said): a failure of the sandbox, not of the program.
     Not(String),
 }
@@ -398,26 +401,23 @@ fn run_in(
     nproc: u64,
 ) -> Result<Started, SandboxError> {
     let limits = &spec.limits;
-    let me = std::process::id();
     // bubblewrap's status (`--json-status-fd`): it reports an exit code only if the program was
     // executed, and no process inside the sandbox holds this pipe, so a program cannot pass
     // itself off as a sandbox that failed to start, nor the reverse
     let (status_reader, status_writer) =
         io::pipe().map_err(|e| SandboxError::Failed(format!("could not make a pipe: {e}")))?;
-    let mut cmd = Command::new(&m.bash);
-    cmd.arg("-c").arg(wrapper_script(m.filters.len())).arg("rubric-exec");
-    for f in &m.filters {
-        cmd.arg(format!("/proc/{me}/fd/{}", f.as_raw_fd()));
-    }
-    cmd.arg(format!("/proc/{me}/fd/{}", status_writer.as_raw_fd()));
-    if let (Some(uid), Some(setpriv)) = (uid, &m.setpriv) {
-        cmd.arg(setpriv)
-            .arg(format!("--reuid={uid}"))
-            .arg(format!("--regid={uid}"))
-            .args(["--clear-groups", "--inh-caps=-all"]);
-    }
-    cmd.arg(&m.prlimit).args(prlimit_args(limits, nproc)).arg("--");
-    cmd.arg(&m.bwrap).args(bwrap_args(&spec.runtime, scratch.path(), m.filters.len())).arg("--");
+    // each filter opened afresh for this run (its own offset: bubblewrap reads it to its end,
+    // and runs at once must not share a file position)
+    let opened = m
+        .filters
+        .iter()
+        .map(|f| File::open(format!("/proc/self/fd/{}", f.as_raw_fd())))
+        .collect::<io::Result<Vec<File>>>()
+        .map_err(|e| SandboxError::Failed(format!("could not open the seccomp filter: {e}")))?;
+    let filters: Vec<i32> = opened.iter().map(AsRawFd::as_raw_fd).collect();
+    let status = status_writer.as_raw_fd();
+    let mut cmd = Command::new(&m.bwrap);
+    cmd.args(bwrap_args(&spec.runtime, scratch.path(), &filters, status)).arg("--");
     cmd.args(&spec.runtime.command).arg(&spec.runtime.file).args(&spec.args);
     cmd.env_clear()
         .env("PATH", "/usr/bin:/bin")
@@ -428,21 +428,30 @@ fn run_in(
         .stderr(Stdio::piped())
         // its own process group, so that the whole tree outside the PID namespace can be killed
         .process_group(0);
+    if let Some(uid) = uid {
+        // also clears the supplementary groups (std does when root and none are given)
+        cmd.uid(uid).gid(uid);
+    }
+    let keep = filters.iter().copied().chain([status]).collect();
+    child::install(&mut cmd, ChildSetup { limits: rlimits(limits, nproc), keep });
 
     let start = Instant::now();
     let mut child =
-        cmd.spawn().map_err(|e| SandboxError::Failed(format!("could not start `{}`: {e}", m.bash.display())))?;
+        cmd.spawn().map_err(|e| SandboxError::Failed(format!("could not start `{}`: {e}", m.bwrap.display())))?;
     // From here on the child is always waited for.
     let cap = usize::try_from(limits.output_bytes).unwrap_or(usize::MAX);
+    let (closed_tx, closed_rx) = mpsc::channel();
     let threads = (|| -> io::Result<_> {
         let stdout: Option<ChildStdout> = child.stdout.take();
         let stderr: Option<ChildStderr> = child.stderr.take();
-        let out = reader(stdout, cap, "exec-stdout")?;
-        let err = reader(stderr, cap, "exec-stderr")?;
+        let out = reader(stdout, cap, "exec-stdout", &closed_tx)?;
+        let err = reader(stderr, cap, "exec-stderr", &closed_tx)?;
         let input = spec.stdin.as_bytes().to_vec();
         let writer = child
             .stdin
             .take()
+            // no input: the pipe is closed at once (no thread)
+            .filter(|_| !input.is_empty())
             // a program that never reads its stdin ends the write with EPIPE: ignored
             .map(|mut w| thread::Builder::new().name("exec-stdin".into()).spawn(move || drop(w.write_all(&input))))
             .transpose()?;
@@ -457,6 +466,16 @@ fn run_in(
     };
 
     let deadline = start + Duration::from_millis(limits.wall_ms);
+    // Both output streams end when every process holding them has exited: bubblewrap, the
+    // namespace's init and the program (and whatever it started, killed with the namespace).
+    // Waiting for that wakes at once when a run ends, with no polling; a program that closes
+    // its output and runs on is then waited for by polling, up to the deadline.
+    let streams = usize::from(out.is_some()) + usize::from(err.is_some());
+    for _ in 0..streams {
+        if closed_rx.recv_timeout(deadline.saturating_duration_since(Instant::now())).is_err() {
+            break;
+        }
+    }
     let (status, wall_killed) = wait_until(&mut child, deadline)
         .map_err(|e| SandboxError::Failed(format!("could not wait for the program: {e}")))?;
     let duration = start.elapsed();
@@ -464,9 +483,7 @@ fn run_in(
     drop(status_writer);
     let mut status_json = String::new();
     let _ = status_reader.take(1 << 16).read_to_string(&mut status_json);
-    if let Some(init) = child_pid(&status_json) {
-        await_namespace_end(init);
-    }
+    let ended = child_pid(&status_json).is_some_and(await_namespace_end);
     let out = joined(out);
     let err = joined(err);
     if let Some(w) = writer {
@@ -486,18 +503,21 @@ fn run_in(
         || (signal == Some(Signal::SIGKILL as i32) && duration >= Duration::from_secs(limits.cpu_s));
     let timed_out = wall_killed || cpu_killed;
     let out_of_memory = !timed_out && exit_code != Some(0) && says_out_of_memory(&err.kept, &err.tail);
-    Ok(Started::Ran(ExecResult {
-        ok: exit_code == Some(0) && !timed_out && !out_of_memory,
-        exit_code,
-        signal: signal_name,
-        stdout: text(&out.kept, out.truncated),
-        stderr: text(&err.kept, err.truncated),
-        stdout_truncated: out.truncated,
-        stderr_truncated: err.truncated,
-        timed_out,
-        out_of_memory,
-        duration_ms: duration.as_secs_f64() * 1000.0,
-    }))
+    Ok(Started::Ran(
+        ExecResult {
+            ok: exit_code == Some(0) && !timed_out && !out_of_memory,
+            exit_code,
+            signal: signal_name,
+            stdout: text(&out.kept, out.truncated),
+            stderr: text(&err.kept, err.truncated),
+            stdout_truncated: out.truncated,
+            stderr_truncated: err.truncated,
+            timed_out,
+            out_of_memory,
+            duration_ms: duration.as_secs_f64() * 1000.0,
+        },
+        ended,
+    ))
 }
 
 /// The program's exit code or signal from bubblewrap's status. bubblewrap exits with the
@@ -524,25 +544,34 @@ fn child_pid(status_json: &str) -> Option<i32> {
 /// reports the program's status, so the init may still be exiting when bubblewrap has been
 /// reaped. The init is then an orphan, reaped by the host's PID 1 (or the nearest subreaper);
 /// when that is this process, it is reaped here. Only a process that is a namespace's init
-/// (its `NSpid` ends in 1) and this process's child is ever reaped.
-fn await_namespace_end(init: i32) {
+/// (its `NSpid` ends in 1) and this process's child is ever reaped. Whether the end was seen
+/// (false when its status could not be read, or after 5 s).
+fn await_namespace_end(init: i32) -> bool {
     let me = std::process::id().to_string();
     let until = Instant::now() + Duration::from_secs(5);
     while Instant::now() < until {
-        let Ok(status) = fs::read_to_string(format!("/proc/{init}/status")) else { return };
+        let status = match fs::read_to_string(format!("/proc/{init}/status")) {
+            Ok(status) => status,
+            // gone, and reaped
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return true,
+            Err(_) => return false,
+        };
         let nspid: Vec<&str> = status_field(&status, "NSpid:").unwrap_or("").split_whitespace().collect();
         if nspid.len() < 2 || nspid.last() != Some(&"1") {
             // gone, and its process id already reused
-            return;
+            return true;
         }
         if status_field(&status, "State:").is_some_and(|s| s.starts_with('Z') || s.starts_with('X')) {
             if status_field(&status, "PPid:") == Some(me.as_str()) {
                 let _ = nix::sys::wait::waitpid(Pid::from_raw(init), Some(nix::sys::wait::WaitPidFlag::WNOHANG));
             }
-            return;
+            return true;
         }
-        thread::sleep(Duration::from_micros(200));
+        // it usually ends within a millisecond of bubblewrap
+        let waited = until.saturating_duration_since(Instant::now());
+        thread::sleep(Duration::from_micros(if waited > Duration::from_millis(4998) { 50 } else { 200 }));
     }
+    false
 }
 
 /// Case-insensitive markers of a runtime's out-of-memory error in stderr.
@@ -714,8 +743,22 @@ mod tests {
     }
 
     #[test]
-    fn wrapper_opens_each_filter() {
-        let s = wrapper_script(3);
-        assert!(s.ends_with("exec 3<\"${1}\" 4<\"${2}\" 5<\"${3}\" 6>\"${4}\"; shift 4; exec \"$@\""), "{s}");
+    fn bubblewrap_is_given_each_filter_and_the_status_by_number() {
+        let runtime = Runtime { name: "x".into(), command: vec!["/bin/x".into()], file: "m".into(), read_only: vec![] };
+        let args: Vec<String> = bwrap_args(&runtime, Path::new("/s"), &[5, 9], 12)
+            .iter()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect();
+        let line = args.join(" ");
+        assert!(line.ends_with("--add-seccomp-fd 5 --add-seccomp-fd 9 --json-status-fd 12"), "{line}");
+        assert!(line.contains("--unshare-all") && line.contains("--bind /s /work"), "{line}");
+    }
+
+    #[test]
+    fn rlimits_in_the_kernel_units() {
+        let l = Limits { memory_mb: 512, file_mb: 2, cpu_s: 3, open_files: 40, ..Limits::default() };
+        let r = rlimits(&l, 66);
+        assert_eq!((r.cpu_s, r.address_space, r.processes), (3, 512 << 20, 66));
+        assert_eq!((r.file_size, r.open_files), (2 << 20, 40));
     }
 }

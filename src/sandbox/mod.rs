@@ -2,11 +2,11 @@
 //! Linux, with limits, and its result. Called by the `exec` intrinsic through
 //! [`Executor`] (`stdlib`), never directly by an engine.
 //!
-//! Layers (docs/sandbox.md, "Code execution"): a `bash` wrapper that closes every inherited
-//! descriptor and opens the seccomp filters; a dedicated unprivileged user per pool slot
-//! (`setpriv`, when `rubric` runs as root) so that the process limit counts only this run's
-//! processes; rlimits (`prlimit`: CPU time, address space, processes, file size, open files, no
-//! core dumps); bubblewrap (`bwrap`): new user, mount, PID, IPC, UTS, cgroup and network
+//! Layers (docs/sandbox.md, "Code execution"): every inherited descriptor closed; a dedicated
+//! unprivileged user per pool slot (when `rubric` runs as root) so that the process limit
+//! counts only this run's processes, with no groups and no inheritable capabilities; rlimits
+//! (CPU time, address space, processes, file size, open files, no core dumps), all three set in
+//! the child between `fork` and `exec` (`child.rs`, the sandbox's only `unsafe`); bubblewrap (`bwrap`): new user, mount, PID, IPC, UTS, cgroup and network
 //! namespaces (no network at all), the runtime's files bound read-only, a private scratch
 //! directory as the only writable place, `--die-with-parent`, `--new-session`; a seccomp
 //! filter (seccompiler) denying the system calls a program under test never needs; a
@@ -15,9 +15,12 @@
 //! the run. A machine without `bwrap` or without namespaces gets a clear error, never an
 //! unsandboxed run.
 //!
-//! The Linux implementation is `linux.rs` (probe, command line, run), `seccomp.rs` (the
-//! filters) and `scratch.rs` (the scratch directory); this file is the portable API.
+//! The Linux implementation is `linux.rs` (probe, command line, run), `child.rs` (the child's
+//! setup before `exec`), `seccomp.rs` (the filters) and `scratch.rs` (the scratch directory);
+//! this file is the portable API.
 
+#[cfg(all(feature = "exec", target_os = "linux"))]
+mod child;
 #[cfg(all(feature = "exec", target_os = "linux"))]
 mod linux;
 #[cfg(all(feature = "exec", target_os = "linux"))]
@@ -140,14 +143,26 @@ pub const SLOT_UID_BASE: u32 = 60_000;
 /// Slots are `0..MAX_SLOTS` (their users stay below 65,000 and `nobody`).
 pub const MAX_SLOTS: usize = 5_000;
 
-/// Whether this machine can sandbox: `bwrap`, `prlimit`, `bash` (and `setpriv` as root) are
-/// installed and a trivial program runs in a sandbox. Checked once per process; the error says
+/// Whether this machine can sandbox: `bwrap` (and `sh`, for the probe) are installed and a
+/// trivial program runs in a sandbox. Checked once per process; the error says
 /// what is missing. Nothing ever runs unsandboxed.
 pub fn available() -> Result<(), SandboxError> {
     #[cfg(all(feature = "exec", target_os = "linux"))]
     return linux::available();
     #[cfg(not(all(feature = "exec", target_os = "linux")))]
     return Err(unsupported());
+}
+
+/// Makes this process the reaper of its orphaned descendants (`PR_SET_CHILD_SUBREAPER`), for
+/// processes that own their whole life, such as the `rubric` command: bubblewrap exits as
+/// soon as the program's status is known, leaving its PID namespace's init to exit a moment
+/// later as an orphan. Reparented here, it is reaped at once by the run that made it; left to
+/// the host's PID 1 (a library inside someone else's process does not change who reaps), it
+/// waits as a zombie of the slot's user until PID 1 reaps it, which some container inits do
+/// late or never. Failure is ignored: runs then allow for such zombies (docs/sandbox.md).
+pub fn adopt_orphans() {
+    #[cfg(all(feature = "exec", target_os = "linux"))]
+    let _ = nix::sys::prctl::set_child_subreaper(true);
 }
 
 #[cfg(not(all(feature = "exec", target_os = "linux")))]
