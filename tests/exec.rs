@@ -275,3 +275,61 @@ fn inherited_descriptors_never_reach_the_program() {
         assert_eq!(r["score"], 1.0, "{r}");
     }
 }
+
+/// A submission directory on disk (`exec(..., dir: PATH)`): its files, bytes and all, are
+/// written beside the program; rows name it relative to `--exec-dir-root`, and a path that
+/// climbs out, goes through a symbolic link or names nothing is unscored with the reason, as is
+/// any `dir` in a run that names no root. The rest of the batch is scored.
+#[test]
+fn a_submission_directory_is_run_from_inside_the_execution_root_only() {
+    crate::common::sandbox_ready();
+    let dir = TempDir::new("exec-dir");
+    let root = dir.path("submissions");
+    std::fs::create_dir_all(root.join("alice/data")).unwrap();
+    std::fs::write(root.join("alice/solution.py"), "answer = 42\n").unwrap();
+    std::fs::write(root.join("alice/data/blob.bin"), [0u8, 0x9f, 0x92, 0xff]).unwrap();
+    std::fs::create_dir_all(root.join("bob")).unwrap();
+    std::os::unix::fs::symlink("/etc/hostname", root.join("bob/solution.py")).unwrap();
+    std::os::unix::fs::symlink("/etc", root.join("mallory")).unwrap();
+    let main = dir.file(
+        "main.rubric",
+        "rubric t.dir @ 1.0.0\ninput sub: Text\n\
+         let run = exec(\"python3\", \"import pathlib\\nprint(open('solution.py').read().strip())\\n\
+         print(pathlib.Path('data/blob.bin').read_bytes().hex())\", dir: sub)\n\
+         criterion ran \"Ran\" check run.ok\n\
+         criterion says \"Prints\" check run.stdout == \"answer = 42\\n009f92ff\\n\"\nscore = fraction(all)\n",
+    );
+    let input = dir.file(
+        "in.jsonl",
+        "{\"id\": \"alice\", \"sub\": \"alice\"}\n{\"id\": \"climbs\", \"sub\": \"../submissions/alice\"}\n\
+         {\"id\": \"absolute\", \"sub\": \"/etc\"}\n{\"id\": \"bob\", \"sub\": \"bob\"}\n\
+         {\"id\": \"mallory\", \"sub\": \"mallory\"}\n{\"id\": \"nobody\", \"sub\": \"nobody\"}\n",
+    );
+    let out = dir.path("out.jsonl");
+    let o = run_rubric(&main, &input, &out, &[&"--allow-exec", &"--no-exec-cache", &"--exec-dir-root", &root]);
+    // the unscored rows fail the run (exit 3) after every row is written
+    assert_eq!(o.status.code(), Some(3), "{}", describe(&o));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("1 scored, 5 unscored"), "{}", describe(&o));
+    let scored = records(&out);
+    let by_id = |id: &str| scored.iter().find(|r| r["id"] == id).unwrap_or_else(|| panic!("no record {id}"));
+    assert_eq!(by_id("alice")["score"], 1.0, "{}", by_id("alice"));
+    for (id, says) in [
+        ("climbs", "not a relative path"),
+        ("absolute", "not a relative path"),
+        ("bob", "symbolic link"),
+        ("mallory", "symbolic link"),
+        ("nobody", "No such file"),
+    ] {
+        let r = by_id(id);
+        assert_eq!(r["status"], "unscored", "{r}");
+        let text = r.to_string();
+        assert!(text.contains("exec_dir") && text.contains(says), "{id}: {text}");
+    }
+
+    // No root named: nothing is read from disk.
+    let o = run_rubric(&main, &input, &out, &[&"--allow-exec", &"--no-exec-cache"]);
+    assert_eq!(o.status.code(), Some(3), "{}", describe(&o));
+    let r = &records(&out)[0];
+    assert_eq!(r["status"], "unscored", "{r}");
+    assert!(r.to_string().contains("--exec-dir-root"), "{r}");
+}

@@ -233,13 +233,16 @@ def configure_exec(
     record: Union[str, "os.PathLike[str]", None] = None,
     replay: Union[str, "os.PathLike[str]", None] = None,
     concurrency: int = 0,
+    dir_root: Union[str, "os.PathLike[str]", None] = None,
 ) -> None:
     """How rubrics that call ``exec`` run programs in this process (``docs/exec.md``), as
     ``rubric run`` takes it: ``allow`` (``--allow-exec``) lets them run in the sandbox, else
     nothing is executed and ``exec`` is unscored (``exec_not_allowed``); ``cache``: the
     execution cache directory, ``None`` for the default (``$XDG_CACHE_HOME/rubric/exec``) or
     ``False`` for none; ``record`` and ``replay``: transcripts (``--exec-record``,
-    ``--exec-replay``); ``concurrency``: sandboxes at once (0: the cores)."""
+    ``--exec-replay``); ``concurrency``: sandboxes at once (0: the cores); ``dir_root``: the
+    directory under which ``exec(..., dir: PATH)`` reads submission directories
+    (``--exec-dir-root``; ``None``: a ``dir`` is unscored)."""
     no_cache = cache is False
     path = None if cache in (None, False, True) else os.fspath(cache)
     _configure_exec(
@@ -249,6 +252,7 @@ def configure_exec(
         None if record is None else os.fspath(record),
         None if replay is None else os.fspath(replay),
         int(concurrency),
+        None if dir_root is None else os.fspath(dir_root),
     )
 
 

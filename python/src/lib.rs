@@ -201,9 +201,10 @@ impl NativeRubric {
 
 /// Set how `exec` runs programs in this process (`rubric run`'s execution options): `allow`
 /// (`--allow-exec`), the cache directory (`None`: the default one; `no_cache`: none), a
-/// transcript to record to and one to replay from, and the sandboxes at once (0: the cores).
+/// transcript to record to and one to replay from, the sandboxes at once (0: the cores), and
+/// the root of submission directories (`--exec-dir-root`).
 #[pyfunction]
-#[pyo3(signature = (allow, cache, no_cache, record, replay, concurrency))]
+#[pyo3(signature = (allow, cache, no_cache, record, replay, concurrency, dir_root=None))]
 fn configure_exec(
     allow: bool,
     cache: Option<PathBuf>,
@@ -211,11 +212,23 @@ fn configure_exec(
     record: Option<PathBuf>,
     replay: Option<PathBuf>,
     concurrency: usize,
+    dir_root: Option<PathBuf>,
 ) -> PyResult<()> {
     use rubric::sandbox::executor;
     let cache = if no_cache { None } else { cache.or_else(executor::default_cache_dir) };
-    executor::configure(executor::ExecConfig { allow, concurrency, cache, record, replay, runtimes: Vec::new() })
-        .map_err(PyValueError::new_err)
+    let dir_root = dir_root
+        .map(|d| d.canonicalize().map_err(|e| PyValueError::new_err(format!("dir_root {}: {e}", d.display()))))
+        .transpose()?;
+    executor::configure(executor::ExecConfig {
+        allow,
+        concurrency,
+        cache,
+        record,
+        replay,
+        runtimes: Vec::new(),
+        dir_root,
+    })
+    .map_err(PyValueError::new_err)
 }
 
 /// What the process's executor did: executions run, answered from the cache or a transcript,

@@ -35,3 +35,28 @@ def test_without_permission_nothing_runs(tmp_path):
     reasons = [c.get("reason", "") for c in rec["criteria"]] + [rec.get("unscored_reason", "")]
     assert any("exec_not_allowed" in x for x in reasons), rec
     assert rubric.exec_stats()["executed"] == 0
+
+
+SUBMISSION = """rubric t.dir @ 1.0.0
+input sub: Text
+let run = exec("python3", "print(open('solution.py').read().strip())", dir: sub)
+criterion says "Prints the solution" check run.stdout == "answer = 42\\n"
+score = fraction(all)
+"""
+
+
+def test_a_submission_directory_is_read_under_dir_root_only(tmp_path):
+    root = tmp_path / "submissions"
+    (root / "alice").mkdir(parents=True)
+    (root / "alice" / "solution.py").write_text("answer = 42\n")
+    main = tmp_path / "main.rubric"
+    main.write_text(SUBMISSION)
+    rows = [{"id": "alice", "sub": "alice"}, {"id": "out", "sub": "../submissions/alice"}]
+    rubric.configure_exec(allow=True, cache=False, dir_root=root)
+    got = rubric.load(str(main)).score(rows)
+    assert got[0]["score"] == 1.0, got[0]
+    assert got[1]["score"] is None and "exec_dir" in str(got[1]), got[1]
+    # No root: nothing is read from disk.
+    rubric.configure_exec(allow=True, cache=False)
+    got = rubric.load(str(main)).score(rows[:1])
+    assert got[0]["score"] is None and "--exec-dir-root" in str(got[0]), got[0]

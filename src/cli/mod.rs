@@ -102,6 +102,10 @@ pub struct ExecArgs {
     /// paths; repeatable; a name given here overrides a built-in one.
     #[arg(long, global = true, value_name = "NAME:FILE:COMMAND")]
     pub exec_runtime: Vec<String>,
+    /// The directory under which `exec(..., dir: PATH)` reads submission directories (rows name
+    /// them relative to it); without it a `dir` is unscored (`exec_dir`).
+    #[arg(long, global = true, value_name = "DIR")]
+    pub exec_dir_root: Option<PathBuf>,
 }
 
 impl ExecArgs {
@@ -125,6 +129,10 @@ impl ExecArgs {
                     .iter()
                     .map(|r| crate::sandbox::parse_runtime(r))
                     .collect::<Result<_, _>>()?,
+                dir_root: match &self.exec_dir_root {
+                    None => None,
+                    Some(d) => Some(d.canonicalize().map_err(|e| format!("--exec-dir-root {}: {e}", d.display()))?),
+                },
             };
             crate::sandbox::executor::configure(config)
         }

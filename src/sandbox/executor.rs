@@ -44,6 +44,9 @@ pub struct ExecConfig {
     pub replay: Option<PathBuf>,
     /// Runtimes besides the built-in ones, by name.
     pub runtimes: Vec<Runtime>,
+    /// Where submission directories (`exec(..., dir: PATH)`) are read from (`--exec-dir-root`);
+    /// `None`: nowhere, a `dir` is unscored.
+    pub dir_root: Option<PathBuf>,
 }
 
 /// What the executor did, for the run report.
@@ -163,6 +166,11 @@ impl Executor {
     /// Whether programs may run in the sandbox.
     pub fn allowed(&self) -> bool {
         self.config.allow
+    }
+
+    /// The execution root of submission directories, if the run named one.
+    pub fn dir_root(&self) -> Option<&Path> {
+        self.config.dir_root.as_deref()
     }
 
     /// The runtime named `name`: a configured one first, then a built-in one.
@@ -328,8 +336,22 @@ fn portable_key(spec: &ExecSpec) -> String {
 }
 
 fn describe(spec: &ExecSpec, binary: Option<String>) -> String {
-    let mut files = spec.files.clone();
-    files.sort();
+    let mut files: Vec<(&str, Json)> = spec
+        .files
+        .iter()
+        .map(|(path, bytes)| {
+            // text as itself (the identity of every execution before binary files existed);
+            // other bytes by their hash
+            let content = match std::str::from_utf8(bytes) {
+                Ok(text) => json!(text),
+                Err(_) => {
+                    json!({ "sha256": Sha256::digest(bytes).iter().map(|b| format!("{b:02x}")).collect::<String>() })
+                }
+            };
+            (path.as_str(), content)
+        })
+        .collect();
+    files.sort_by(|a, b| a.0.cmp(b.0).then_with(|| a.1.to_string().cmp(&b.1.to_string())));
     let doc = json!({
         "sandbox": SANDBOX_VERSION,
         "runtime": {

@@ -215,8 +215,8 @@ fn execute(m: &Machine, spec: &ExecSpec, slot: &str, uid: Option<u32>) -> Result
             return invalid(format!("runtime `{}`: read-only path `{p}` must be absolute, without `..`", runtime.name));
         }
     }
-    let mut files = vec![(runtime.file.as_str(), spec.program.as_str())];
-    files.extend(spec.files.iter().map(|(p, c)| (p.as_str(), c.as_str())));
+    let mut files = vec![(runtime.file.as_str(), spec.program.as_bytes())];
+    files.extend(spec.files.iter().map(|(p, c)| (p.as_str(), c.as_slice())));
     let scratch = Scratch::create(slot, uid, &files)?;
     let mut attempt = 0;
     let result = loop {

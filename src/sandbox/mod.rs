@@ -32,6 +32,7 @@ use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
 pub mod executor;
+pub mod submission;
 
 /// The limits of one execution. Every field is part of the execution's identity (its cache key).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -92,8 +93,9 @@ pub struct ExecSpec {
     /// Arguments after the program file.
     pub args: Vec<String>,
     pub stdin: String,
-    /// Extra files, relative paths in the scratch directory (no `..`, not absolute) → contents.
-    pub files: Vec<(String, String)>,
+    /// Extra files, relative paths in the scratch directory (no `..`, not absolute) → contents
+    /// (the `files` of a call as UTF-8, a submission directory's as they are on disk).
+    pub files: Vec<(String, Vec<u8>)>,
     pub limits: Limits,
 }
 

@@ -53,7 +53,7 @@ impl Scratch {
     /// [`check_relative`], no path twice) and then hands everything to `owner` (the slot's user,
     /// when running as root). Files are written while the directory still belongs to this
     /// process, so no other user can plant a link in it first.
-    pub(super) fn create(slot: &str, owner: Option<u32>, files: &[(&str, &str)]) -> Result<Scratch, SandboxError> {
+    pub(super) fn create(slot: &str, owner: Option<u32>, files: &[(&str, &[u8])]) -> Result<Scratch, SandboxError> {
         for (i, (path, _)) in files.iter().enumerate() {
             check_relative(path)?;
             for (earlier, _) in &files[..i] {
@@ -94,7 +94,7 @@ impl Scratch {
                 .mode(0o644)
                 .open(&target)
                 .map_err(|e| failed("could not create", &target, e))?;
-            file.write_all(contents.as_bytes()).map_err(|e| failed("could not write", &target, e))?;
+            file.write_all(contents).map_err(|e| failed("could not write", &target, e))?;
             made.push(target);
         }
         if let Some(uid) = owner {
@@ -170,7 +170,7 @@ mod tests {
 
     #[test]
     fn scratch_is_written_and_removed() {
-        let s = Scratch::create("unit", None, &[("main.py", "print(1)"), ("d/e/f.txt", "x")]).unwrap();
+        let s = Scratch::create("unit", None, &[("main.py", b"print(1)"), ("d/e/f.txt", b"x")]).unwrap();
         let root = s.path().to_path_buf();
         assert_eq!(fs::read_to_string(root.join("d/e/f.txt")).unwrap(), "x");
         fs::create_dir(root.join("locked")).unwrap();
@@ -182,18 +182,21 @@ mod tests {
 
     #[test]
     fn a_path_twice_a_file_as_a_directory_or_escaping_is_invalid() {
-        for files in
-            [&[("a", ""), ("a", "")][..], &[("a", ""), ("a/b", "")], &[("a/b", ""), ("a", "")], &[("../a", "")]]
-        {
+        for files in [
+            &[("a", &b""[..]), ("a", b"")][..],
+            &[("a", b""), ("a/b", b"")],
+            &[("a/b", b""), ("a", b"")],
+            &[("../a", b"")],
+        ] {
             assert!(matches!(Scratch::create("unit", None, files), Err(SandboxError::Invalid(_))), "{files:?}");
         }
-        assert!(Scratch::create("unit", None, &[("a", ""), ("ab/c", "")]).is_ok());
+        assert!(Scratch::create("unit", None, &[("a", &b""[..]), ("ab/c", b"")]).is_ok());
     }
 
     #[test]
     fn dropped_scratch_is_removed() {
         let root = {
-            let s = Scratch::create("unit", None, &[("x", "1")]).unwrap();
+            let s = Scratch::create("unit", None, &[("x", &b"1"[..])]).unwrap();
             s.path().to_path_buf()
         };
         assert!(!root.exists());

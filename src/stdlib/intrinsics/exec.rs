@@ -12,7 +12,8 @@ use std::sync::Arc;
 pub(super) const EXEC: Intrinsic = Intrinsic {
     name: "exec",
     sig: "(runtime: Text, program: Text, stdin: Text = \"\", args: List[Text]? = null, files: Json? = null, \
-          timeout_ms: Number = 5000, memory_mb: Number = 512, output_kb: Number = 1024, processes: Number = 64) \
+          timeout_ms: Number = 5000, memory_mb: Number = 512, output_kb: Number = 1024, processes: Number = 64, \
+          dir: Text? = null) \
           -> {ok: Bool, exit_code: Number?, signal: Text?, stdout: Text, stderr: Text, stdout_truncated: Bool, \
           stderr_truncated: Bool, timed_out: Bool, out_of_memory: Bool, duration_ms: Number, \
           limits: {wall_ms: Number, cpu_s: Number, memory_mb: Number, output_bytes: Number, processes: Number, \
@@ -22,13 +23,17 @@ pub(super) const EXEC: Intrinsic = Intrinsic {
           network), a scratch directory as the only writable place, limits on wall time (`timeout_ms`), CPU \
           time, address space (`memory_mb`), kept output (`output_kb` of stdout and of stderr each), \
           processes, file size and open files, and a seccomp filter. `stdin` is its standard input, `args` \
-          its arguments, `files` a JSON object of extra files (relative path → text) written beside it. The \
+          its arguments, `files` a JSON object of extra files (relative path → text) written beside it, \
+          `dir` a submission directory on disk whose files (bytes and all) are written beside it too: a path \
+          relative to the execution root the run names (`--exec-dir-root`), with no `..`, no symbolic link \
+          and at most 10,000 files and 64 MiB. The \
           result is a record: `ok` (exit 0 within every limit), `exit_code`, `signal`, `stdout`, `stderr` \
           (with `*_truncated`), `timed_out`, `out_of_memory`, `duration_ms` and the `limits` it ran under. \
           A run executes programs only with `--allow-exec` (`rubric run`, `test`, `serve`); identical \
           executions run once, and are answered from the execution cache or a transcript \
           (`--exec-replay`). An execution that cannot be made (not allowed, no sandbox on this machine, \
-          an unknown runtime, a file path outside the scratch directory) is unscored with the reason \
+          an unknown runtime, a file path outside the scratch directory, a `dir` outside the execution root or \
+          without one) is unscored with the reason \
           (`exec_not_allowed`, `exec_unavailable`, ...), so checks on it are unscored, never false.",
     examples: &[
         r##"exec("python3", "print(6 * 7)").stdout == "42\n""##,
@@ -59,7 +64,7 @@ fn exec(a: &[Value], ctx: &mut EvalCtx) -> Result<Value, Trap> {
             serde_json::Value::Object(o) => o
                 .iter()
                 .map(|(k, v)| match v.as_str() {
-                    Some(t) => Ok((k.clone(), t.to_string())),
+                    Some(t) => Ok((k.clone(), t.as_bytes().to_vec())),
                     None => Err(bad(&format!("`files`: the content of `{k}` is not text"))),
                 })
                 .collect::<Result<Vec<_>, _>>()?,
@@ -92,6 +97,27 @@ fn exec(a: &[Value], ctx: &mut EvalCtx) -> Result<Value, Trap> {
              configuration)"
         )));
     };
+    let mut files = files;
+    match a.get(9) {
+        None | Some(Value::Null) => {}
+        Some(_) => {
+            let dir = text_arg(a, 9)?;
+            let Some(root) = ex.dir_root() else {
+                return Ok(unscored(&format!(
+                    "exec_dir: `{dir}` cannot be read: this run names no execution root for submission \
+                     directories (`--exec-dir-root DIR`)"
+                )));
+            };
+            match crate::sandbox::submission::read(root, dir) {
+                Ok(found) => {
+                    // held for the call: the row's memory budget counts it
+                    ctx.reserve(found.iter().map(|(p, c)| p.len() + c.len()).sum())?;
+                    files.extend(found);
+                }
+                Err(why) => return Ok(unscored(&format!("exec_dir: {why}"))),
+            }
+        }
+    }
     let spec = ExecSpec { runtime, program, args, stdin, files, limits };
     // The row's own time limit does not count the time its executions take: each has its own.
     let started = std::time::Instant::now();
