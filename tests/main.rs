@@ -46,6 +46,7 @@ mod props;
 mod report;
 mod sandbox;
 mod serve;
+mod similarity;
 mod stdlib_docs;
 mod tidy;
 mod ui;

@@ -16,6 +16,7 @@ mod markdown;
 mod numbers;
 mod pattern;
 mod semantic;
+mod similarity;
 mod text;
 
 use super::{EvalCtx, Intrinsic, Trap, TrapKind};
@@ -139,6 +140,11 @@ pub static ALL: &[Intrinsic] = &[
     semantic::BEST_MATCH,
     // code execution in the sandbox
     exec::EXEC,
+    // reference-based similarity (sacreBLEU, rouge-score, rapidfuzz semantics)
+    similarity::EDIT_DISTANCE,
+    similarity::EDIT_SIMILARITY,
+    similarity::BLEU,
+    similarity::ROUGE,
 ];
 
 // ---------------------------------------------------------------- argument access
