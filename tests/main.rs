@@ -32,6 +32,7 @@ mod group_judging;
 mod hostile;
 mod ifeval;
 mod jit_engine;
+mod json_patch;
 mod judge;
 mod judge_fences;
 mod lint;

@@ -11,6 +11,7 @@
 mod exec;
 mod ifeval;
 mod json;
+mod json_patch;
 mod lists;
 mod markdown;
 mod numbers;
@@ -145,6 +146,9 @@ pub static ALL: &[Intrinsic] = &[
     similarity::EDIT_SIMILARITY,
     similarity::BLEU,
     similarity::ROUGE,
+    // JSON Patch (RFC 6902)
+    json_patch::JSON_PATCH,
+    json_patch::JSON_DIFF,
 ];
 
 // ---------------------------------------------------------------- argument access
