@@ -58,7 +58,9 @@ if [ -z "${NO_TEST:-}" ]; then
     if [ -z "${RUBRIC_BIN:-}" ] && [ ! -x ../target/debug/rubric ]; then
         (cd .. && cargo build -q --bin rubric)
     fi
-    # `pytest`, not `python -m pytest`, which would put this directory (and its `rubric/`
-    # source) first on the import path
-    "$VENV/bin/pytest" -q tests
+    # From the environment's directory, with `pytest` (not `python -m pytest`): neither this
+    # directory (with its `rubric/` source, no native module in it) nor the working directory
+    # Ray adds to its workers' import path may shadow the installed wheel.
+    here="$PWD"
+    (cd "$VENV" && "$VENV/bin/pytest" -q -c "$here/pyproject.toml" --rootdir "$here" "$here/tests")
 fi
