@@ -93,8 +93,9 @@ fn walk(dir: &Path, prefix: &str, rel: &str, out: &mut Vec<(String, Vec<u8>)>, b
 mod tests {
     use super::*;
 
-    fn tree() -> PathBuf {
-        let root = std::env::temp_dir().join(format!("rubric-submission-unit-{}", std::process::id()));
+    /// A tree of its own for each test (`name`): the tests run at once in one process.
+    fn tree(name: &str) -> PathBuf {
+        let root = std::env::temp_dir().join(format!("rubric-submission-{name}-{}", std::process::id()));
         let _ = fs::remove_dir_all(&root);
         fs::create_dir_all(root.join("sub/pkg")).unwrap();
         fs::write(root.join("sub/main.py"), "print(1)\n").unwrap();
@@ -107,7 +108,7 @@ mod tests {
 
     #[test]
     fn a_directory_is_read_whole_in_path_order_bytes_and_all() {
-        let root = tree();
+        let root = tree("whole");
         let files = read(&root, "sub").unwrap();
         assert_eq!(
             files,
@@ -122,7 +123,7 @@ mod tests {
 
     #[test]
     fn escapes_links_and_non_directories_are_refused() {
-        let root = tree();
+        let root = tree("refused");
         for (rel, says) in [
             ("../etc", "not a relative path"),
             ("/etc", "not a relative path"),
