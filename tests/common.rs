@@ -226,3 +226,22 @@ pub fn exec_replay_args(dir: &Path) -> Vec<std::ffi::OsString> {
         Vec::new()
     }
 }
+
+/// Compile `src` (a rubric with no inputs), evaluate it on the interpreter, and assert that
+/// every other engine of this build gives the identical result; the interpreter's result.
+pub fn evaluate_on_every_engine(name: &str, src: &str) -> rubric::engine::RowResult {
+    use rubric::engine::{Engine, NoVerdicts};
+    let c = rubric::types::compile_source(name, src);
+    let program = c.program.unwrap_or_else(|| panic!("{name} does not compile: {:?}", c.diagnostics));
+    let reference = rubric::interp::Interpreter.evaluate(&program, &[], &NoVerdicts);
+    let engines: &[&dyn Engine] = &[
+        #[cfg(feature = "wasm")]
+        &rubric::backend::wasm::WasmEngine::new(),
+        #[cfg(feature = "jit")]
+        &rubric::backend::jit::JitEngine::new(),
+    ];
+    for e in engines {
+        assert_eq!(format!("{:?}", e.evaluate(&program, &[], &NoVerdicts)), format!("{reference:?}"), "{}", e.name());
+    }
+    reference
+}

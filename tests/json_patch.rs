@@ -5,9 +5,7 @@
 //! every record with an expected document, the patch `json_diff` makes from `doc` to it applies
 //! to give it. On every engine, with identical results.
 
-use rubric::engine::{Engine, NoVerdicts, Status};
-use rubric::interp::Interpreter;
-use rubric::types::compile_source;
+use rubric::engine::Status;
 use serde_json::Value as Json;
 
 /// A rubric text literal holding `j` as JSON text, parsed back with `json(...)`.
@@ -54,18 +52,7 @@ fn json_patch_passes_the_json_patch_test_suite() {
         }
     }
     src.push_str("score = fraction(all)\n");
-    let c = compile_source("<json patch>", &src);
-    let program = c.program.unwrap_or_else(|| panic!("{:?}", c.diagnostics));
-    let reference = Interpreter.evaluate(&program, &[], &NoVerdicts);
-    let engines: &[&dyn Engine] = &[
-        #[cfg(feature = "wasm")]
-        &rubric::backend::wasm::WasmEngine::new(),
-        #[cfg(feature = "jit")]
-        &rubric::backend::jit::JitEngine::new(),
-    ];
-    for e in engines {
-        assert_eq!(format!("{:?}", e.evaluate(&program, &[], &NoVerdicts)), format!("{reference:?}"), "{}", e.name());
-    }
+    let reference = crate::common::evaluate_on_every_engine("<json patch>", &src);
     let failed: Vec<String> = checks
         .iter()
         .filter_map(|(name, what)| {

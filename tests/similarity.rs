@@ -5,9 +5,7 @@
 //! (`RougeScorer`, no stemming, F-measure) and rapidfuzz 3.14.6 (`Levenshtein.distance`,
 //! `normalized_similarity`) give, reproduced to 1e-12 on every engine with identical results.
 
-use rubric::engine::{Engine, NoVerdicts, Status};
-use rubric::interp::Interpreter;
-use rubric::types::compile_source;
+use rubric::engine::Status;
 use serde_json::Value as Json;
 
 fn lit(s: &str) -> String {
@@ -42,18 +40,7 @@ fn similarity_intrinsics_reproduce_sacrebleu_rouge_score_and_rapidfuzz() {
         }
     }
     src.push_str("score = fraction(all)\n");
-    let c = compile_source("<similarity>", &src);
-    let program = c.program.unwrap_or_else(|| panic!("{:?}", c.diagnostics));
-    let reference = Interpreter.evaluate(&program, &[], &NoVerdicts);
-    let engines: &[&dyn Engine] = &[
-        #[cfg(feature = "wasm")]
-        &rubric::backend::wasm::WasmEngine::new(),
-        #[cfg(feature = "jit")]
-        &rubric::backend::jit::JitEngine::new(),
-    ];
-    for e in engines {
-        assert_eq!(format!("{:?}", e.evaluate(&program, &[], &NoVerdicts)), format!("{reference:?}"), "{}", e.name());
-    }
+    let reference = crate::common::evaluate_on_every_engine("<similarity>", &src);
     let failed: Vec<&String> = names
         .iter()
         .filter(|(name, _)| reference.criterion(name).map(|r| r.status) != Some(Status::Met))
