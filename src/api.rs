@@ -166,7 +166,22 @@ impl Rubric {
         judges: Option<&dyn ChunkJudge>,
         group_field: Option<&str>,
     ) -> Vec<Json> {
-        runtime::score_batch(engine, self.program(), &self.identity(), rows, verdicts, judges, group_field)
+        self.score_with(engine, rows, verdicts, judges, group_field, runtime::RowPolicy::default())
+    }
+
+    /// [`Rubric::score`] under `policy`: the rows' deadline (counted from this call: the
+    /// batch is back by then, a row that lost a judge call to it `unscored` with reason
+    /// `timeout`) and whether records carry their `timing`.
+    pub fn score_with(
+        &self,
+        engine: &dyn Engine,
+        rows: &[(usize, RowIn<'_>)],
+        verdicts: Option<&VerdictFile>,
+        judges: Option<&dyn ChunkJudge>,
+        group_field: Option<&str>,
+        policy: runtime::RowPolicy,
+    ) -> Vec<Json> {
+        runtime::score_batch(engine, self.program(), &self.identity(), rows, verdicts, judges, group_field, policy)
     }
 }
 

@@ -76,8 +76,11 @@ fn a_panicking_row_is_its_error_record_in_score_line_and_score_batch() {
         lines.iter().map(|(i, l)| runtime::score_line(&PanicsOnBoom, &p, &ident, *i, l, None)).collect();
     check_records(&records, "score_line");
     let rows: Vec<(usize, runtime::RowIn<'_>)> = lines.iter().map(|(i, l)| (*i, runtime::RowIn::Line(l))).collect();
-    check_records(&runtime::score_batch(&PanicsOnBoom, &p, &ident, &rows, None, None, None), "score_batch");
-    let grouped = runtime::score_batch(&PanicsOnBoom, &p, &ident, &rows, None, None, Some("group"));
+    check_records(
+        &runtime::score_batch(&PanicsOnBoom, &p, &ident, &rows, None, None, None, Default::default()),
+        "score_batch",
+    );
+    let grouped = runtime::score_batch(&PanicsOnBoom, &p, &ident, &rows, None, None, Some("group"), Default::default());
     check_records(&grouped, "score_batch with groups");
 }
 
@@ -99,6 +102,8 @@ fn a_panicking_row_is_its_error_record_in_run_batch() {
             groups,
             numeric: None,
             provenance: None,
+            policy: Default::default(),
+            slow_rows: 0,
         };
         let summary = runtime::run_batch(&PanicsOnBoom, &p, &sites, &opts).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!((summary.rows, summary.scored, summary.errors), (4, 3, 1), "{summary:?}");
@@ -125,6 +130,7 @@ fn a_panicking_row_does_not_take_the_reward_server_down() {
         token: None,
         max_body_bytes: 1 << 20,
         timeout: std::time::Duration::from_secs(60),
+        row_deadline: None,
         limits: rubric::serve::Limits {
             header_timeout: std::time::Duration::from_secs(10),
             body_timeout: std::time::Duration::from_secs(60),

@@ -236,6 +236,44 @@ fn executions_do_not_count_against_the_rows_time_limit() {
     assert_eq!(r["score"], 1.0, "{r}");
 }
 
+/// A row deadline (`--row-deadline-ms`) stops waiting for a program that outlives it: that
+/// row is unscored with reason `timeout` (its criterion `exec_deadline`), the row beside it
+/// (a quick program) is scored, and the run ends long before the slow program would have.
+#[test]
+fn a_row_deadline_stops_waiting_for_a_slow_program() {
+    crate::common::sandbox_ready();
+    let dir = TempDir::new("exec-deadline");
+    let main = dir.file(
+        "main.rubric",
+        "rubric t.deadline @ 1.0.0\ninput response: Text\n\
+         criterion runs \"Runs\" check exec(\"python3\", response, timeout_ms: 30000).ok\n\
+         score = fraction(all)\n",
+    );
+    let input = dir.file(
+        "in.jsonl",
+        "{\"id\": \"quick\", \"response\": \"print(1)\"}\n\
+         {\"id\": \"slow\", \"response\": \"import time; time.sleep(20)\"}\n",
+    );
+    let out = dir.path("out.jsonl");
+    let start = std::time::Instant::now();
+    let o = run_rubric(
+        &main,
+        &input,
+        &out,
+        &[&"--allow-exec", &"--no-exec-cache", &"--row-deadline-ms", &"3000", &"--allow-errors", &"--slow-rows", &"1"],
+    );
+    assert!(start.elapsed() < std::time::Duration::from_secs(15), "took {:?}", start.elapsed());
+    assert_eq!(o.status.code(), Some(0), "{}", describe(&o));
+    let rs = records(&out);
+    assert_eq!(rs[0]["score"], 1.0, "{}", rs[0]);
+    assert_eq!(rs[1]["score"], Json::Null, "{}", rs[1]);
+    assert!(rs[1]["unscored_reason"].as_str().unwrap().starts_with("timeout: "), "{}", rs[1]);
+    let reason = rs[1]["criteria"][0]["reason"].as_str().unwrap_or_default();
+    assert!(reason.starts_with("exec_deadline: the row's deadline passed"), "{}", rs[1]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("slowest rows:\n  row 1 (id \"slow\"): "), "{err}");
+}
+
 /// Descriptors that whoever started `rubric` left open without close-on-exec (here a shell's
 /// fds 7 and 9) never reach the program: it sees only 0, 1, 2 and the one it lists with. And
 /// many runs in a row of one slot all start (no zombie of an earlier run's namespace is left to

@@ -516,6 +516,8 @@ fn fuzz_rows() {
             groups: None,
             numeric: None,
             provenance: None,
+            policy: Default::default(),
+            slow_rows: 0,
         };
         let summary = rubric::runtime::run_batch(&rubric::interp::Interpreter, &program, &sites, &opts)
             .unwrap_or_else(|e| panic!("the batch failed: {e}"));

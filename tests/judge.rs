@@ -887,6 +887,8 @@ fn run_dispatches_only_reachable_criteria_and_reruns_from_cache() {
             groups: None,
             numeric: None,
             provenance: None,
+            policy: Default::default(),
+            slow_rows: 0,
         };
         run_batch(&Interpreter, &program, &compiled.sites, &opts).unwrap()
     };
@@ -962,6 +964,7 @@ verdict = "met"
             group: None,
             result: None,
             models: Default::default(),
+            timing: Default::default(),
         })
         .collect();
     let d = Dispatcher::builder(config(&mock)).build().unwrap();

@@ -58,6 +58,7 @@ fn dispatch(program: &Program, row: &Json, d: &Dispatcher) -> Vec<(String, Strin
         group: None,
         result: None,
         models: Default::default(),
+        timing: Default::default(),
     }];
     evaluate_chunk(&Interpreter, program, &mut pending, d);
     let result = pending[0].result.as_ref().unwrap();

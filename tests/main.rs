@@ -18,6 +18,7 @@ mod conformance;
 mod conformance_data;
 mod contained;
 mod cost;
+mod deadline;
 mod docs;
 mod engine_props;
 #[cfg(all(feature = "exec", target_os = "linux"))]

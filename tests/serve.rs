@@ -34,6 +34,10 @@ impl Server {
         Server { child, addr }
     }
 
+    pub(crate) fn addr(&self) -> &str {
+        &self.addr
+    }
+
     fn get(&self, path: &str) -> (u16, String) {
         http(&self.addr, "GET", path, &[], b"")
     }

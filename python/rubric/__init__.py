@@ -112,6 +112,7 @@ class Rubric:
         groups: Union[str, bool, None] = None,
         verdicts: Optional[str] = None,
         token_offsets: Optional[Sequence[Any]] = None,
+        timings: bool = False,
     ) -> List[dict]:
         """Score ``rows`` (dicts, one per row); return one record per row, exactly as ``rubric run``
         writes them (row index, id, identity, score, criteria...; an error record for a row that
@@ -125,13 +126,16 @@ class Rubric:
         character ``[start, end]`` of every token of the row's ``response`` (a list of pairs, or
         a NumPy integer array of shape ``(n_tokens, 2)``), or ``None`` for a row without; each
         becomes its row's ``token_offsets`` field, which rows may also carry themselves. Records
-        then get ``token_credit`` and ``criterion_spans`` (docs/rl.md, "Token-level credit")."""
+        then get ``token_credit`` and ``criterion_spans`` (docs/rl.md, "Token-level credit").
+
+        ``timings``: each record gets its ``timing``, where the row's time went (``ms``,
+        ``evaluate_ms``, ``judges_ms`` and per judged criterion), as ``rubric run --timings``."""
         field = "group" if groups is True else (groups or None)
         rows = list(rows)
         if token_offsets is not None:
             rows = _with_token_offsets(rows, token_offsets, field)
         lines = [_line(r) for r in rows]
-        return [json.loads(rec) for rec in self._native.score_lines(lines, field, verdicts)]
+        return [json.loads(rec) for rec in self._native.score_lines(lines, field, verdicts, timings)]
 
     def scores(self, rows: Iterable[Any]) -> List[Optional[float]]:
         """Each row's score: a float, or ``None`` when unscored or an error record."""
@@ -186,6 +190,7 @@ def load(
     row_timeout_ms: Optional[int] = None,
     row_memory_mb: Optional[int] = None,
     budget: Optional[float] = None,
+    row_deadline_ms: Optional[int] = None,
 ) -> Rubric:
     """Load a rubric: rubric source text when the string holds a newline, else a path to a
     ``.rubric`` source or a verified ``.rbk`` bundle. ``engine``: ``"interp"``, ``"wasm"`` or
@@ -206,6 +211,11 @@ def load(
     ``budget``: the most, in US dollars, the rubric's judge calls may cost while it is loaded
     (``--budget``; prices from ``judges.toml``); a call that could pass it is not sent and its
     criteria come back unscored with reason ``budget``.
+
+    ``row_deadline_ms``: every scoring call (``score``, ``rewards``, the trainer adapters) is
+    back within this many milliseconds: judge calls still unanswered then are given up, and a
+    row that lost one is unscored with reason ``timeout`` (its reward ``None`` for TRL); the
+    other rows are scored as without a deadline (docs/trainers.md, "Never block").
     Raises ``ValueError`` when a file is missing or malformed, or a key variable unset."""
     if cache is True:
         cache = None
@@ -222,6 +232,7 @@ def load(
             row_timeout_ms,
             row_memory_mb,
             None if budget is None else float(budget),
+            None if row_deadline_ms is None else int(row_deadline_ms),
         )
     )
 

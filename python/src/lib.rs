@@ -13,7 +13,7 @@ use pyo3::prelude::*;
 use rayon::prelude::*;
 use rubric::api::{self, CacheSetting, EngineChoice, EngineKind, JudgeSettings, Rubric as Loaded};
 use rubric::ir::RewardUnscored;
-use rubric::runtime::{ChunkJudge, Identity, RowIn, VerdictFile};
+use rubric::runtime::{ChunkJudge, Identity, RowIn, RowPolicy, VerdictFile};
 use rubric::stdlib::Limits;
 use serde_json::Value as Json;
 use std::path::{Path, PathBuf};
@@ -31,6 +31,8 @@ struct NativeRubric {
     choice: EngineChoice,
     ident: Identity,
     judges: Option<Box<dyn ChunkJudge>>,
+    /// Every scoring call's rows are decided within this (`RowPolicy::deadline`).
+    row_deadline: Option<std::time::Duration>,
 }
 
 fn value_error(e: impl std::fmt::Display) -> PyErr {
@@ -39,10 +41,17 @@ fn value_error(e: impl std::fmt::Display) -> PyErr {
 
 impl NativeRubric {
     /// Every line's record, in order (grouped and annotated when `group_field` is set).
-    fn records(&self, lines: Vec<String>, group_field: Option<&str>, verdicts: Option<&VerdictFile>) -> Vec<Json> {
+    fn records(
+        &self,
+        lines: Vec<String>,
+        group_field: Option<&str>,
+        verdicts: Option<&VerdictFile>,
+        timings: bool,
+    ) -> Vec<Json> {
         let engine = self.choice.engine_for(&self.loaded);
         let rows: Vec<(usize, RowIn<'_>)> = lines.iter().enumerate().map(|(i, l)| (i, RowIn::Line(l))).collect();
-        self.loaded.score(engine.as_ref(), &rows, verdicts, self.judges.as_deref(), group_field)
+        let policy = RowPolicy { deadline: self.row_deadline, timings };
+        self.loaded.score_with(engine.as_ref(), &rows, verdicts, self.judges.as_deref(), group_field, policy)
     }
 }
 
@@ -59,8 +68,11 @@ impl NativeRubric {
     /// replay:FILE`); `cache`, the SQLite judge cache (`--cache`; `None`: the default path);
     /// `no_cache` (`--no-cache`); `budget`, the most its judge calls may cost in dollars
     /// while it is loaded (`--budget`). Raises `ValueError` when the dispatcher cannot be built.
+    /// `row_deadline_ms`: every scoring call's rows are decided within this many milliseconds
+    /// of the call (`rubric run --row-deadline-ms`); a row that lost a judge call to it is
+    /// unscored with reason `timeout`.
     #[new]
-    #[pyo3(signature = (target, engine=None, judges=None, replay=None, cache=None, no_cache=false, row_fuel=None, row_timeout_ms=None, row_memory_mb=None, budget=None))]
+    #[pyo3(signature = (target, engine=None, judges=None, replay=None, cache=None, no_cache=false, row_fuel=None, row_timeout_ms=None, row_memory_mb=None, budget=None, row_deadline_ms=None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -74,6 +86,7 @@ impl NativeRubric {
         row_timeout_ms: Option<u64>,
         row_memory_mb: Option<u64>,
         budget: Option<f64>,
+        row_deadline_ms: Option<u64>,
     ) -> PyResult<Self> {
         let loaded = py
             .detach(|| {
@@ -123,7 +136,8 @@ impl NativeRubric {
         // else ~/.local/share/rubric/models/)
         let judges = py.detach(|| settings.dispatcher(&[loaded.program()])).map_err(value_error)?;
         let ident = loaded.identity();
-        Ok(NativeRubric { loaded, choice, ident, judges })
+        let row_deadline = row_deadline_ms.map(std::time::Duration::from_millis);
+        Ok(NativeRubric { loaded, choice, ident, judges, row_deadline })
     }
 
     #[getter]
@@ -162,19 +176,21 @@ impl NativeRubric {
 
     /// The records of `lines` (one JSON object per line) as JSON text, one per line, exactly
     /// as `rubric run` writes them. `groups`: the group field (`rubric run --groups FIELD`);
-    /// `verdicts`: a recorded-verdicts file (`rubric run --verdicts FILE`). Scores in parallel
-    /// with the GIL released.
-    #[pyo3(signature = (lines, groups=None, verdicts=None))]
+    /// `verdicts`: a recorded-verdicts file (`rubric run --verdicts FILE`); `timings`: each
+    /// record gets its `timing` (`rubric run --timings`). Scores in parallel with the GIL
+    /// released.
+    #[pyo3(signature = (lines, groups=None, verdicts=None, timings=false))]
     fn score_lines(
         &self,
         py: Python<'_>,
         lines: Vec<String>,
         groups: Option<String>,
         verdicts: Option<String>,
+        timings: bool,
     ) -> PyResult<Vec<String>> {
         py.detach(|| -> Result<Vec<String>, String> {
             let verdicts = verdicts.map(|p| api::load_verdicts(Path::new(&p))).transpose().map_err(|e| e.to_string())?;
-            let records = self.records(lines, groups.as_deref(), verdicts.as_ref());
+            let records = self.records(lines, groups.as_deref(), verdicts.as_ref(), timings);
             Ok(records.par_iter().map(|r| serde_json::to_string(r).expect("a record serialises")).collect())
         })
         .map_err(PyValueError::new_err)
@@ -182,7 +198,7 @@ impl NativeRubric {
 
     /// Each line's score (`None` when unscored or an error record), with the GIL released.
     fn scores_lines(&self, py: Python<'_>, lines: Vec<String>) -> Vec<Option<f64>> {
-        py.detach(|| self.records(lines, None, None).iter().map(|r| r.get("score").and_then(Json::as_f64)).collect())
+        py.detach(|| self.records(lines, None, None, false).iter().map(|r| r.get("score").and_then(Json::as_f64)).collect())
     }
 
     /// Whether judged criteria are dispatched to judges (`judges` or `replay` given).

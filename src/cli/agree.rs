@@ -285,6 +285,8 @@ fn score(a: &Scoring, rubric: &bundle::Rubric) -> Result<String, ExitCode> {
         groups: None,
         numeric: None,
         provenance: None,
+        policy: runtime::RowPolicy::default(),
+        slow_rows: 0,
     };
     let summary =
         runtime::run_batch_as(engine.as_ref(), program, &ident, &opts).map_err(|e| fail(&e.to_string(), 1))?;

@@ -331,6 +331,19 @@ pub enum Command {
         /// then end `unscored(judge_deadline)`, and the run finishes with what it has.
         #[arg(long, value_parser = parse_duration)]
         deadline: Option<std::time::Duration>,
+        /// Give each row this many milliseconds (counted from the start of its chunk of 512
+        /// rows, which are scored together): judge calls still unanswered then are given up,
+        /// and a row that lost one is unscored with reason `timeout` (score and reward
+        /// `null`); the other rows are unchanged (docs/trainers.md, "Never block").
+        #[arg(long, value_name = "MS")]
+        row_deadline_ms: Option<u64>,
+        /// Add each row's `timing` to its record: milliseconds evaluating it and waiting for
+        /// its judges, per criterion (records with timings are not reproducible).
+        #[arg(long)]
+        timings: bool,
+        /// After the run, list the N slowest rows and the criteria that took their time.
+        #[arg(long, value_name = "N", default_value_t = 0)]
+        slow_rows: usize,
         /// Spend at most this many US dollars on judge calls (prices from `judges.toml`): a
         /// request whose worst case (its prompt and `max_tokens` of reply) could pass it is not
         /// sent, and its criteria end `unscored(budget)`; a later run with more budget asks
@@ -674,6 +687,11 @@ pub enum Command {
         /// Scoring requests that take longer are answered 503.
         #[arg(long, default_value_t = 300.0)]
         timeout_s: f64,
+        /// Give each request's rows this many milliseconds (a request may ask for less with
+        /// `deadline_ms`): judge calls still unanswered then are given up, and a row that
+        /// lost one comes back unscored with reason `timeout`, the others as they are.
+        #[arg(long, value_name = "MS")]
+        row_deadline_ms: Option<u64>,
         #[command(flatten)]
         limits: crate::serve::LimitArgs,
     },
@@ -789,6 +807,9 @@ pub fn main_with(cli: Cli) -> ExitCode {
             cache,
             no_cache,
             deadline,
+            row_deadline_ms,
+            timings,
+            slow_rows,
             budget,
             dispatch,
             batch_poll,
@@ -797,6 +818,8 @@ pub fn main_with(cli: Cli) -> ExitCode {
             max_failures,
             stats,
         } => {
+            let policy =
+                runtime::RowPolicy { deadline: row_deadline_ms.map(std::time::Duration::from_millis), timings };
             if let Err(e) = stats.check() {
                 eprintln!("error: {e}");
                 return ExitCode::from(2);
@@ -850,6 +873,7 @@ pub fn main_with(cli: Cli) -> ExitCode {
                     compact,
                     groups: groups.as_deref(),
                     tensor: numeric == NumericMode::Tensor,
+                    policy,
                 };
                 match provenance(&ident, &settings) {
                     Ok(p) => Some(p),
@@ -893,6 +917,8 @@ pub fn main_with(cli: Cli) -> ExitCode {
                 groups: groups.as_deref(),
                 numeric: numeric.as_deref(),
                 provenance: provenance.as_ref(),
+                policy,
+                slow_rows,
             };
             match runtime::run_batch_as(engine.as_ref(), program, &ident, &opts) {
                 Ok(s) => {
@@ -932,6 +958,12 @@ pub fn main_with(cli: Cli) -> ExitCode {
                     }
                     if !s.failures.is_empty() {
                         eprintln!("{}", failures_line(&s));
+                    }
+                    if !s.slow_rows.is_empty() {
+                        eprintln!("slowest rows:");
+                        for r in &s.slow_rows {
+                            eprintln!("  {}", r.line());
+                        }
                     }
                     if let (Some(v), Some(path)) = (&vf, &verdicts) {
                         for line in unmatched_lines(&v.unmatched(), path, s.skipped_resume > 0) {
@@ -1080,6 +1112,7 @@ pub fn main_with(cli: Cli) -> ExitCode {
             token_env,
             max_body_bytes,
             timeout_s,
+            row_deadline_ms,
             limits,
         } => {
             let addr: std::net::SocketAddr = match addr.parse() {
@@ -1144,6 +1177,7 @@ pub fn main_with(cli: Cli) -> ExitCode {
                 token,
                 max_body_bytes,
                 timeout: std::time::Duration::from_secs_f64(timeout_s),
+                row_deadline: row_deadline_ms.map(std::time::Duration::from_millis),
                 limits,
             };
             crate::serve::main(served, dispatching, opts)
@@ -1436,6 +1470,7 @@ struct RunSettings<'a> {
     compact: bool,
     groups: Option<&'a str>,
     tensor: bool,
+    policy: runtime::RowPolicy,
 }
 
 /// The provenance record of a run (`OUTPUT.run.json`): the rubric's identity, the SHA-256 of
@@ -1467,6 +1502,12 @@ fn provenance(ident: &runtime::Identity, s: &RunSettings<'_>) -> Result<serde_js
         // Only when set, so that outputs written before the option existed still resume.
         if let Some(f) = s.id_field {
             v["id_field"] = serde_json::json!(f);
+        }
+        if let Some(d) = s.policy.deadline {
+            v["row_deadline_ms"] = serde_json::json!(d.as_millis() as u64);
+        }
+        if s.policy.timings {
+            v["timings"] = serde_json::json!(true);
         }
         v
     })

@@ -239,7 +239,7 @@ impl Endpoint {
         let mut last = String::new();
         for attempt in 1..=attempts {
             if deadline.is_some_and(|d| Instant::now() >= d) {
-                return Err(format!("judge_deadline: the run's deadline passed before endpoint `{name}` answered"));
+                return Err(format!("judge_deadline: the deadline passed before endpoint `{name}` answered"));
             }
             let mut headers = self.headers(0);
             headers.remove(HeaderName::from_static("x-rubric-sample"));
@@ -335,7 +335,7 @@ impl Endpoint {
             |reason: String, attempts: u32| Sent { result: Err(self.redact(&reason)), attempts, latency_ms: None };
         let past_deadline = || deadline.is_some_and(|d| Instant::now() >= d);
         let deadline_reason =
-            || format!("judge_deadline: the run's deadline passed before endpoint `{}` answered", self.name);
+            || format!("judge_deadline: the deadline passed before endpoint `{}` answered", self.name);
         for attempt in 1..=attempts {
             self.pace().await;
             let outcome = {

@@ -177,8 +177,9 @@ impl Task {
     }
 }
 
-/// A criterion's verdict, in a recorded-verdict JSON form.
-#[derive(Debug, Clone, PartialEq)]
+/// A criterion's verdict, in a recorded-verdict JSON form. Two are equal when they decided
+/// alike (verdict, models, requests, cost), however long each took.
+#[derive(Debug, Clone)]
 pub struct CriterionVerdict {
     pub id: String,
     /// One sample (`{"verdict": "met", "evidence": .., "model": ..}`, `{"level": 3, ..}`,
@@ -194,6 +195,18 @@ pub struct CriterionVerdict {
     /// cache or from a transcript, so that replaying a run gives the same records; `None` when
     /// the configuration prices no model (cost accounting is off).
     pub cost: Option<Cost>,
+    /// How long its slowest sample took to decide, from when the dispatcher took it up
+    /// (waiting for a connection slot, retries and backoff included; 0 for one answered from
+    /// memory, the cache or a transcript): what a slow row waited for (not written to records
+    /// unless timings are asked for).
+    pub waited_ms: f64,
+}
+
+impl PartialEq for CriterionVerdict {
+    fn eq(&self, other: &Self) -> bool {
+        (&self.id, &self.verdict, &self.models, &self.requests, &self.cost)
+            == (&other.id, &other.verdict, &other.models, &other.requests, &other.cost)
+    }
 }
 
 /// Dollars spent this run, and whether some of it could not be told.
@@ -538,6 +551,8 @@ struct Fetched {
     samples: Vec<Json>,
     model: Option<String>,
     spend: Spend,
+    /// From when this request was taken up until it was decided.
+    waited_ms: f64,
 }
 
 /// A sample slot of a criterion: a distinct request and the entry in it, or why none was sent.
@@ -763,6 +778,18 @@ impl Dispatcher {
 
     /// Decide every criterion of every task: one `CriterionVerdict` per criterion, in order.
     pub async fn resolve(&self, tasks: &[Task]) -> Vec<Vec<CriterionVerdict>> {
+        self.resolve_until(tasks, None).await
+    }
+
+    /// [`Dispatcher::resolve`] by `until` as well as the run's deadline, whichever comes first
+    /// (a row deadline: `rubric run --row-deadline-ms`, the server's and the Python package's):
+    /// nothing is sent after it, a request in flight then is given up, and its criteria end
+    /// `judge_deadline`.
+    pub async fn resolve_until(&self, tasks: &[Task], until: Option<std::time::Instant>) -> Vec<Vec<CriterionVerdict>> {
+        let deadline = match (self.inner.deadline, until) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
         let mut set = tokio::task::JoinSet::new();
         let mut ids = HashMap::new();
         let mut local_ids = Vec::new();
@@ -778,19 +805,27 @@ impl Dispatcher {
             }
             let me = self.clone();
             let p = p.clone();
-            let h = set.spawn(async move { me.fetch(&p).await });
+            let h = set.spawn(async move { me.fetch(&p, deadline).await });
             ids.insert(h.id(), i);
         });
         // Local requests are answered together, off the async threads, while HTTP ones fly.
         let local = (!local_ids.is_empty()).then(|| {
             let me = self.clone();
             let ps: Vec<Arc<Prepared>> = local_ids.iter().map(|&i| uniques[i].clone()).collect();
-            tokio::task::spawn_blocking(move || me.fetch_local(&ps))
+            tokio::task::spawn_blocking(move || {
+                let start = std::time::Instant::now();
+                let mut fs = me.fetch_local(&ps);
+                let took = start.elapsed().as_secs_f64() * 1000.0;
+                for f in &mut fs {
+                    f.waited_ms = took;
+                }
+                fs
+            })
         });
         let mut fetched: Vec<Option<Fetched>> = vec![None; uniques.len()];
         if let (Some(poll), false) = (self.inner.batch, batched.is_empty()) {
             let ps: Vec<Arc<Prepared>> = batched.iter().map(|&i| uniques[i].clone()).collect();
-            for (&i, f) in batched.iter().zip(self.fetch_batched(&ps, poll).await) {
+            for (&i, f) in batched.iter().zip(self.fetch_batched(&ps, poll, deadline).await) {
                 fetched[i] = Some(f);
             }
         }
@@ -830,6 +865,7 @@ impl Dispatcher {
                         let mut models: Vec<String> = Vec::new();
                         let mut requests = Vec::new();
                         let mut cost = Cost::default();
+                        let mut waited_ms: f64 = 0.0;
                         let accounted = !self.inner.config.prices.is_empty();
                         for s in slots {
                             match s {
@@ -843,6 +879,7 @@ impl Dispatcher {
                                                 Spend::Unknown => cost.unknown = true,
                                             }
                                             samples.push(f.samples[e].clone());
+                                            waited_ms = waited_ms.max(f.waited_ms);
                                             if let Some(m) = &f.model {
                                                 if !models.contains(m) {
                                                     models.push(m.clone());
@@ -868,7 +905,7 @@ impl Dispatcher {
                             json!({ "samples": samples })
                         };
                         let cost = accounted.then_some(cost);
-                        CriterionVerdict { id: c.id.clone(), verdict, models, requests, cost }
+                        CriterionVerdict { id: c.id.clone(), verdict, models, requests, cost, waited_ms }
                     })
                     .collect()
             })
@@ -878,7 +915,16 @@ impl Dispatcher {
     /// `resolve` from synchronous code (e.g. rayon workers), on a runtime shared by the process.
     /// Do not call it from inside an async context.
     pub fn resolve_blocking(&self, tasks: &[Task]) -> Vec<Vec<CriterionVerdict>> {
-        runtime().block_on(self.resolve(tasks))
+        self.resolve_blocking_until(tasks, None)
+    }
+
+    /// [`Dispatcher::resolve_until`] from synchronous code.
+    pub fn resolve_blocking_until(
+        &self,
+        tasks: &[Task],
+        until: Option<std::time::Instant>,
+    ) -> Vec<Vec<CriterionVerdict>> {
+        runtime().block_on(self.resolve_until(tasks, until))
     }
 
     /// The answer memory or the cache has for `p`, if any.
@@ -902,7 +948,14 @@ impl Dispatcher {
         None
     }
 
-    async fn fetch(&self, p: &Prepared) -> Fetched {
+    async fn fetch(&self, p: &Prepared, deadline: Option<std::time::Instant>) -> Fetched {
+        let start = std::time::Instant::now();
+        let mut f = self.fetch_inner(p, deadline).await;
+        f.waited_ms = start.elapsed().as_secs_f64() * 1000.0;
+        f
+    }
+
+    async fn fetch_inner(&self, p: &Prepared, deadline: Option<std::time::Instant>) -> Fetched {
         if let Some(f) = self.lookup(p) {
             return f;
         }
@@ -929,7 +982,7 @@ impl Dispatcher {
                     Ok(held) => held,
                     Err(reason) => return self.fail(p, reason, "budget", 0),
                 };
-                let sent = ep.send(&p.body, p.sample, self.inner.deadline).await;
+                let sent = ep.send(&p.body, p.sample, deadline).await;
                 {
                     let mut s = lock(&self.inner.stats);
                     s.http_requests += 1;
@@ -1077,7 +1130,12 @@ impl Dispatcher {
     /// Answer `ps` (distinct requests, none local) through the endpoints' Batch APIs: each from
     /// memory or the cache when it can be, the rest in one batch per endpoint (a batch an
     /// earlier run left open is polled instead), within the budget.
-    async fn fetch_batched(&self, ps: &[Arc<Prepared>], poll: std::time::Duration) -> Vec<Fetched> {
+    async fn fetch_batched(
+        &self,
+        ps: &[Arc<Prepared>],
+        poll: std::time::Duration,
+        deadline: Option<std::time::Instant>,
+    ) -> Vec<Fetched> {
         let mut out: Vec<Option<Fetched>> = vec![None; ps.len()];
         // Per endpoint: each request's index, what the budget holds for it, its model's price.
         type Held = (usize, Option<f64>, Option<Price>);
@@ -1088,7 +1146,7 @@ impl Dispatcher {
                 continue;
             }
             let Backend::Http(eps) = &self.inner.backend else {
-                out[k] = Some(self.fetch(p).await);
+                out[k] = Some(self.fetch(p, deadline).await);
                 continue;
             };
             let Some(name) = p.endpoint.as_ref().filter(|n| eps.contains_key(*n)) else {
@@ -1114,7 +1172,7 @@ impl Dispatcher {
                         body: ps[*k].body.clone(),
                     })
                     .collect();
-                let mut done = batch::dispatch(ep, self.inner.cache.as_ref(), lines, poll, self.inner.deadline).await;
+                let mut done = batch::dispatch(ep, self.inner.cache.as_ref(), lines, poll, deadline).await;
                 {
                     let mut s = lock(&self.inner.stats);
                     s.batches_submitted += done.submitted;
@@ -1262,7 +1320,7 @@ impl Dispatcher {
             latency_ms,
         });
         let spend = self.price_of(p, &reply, source);
-        Fetched { samples, model: Some(reply.model), spend }
+        Fetched { samples, model: Some(reply.model), spend, waited_ms: 0.0 }
     }
 
     /// What `reply` to `p` cost, from the usage it reported and its model's price (a local
@@ -1300,6 +1358,7 @@ impl Dispatcher {
             samples: p.rendered.entries.iter().map(|_| json!({ "unscored": reason })).collect(),
             model: None,
             spend: Spend::Free,
+            waited_ms: 0.0,
         }
     }
 }

@@ -49,9 +49,10 @@ impl super::ChunkJudge for Dispatching {
         engine: &dyn Engine,
         program: &Program,
         rows: Vec<super::JudgeRow>,
-    ) -> Vec<(RowResult, super::ModelsByCriterion)> {
+        deadline: Option<std::time::Instant>,
+    ) -> Vec<super::Judged> {
         let mut pending: Vec<PendingRow> = rows.into_iter().map(PendingRow::from).collect();
-        let s = evaluate_chunk(engine, program, &mut pending, &self.dispatcher);
+        let s = evaluate_chunk_until(engine, program, &mut pending, &self.dispatcher, deadline);
         if let Ok(mut p) = self.planned.lock() {
             p.dispatched += s.dispatched;
             p.gated += s.gated;
@@ -66,7 +67,10 @@ impl super::ChunkJudge for Dispatching {
                 e.1 += unanimous;
             }
         }
-        pending.into_iter().map(|r| (r.result.unwrap_or_default(), r.models)).collect()
+        pending
+            .into_iter()
+            .map(|r| super::Judged { result: r.result.unwrap_or_default(), models: r.models, timing: r.timing })
+            .collect()
     }
 
     fn report(&self) -> String {
@@ -330,12 +334,21 @@ pub struct PendingRow {
     pub result: Option<RowResult>,
     /// What answered this row's judge calls, by criterion id.
     pub models: BTreeMap<String, super::Dispatched>,
+    /// Where the row's time went: evaluating it and waiting for its judges.
+    pub timing: super::RowTiming,
 }
 
 impl From<super::JudgeRow> for PendingRow {
     /// A row handed to the judges, not evaluated yet.
     fn from(r: super::JudgeRow) -> PendingRow {
-        PendingRow { inputs: r.inputs, verdicts: r.verdicts, group: r.group, result: None, models: BTreeMap::new() }
+        PendingRow {
+            inputs: r.inputs,
+            verdicts: r.verdicts,
+            group: r.group,
+            result: None,
+            models: BTreeMap::new(),
+            timing: super::RowTiming::default(),
+        }
     }
 }
 
@@ -682,13 +695,29 @@ pub fn evaluate_chunk(
     rows: &mut [PendingRow],
     dispatcher: &Dispatcher,
 ) -> ChunkStats {
+    evaluate_chunk_until(engine, program, rows, dispatcher, None)
+}
+
+/// [`evaluate_chunk`] with the rows' deadline: judge calls still unanswered then end
+/// `judge_deadline` (the runtime then makes such a row `unscored` with reason `timeout`).
+pub fn evaluate_chunk_until(
+    engine: &dyn Engine,
+    program: &Program,
+    rows: &mut [PendingRow],
+    dispatcher: &Dispatcher,
+    deadline: Option<std::time::Instant>,
+) -> ChunkStats {
     let mut stats = ChunkStats::default();
     // Rows whose verdicts changed since they were last evaluated.
     let mut dirty = vec![true; rows.len()];
     loop {
         stats.rounds += 1;
         rows.par_iter_mut().zip(dirty.par_iter()).filter(|(_, d)| **d).for_each(|(row, _)| {
-            row.result = Some(engine.evaluate(program, &row.inputs, &Planning(&row.verdicts)));
+            let start = std::time::Instant::now();
+            row.result = Some(crate::stdlib::with_row_deadline(deadline, || {
+                engine.evaluate(program, &row.inputs, &Planning(&row.verdicts))
+            }));
+            row.timing.evaluate_ms += start.elapsed().as_secs_f64() * 1000.0;
         });
         if rows.iter().all(|r| wanted(r).is_empty()) {
             break;
@@ -698,7 +727,9 @@ pub fn evaluate_chunk(
                 for id in wanted(row).to_vec() {
                     row.verdicts.push((id, json!({"unscored": "judge_plan: too many dependent rounds"})));
                 }
-                row.result = Some(engine.evaluate(program, &row.inputs, &row.verdicts));
+                row.result = Some(crate::stdlib::with_row_deadline(deadline, || {
+                    engine.evaluate(program, &row.inputs, &row.verdicts)
+                }));
             }
             break;
         }
@@ -723,10 +754,23 @@ pub fn evaluate_chunk(
         let mut trails: BTreeMap<(usize, String), Vec<Asked>> = BTreeMap::new();
         // Escalations are asked in the same round, one member further each time.
         while !tasks.is_empty() {
-            let answers = dispatcher.resolve_blocking(&tasks);
+            let answers = dispatcher.resolve_blocking_until(&tasks, deadline);
             let (mut next, mut next_owners) = (Vec::new(), Vec::new());
+            // Each row's longest wait in this call: its requests flew together.
+            let mut round_wait: BTreeMap<usize, f64> = BTreeMap::new();
             for ((owner, task), verdicts) in owners.iter().zip(&tasks).zip(answers) {
                 let (ri, via) = *owner;
+                let members: &[usize] = match via {
+                    Some(Via::Group { at }) => &group_members[at],
+                    _ => std::slice::from_ref(&ri),
+                };
+                for v in &verdicts {
+                    for &m in members {
+                        rows[m].timing.add_wait(&v.id, v.waited_ms);
+                        let w = round_wait.entry(m).or_default();
+                        *w = w.max(v.waited_ms);
+                    }
+                }
                 let mut answered: Vec<String> = Vec::new();
                 match via {
                     Some(Via::Group { at }) => {
@@ -832,6 +876,9 @@ pub fn evaluate_chunk(
                             .push((c.id.clone(), json!({"unscored": "judge_internal: no reply for this criterion"})));
                     }
                 }
+            }
+            for (ri, w) in round_wait {
+                rows[ri].timing.judges_ms += w;
             }
             tasks = next;
             owners = next_owners;

@@ -86,6 +86,50 @@ pub struct Summary {
     pub failures: BTreeMap<String, usize>,
     /// The scored lines a resume kept from the output (empty without `--resume`).
     pub kept: Kept,
+    /// The slowest rows, slowest first (`RunOptions::slow_rows` of them; empty without).
+    pub slow_rows: Vec<SlowRow>,
+}
+
+/// A row of the slow-row report: where it is and where its time went.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SlowRow {
+    pub row: usize,
+    pub id: Option<Json>,
+    pub ms: f64,
+    /// The record's `timing` object ([`RowTiming::to_json`]).
+    pub timing: Json,
+    /// The record's `unscored_reason`, when the row was unscored.
+    pub unscored: Option<String>,
+}
+
+impl SlowRow {
+    /// One line of the report: `row 3 (id "a"): 2041.2 ms: judges 2003.1 ms (`accuracy`
+    /// 2003.1 ms, `tone` 412.0 ms), evaluating 1.2 ms`, with the row's timeout when it had one.
+    pub fn line(&self) -> String {
+        let t = &self.timing;
+        let f = |k: &str| t.get(k).and_then(Json::as_f64).unwrap_or(0.0);
+        let mut crit: Vec<(&String, f64)> = t
+            .get("criteria")
+            .and_then(Json::as_object)
+            .into_iter()
+            .flatten()
+            .map(|(k, v)| (k, v.as_f64().unwrap_or(0.0)))
+            .collect();
+        crit.sort_by(|a, b| b.1.total_cmp(&a.1));
+        let shown: Vec<String> = crit.iter().take(3).map(|(k, v)| format!("`{k}` {v:.1} ms")).collect();
+        let more = if crit.len() > 3 { format!(", {} more", crit.len() - 3) } else { String::new() };
+        let id = self.id.as_ref().map(|i| format!(" (id {i})")).unwrap_or_default();
+        let judges = if crit.is_empty() {
+            String::new()
+        } else {
+            format!("judges {:.1} ms ({}{more}), ", f("judges_ms"), shown.join(", "))
+        };
+        let timeout = match &self.unscored {
+            Some(r) if r.starts_with("timeout") => format!("; {r}"),
+            _ => String::new(),
+        };
+        format!("row {}{id}: {:.1} ms: {judges}evaluating {:.1} ms{timeout}", self.row, self.ms, f("evaluate_ms"))
+    }
 }
 
 impl Summary {
@@ -124,6 +168,19 @@ impl Summary {
             *self.failures.entry(code.clone()).or_default() += 1;
         }
     }
+
+    /// Keep `slow` among the `keep` slowest rows.
+    fn keep_slow(&mut self, slow: Option<SlowRow>, keep: usize) {
+        let Some(slow) = slow else { return };
+        if keep == 0 {
+            return;
+        }
+        let at = self.slow_rows.partition_point(|s| s.ms >= slow.ms);
+        if at < keep {
+            self.slow_rows.insert(at, slow);
+            self.slow_rows.truncate(keep);
+        }
+    }
 }
 
 /// What a record says for the run's summary: its score (`Err` for an error record) and the
@@ -131,6 +188,8 @@ impl Summary {
 struct RowOutcome {
     score: Result<Option<f64>, ()>,
     codes: Vec<String>,
+    /// The row's timing, when its record has one.
+    slow: Option<SlowRow>,
 }
 
 impl RowOutcome {
@@ -155,10 +214,18 @@ impl RowOutcome {
         if let Some(t) = record.get("trap") {
             codes.insert(t.get("code").and_then(Json::as_str).unwrap_or("trap").to_string());
         }
-        if score == Ok(None) && codes.is_empty() {
-            codes.insert(reason_code(record.get("unscored_reason").and_then(Json::as_str).unwrap_or("")));
+        let unscored = record.get("unscored_reason").and_then(Json::as_str);
+        if score == Ok(None) && (codes.is_empty() || unscored.is_some_and(|r| r.starts_with("timeout:"))) {
+            codes.insert(reason_code(unscored.unwrap_or("")));
         }
-        RowOutcome { score, codes: codes.into_iter().collect() }
+        let slow = record.get("timing").map(|t| SlowRow {
+            row: record.get("row").and_then(Json::as_u64).unwrap_or(0) as usize,
+            id: record.get("id").cloned(),
+            ms: t.get("ms").and_then(Json::as_f64).unwrap_or(0.0),
+            timing: t.clone(),
+            unscored: unscored.map(str::to_string),
+        });
+        RowOutcome { score, codes: codes.into_iter().collect(), slow }
     }
 }
 
@@ -431,6 +498,69 @@ pub enum CostShare {
     Unknown,
 }
 
+/// A row a [`ChunkJudge`] evaluated: its result, what answered each dispatched criterion and
+/// where its time went.
+#[derive(Debug, Clone, Default)]
+pub struct Judged {
+    pub result: RowResult,
+    pub models: ModelsByCriterion,
+    pub timing: RowTiming,
+}
+
+/// Where a row's time went (records' `timing` when asked for, `rubric run --slow-rows`):
+/// evaluating it, every round included (and the programs `exec` ran for it), and waiting for
+/// its judges.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct RowTiming {
+    pub evaluate_ms: f64,
+    /// Per round of judge calls, the longest wait among the row's requests, summed (the row's
+    /// requests of one round fly together).
+    pub judges_ms: f64,
+    /// Per dispatched criterion, how long its verdicts took (summed over rounds and cascade
+    /// tiers), in the order first answered.
+    pub criteria: Vec<(String, f64)>,
+}
+
+impl RowTiming {
+    /// Count `ms` of waiting for criterion `id`.
+    pub fn add_wait(&mut self, id: &str, ms: f64) {
+        match self.criteria.iter_mut().find(|(c, _)| c == id) {
+            Some((_, t)) => *t += ms,
+            None => self.criteria.push((id.to_string(), ms)),
+        }
+    }
+
+    pub fn total_ms(&self) -> f64 {
+        self.evaluate_ms + self.judges_ms
+    }
+
+    /// The record's `timing` object: milliseconds, to the microsecond.
+    pub fn to_json(&self) -> Json {
+        let ms = |x: f64| json!((x * 1000.0).round() / 1000.0);
+        let criteria: Map<String, Json> = self.criteria.iter().map(|(id, t)| (id.clone(), ms(*t))).collect();
+        json!({
+            "ms": ms(self.total_ms()),
+            "evaluate_ms": ms(self.evaluate_ms),
+            "judges_ms": ms(self.judges_ms),
+            "criteria": criteria,
+        })
+    }
+}
+
+/// Per-call scoring settings beside the rows: the rows' deadline and whether records carry
+/// their timing.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct RowPolicy {
+    /// Each row is decided within this of the start of its batch (`score_batch`: the call;
+    /// `run_batch`: its chunk of [`CHUNK`] rows, which are scored together): judge calls still
+    /// unanswered then are given up, and a row that lost one is `unscored` with reason
+    /// `timeout` (its score and reward `null`), the rest of the batch unchanged.
+    pub deadline: Option<std::time::Duration>,
+    /// Add each row's `timing` ([`RowTiming`]) to its record. Timings differ from run to run:
+    /// records with them are not reproducible.
+    pub timings: bool,
+}
+
 /// Something that decides the judged criteria of a chunk of rows by calling judges (the
 /// `judges` feature's dispatcher), evaluating each row with `engine` until it needs no more.
 /// `Send` as well as `Sync`: the reward server and the Python bindings hold one for as long as
@@ -443,7 +573,8 @@ pub trait ChunkJudge: Sync + Send {
         engine: &dyn Engine,
         program: &Program,
         rows: Vec<JudgeRow>,
-    ) -> Vec<(RowResult, ModelsByCriterion)>;
+        deadline: Option<std::time::Instant>,
+    ) -> Vec<Judged>;
 
     /// Counters for the run summary (calls, cache hits, tokens...), as JSON.
     fn stats(&self) -> Json;
@@ -543,6 +674,11 @@ pub struct RunOptions<'a> {
     /// configuration, options): written beside a file output as [`provenance_path`], and a
     /// resume whose provenance differs is refused.
     pub provenance: Option<&'a Json>,
+    /// The rows' deadline and whether records carry their timing ([`RowPolicy`]).
+    pub policy: RowPolicy,
+    /// Keep the timing of this many slowest rows for the summary's slow-row report
+    /// ([`Summary::slow_rows`]); 0: none.
+    pub slow_rows: usize,
 }
 
 /// The file beside an output that records what made it: `OUTPUT.run.json`.
@@ -736,6 +872,10 @@ pub fn run_batch_as(
     let mut summary = Summary { skipped_resume: skip, kept, ..Summary::default() };
     let mut chunk: Vec<(usize, LineRead)> = Vec::with_capacity(CHUNK);
     let mut index = 0usize;
+    // Timings are collected when records carry them or the slow-row report needs them.
+    let timings = opts.policy.timings || opts.slow_rows > 0;
+    // The plain path (rows scored one by one) has neither timings nor a deadline.
+    let plain = !timings && opts.policy.deadline.is_none();
     bar.inc(skip as u64);
     let flush = |chunk: &mut Vec<(usize, LineRead)>,
                  summary: &mut Summary,
@@ -746,6 +886,12 @@ pub fn run_batch_as(
         let line_of = |mut r: Json| {
             // Read before compacting, which drops the criteria.
             let outcome = RowOutcome::of(&r);
+            if !opts.policy.timings {
+                // collected for the slow-row report only
+                if let Some(o) = r.as_object_mut() {
+                    o.remove("timing");
+                }
+            }
             if opts.compact {
                 compact(&mut r);
             }
@@ -756,14 +902,17 @@ pub fn run_batch_as(
         };
         let mut grouper = grouper.borrow_mut();
         let rows: Vec<(usize, RowIn<'_>)> = chunk.iter().map(|(i, line)| (*i, line.row())).collect();
-        let lines: Vec<(String, RowOutcome)> =
+        // A chunk's rows are scored together: the deadline counts from the chunk's start.
+        let deadline = opts.policy.deadline.map(|d| std::time::Instant::now() + d);
+        let chunked = |judges, numeric, group_field| Chunked { judges, numeric, group_field, deadline, timings };
+        let mut lines: Vec<(String, RowOutcome)> =
             with_judge_progress(&bar, opts.judges, || match (opts.judges, opts.numeric, grouper.as_mut()) {
-                (None, None, None) => rows
+                (None, None, None) if plain => rows
                     .par_iter()
                     .map(|(i, row)| line_of(score_row(engine, program, ident, *i, *row, opts.verdicts)))
                     .collect(),
                 (judges, numeric, None) => {
-                    score_chunk_results(engine, program, ident, &rows, opts.verdicts, judges, numeric, None)
+                    score_chunk_results(engine, program, ident, &rows, opts.verdicts, chunked(judges, numeric, None))
                         .into_par_iter()
                         .map(line_of)
                         .collect()
@@ -774,7 +923,7 @@ pub fn run_batch_as(
                     let rows = parsed_rows(&rows, &parsed);
                     // Records wait for the rest of their group; a group may span chunks.
                     let records: Vec<Json> = match (judges, numeric) {
-                        (None, None) => rows
+                        (None, None) if plain => rows
                             .par_iter()
                             .map(|(i, row)| score_row(engine, program, ident, *i, *row, opts.verdicts))
                             .collect(),
@@ -784,9 +933,7 @@ pub fn run_batch_as(
                             ident,
                             &rows,
                             opts.verdicts,
-                            judges,
-                            numeric,
-                            opts.groups,
+                            chunked(judges, numeric, opts.groups),
                         ),
                     };
                     for ((_, row), record) in rows.iter().zip(records) {
@@ -799,8 +946,9 @@ pub fn run_batch_as(
                     g.take_ready().into_par_iter().map(line_of).collect()
                 }
             });
-        for (line, outcome) in &lines {
+        for (line, outcome) in lines.iter_mut() {
             summary.count(outcome);
+            summary.keep_slow(outcome.slow.take(), opts.slow_rows);
             out.write_all(line.as_bytes()).map_err(write_err)?;
         }
         out.flush().map_err(write_err)?;
@@ -851,6 +999,7 @@ pub fn run_batch_as(
 /// for rows that carry `token_offsets`). Records come back in input order, one per row. Each
 /// row is parsed at most once: lines that must also be grouped are parsed up front, and the
 /// same value is scored and grouped.
+#[expect(clippy::too_many_arguments, reason = "the batch's settings, as the server and the Python package give them")]
 pub fn score_batch(
     engine: &dyn Engine,
     program: &Program,
@@ -859,7 +1008,11 @@ pub fn score_batch(
     verdicts: Option<&VerdictFile>,
     judges: Option<&dyn ChunkJudge>,
     group_field: Option<&str>,
+    policy: RowPolicy,
 ) -> Vec<Json> {
+    // The deadline counts from the call: its rows are scored together, so that the whole
+    // batch is back by then.
+    let deadline = policy.deadline.map(|d| std::time::Instant::now() + d);
     let parsed = group_field.map(|_| parse_lines(rows));
     let rows: Vec<(usize, RowIn<'_>)> = match &parsed {
         Some(parsed) => parsed_rows(rows, parsed),
@@ -868,18 +1021,16 @@ pub fn score_batch(
     let mut records = Vec::with_capacity(rows.len());
     let whole_groups = group_field.filter(|_| judges.is_some() && judges_groups(program));
     for chunk in chunks_of(&rows, whole_groups) {
-        match judges {
-            None => records
+        match (judges, policy.timings || deadline.is_some()) {
+            (None, false) => records
                 .par_extend(chunk.par_iter().map(|(i, row)| score_row(engine, program, ident, *i, *row, verdicts))),
-            Some(judges) => records.extend(score_chunk_results(
+            (judges, _) => records.extend(score_chunk_results(
                 engine,
                 program,
                 ident,
                 chunk,
                 verdicts,
-                Some(judges),
-                None,
-                group_field,
+                Chunked { judges, numeric: None, group_field, deadline, timings: policy.timings },
             )),
         }
     }
@@ -1113,27 +1264,67 @@ pub fn evaluate_row(
     Ok(engine.evaluate(program, &inputs, verdicts))
 }
 
+/// How a chunk is scored by [`score_chunk_results`]: its judges, numeric stage, group field,
+/// the rows' deadline and whether records carry timings.
+#[derive(Clone, Copy)]
+struct Chunked<'a> {
+    judges: Option<&'a dyn ChunkJudge>,
+    numeric: Option<&'a dyn ChunkNumeric>,
+    group_field: Option<&'a str>,
+    deadline: Option<std::time::Instant>,
+    timings: bool,
+}
+
+/// What a criterion's reason says when the row's deadline cut it: a judge call given up, or
+/// an execution waited for no longer.
+const DEADLINE_REASONS: &[&str] = &["judge_deadline:", "exec_deadline:"];
+
+/// Make `r` a timed-out row when one of its judged criteria was given up at the deadline
+/// (`judge_deadline`): score and reward `null`, `unscored_reason` `timeout: ...` naming them.
+/// The criteria keep their own reasons. A row the deadline cut nothing from is left as it is,
+/// so that a fast batch's records are the records without a deadline.
+fn timed_out(r: &mut RowResult, program: &Program) {
+    let cut: Vec<&str> = r
+        .criteria
+        .iter()
+        .filter(|c| c.reason.as_deref().is_some_and(|x| DEADLINE_REASONS.iter().any(|p| x.contains(p))))
+        .map(|c| c.id.as_str())
+        .collect();
+    if cut.is_empty() {
+        return;
+    }
+    let shown: Vec<String> = cut.iter().take(5).map(|id| format!("`{id}`")).collect();
+    let more = if cut.len() > 5 { format!(" and {} more", cut.len() - 5) } else { String::new() };
+    let why = format!("timeout: the row's deadline passed before it could decide {}{more}", shown.join(", "));
+    r.score = None;
+    r.unscored_reason = Some(why.clone());
+    // not the score expression's: the numeric stage leaves it alone
+    r.score_evaluated = false;
+    if program.reward.is_some() {
+        r.reward = Some(None);
+        r.reward_reason = Some(why);
+    }
+}
+
 /// A chunk evaluated as a whole: prepare every row; evaluate them (with `judges`, together: one
 /// round of calls for the whole chunk; else in parallel); let the numeric stage recompute the
 /// chunk's scores and group trees (`numeric`); then write each row's record, with the model
 /// that answered each dispatched criterion. Under `--groups` (`group_field`), each row's group
 /// key goes to the judges (a group judge asks about a group's members together).
-#[expect(clippy::too_many_arguments, reason = "the batch's settings, passed through from its two callers")]
 fn score_chunk_results(
     engine: &dyn Engine,
     program: &Program,
     ident: &Identity,
     chunk: &[(usize, RowIn<'_>)],
     verdicts: Option<&VerdictFile>,
-    judges: Option<&dyn ChunkJudge>,
-    numeric: Option<&dyn ChunkNumeric>,
-    group_field: Option<&str>,
+    how: Chunked<'_>,
 ) -> Vec<Json> {
+    let Chunked { judges, numeric, group_field, deadline, timings } = how;
     let prepared: Vec<Result<PreparedRow, Json>> =
         chunk.par_iter().map(|(i, row)| prepare_contained(program, ident, *i, *row, verdicts)).collect();
     let mut outs = Vec::new();
     let engine = &Contained(engine);
-    let (mut results, models): (Vec<RowResult>, Vec<ModelsByCriterion>) = match judges {
+    let judged: Vec<Judged> = match judges {
         Some(judges) => {
             let rows = chunk
                 .iter()
@@ -1144,15 +1335,35 @@ fn score_chunk_results(
                     Some(JudgeRow { inputs: r.inputs.clone(), verdicts: r.verdicts.clone(), group })
                 })
                 .collect();
-            judges.evaluate_chunk(engine, program, rows).into_iter().unzip()
+            judges.evaluate_chunk(engine, program, rows, deadline)
         }
         None => {
             let rows: Vec<&PreparedRow> = prepared.iter().flatten().collect();
             rows.par_iter()
-                .map(|r| (engine.evaluate(program, &r.inputs, &r.verdicts), ModelsByCriterion::new()))
-                .unzip()
+                .map(|r| {
+                    let start = std::time::Instant::now();
+                    let result =
+                        crate::stdlib::with_row_deadline(deadline, || engine.evaluate(program, &r.inputs, &r.verdicts));
+                    let timing =
+                        RowTiming { evaluate_ms: start.elapsed().as_secs_f64() * 1000.0, ..RowTiming::default() };
+                    Judged { result, models: ModelsByCriterion::new(), timing }
+                })
+                .collect()
         }
     };
+    let mut results = Vec::with_capacity(judged.len());
+    let mut models = Vec::with_capacity(judged.len());
+    let mut times = Vec::with_capacity(judged.len());
+    for j in judged {
+        results.push(j.result);
+        models.push(j.models);
+        times.push(j.timing);
+    }
+    if deadline.is_some() {
+        for r in &mut results {
+            timed_out(r, program);
+        }
+    }
     if let Some(n) = numeric {
         // All or nothing: a failure, or a panic, leaves the chunk's scalar results.
         let scalar = results.clone();
@@ -1165,12 +1376,12 @@ fn score_chunk_results(
             }
         }
     }
-    let mut evaluated = results.into_iter().zip(models);
+    let mut evaluated = results.into_iter().zip(models).zip(times);
     for p in prepared {
         match p {
             Err(record) => outs.push(record),
             Ok(r) => {
-                let Some((result, models)) = evaluated.next() else {
+                let Some(((result, models), timing)) = evaluated.next() else {
                     outs.push(error_record(r.out, ident, "rubric::row::internal", "the row was not evaluated".into()));
                     continue;
                 };
@@ -1211,6 +1422,9 @@ fn score_chunk_results(
                     if unknown > 0 {
                         o.insert("cost_unknown".into(), json!(unknown));
                     }
+                }
+                if let (true, Some(o)) = (timings, record.as_object_mut()) {
+                    o.insert("timing".into(), timing.to_json());
                 }
                 outs.push(record);
             }
@@ -1287,10 +1501,28 @@ mod tests {
         let _one = ONE.lock().unwrap_or_else(|e| e.into_inner());
         for group in [None, Some("group")] {
             let before = PARSED_ROWS.load(Ordering::SeqCst);
-            let from_lines = score_batch(&crate::interp::Interpreter, &program, &ident, &lines, None, None, group);
+            let from_lines = score_batch(
+                &crate::interp::Interpreter,
+                &program,
+                &ident,
+                &lines,
+                None,
+                None,
+                group,
+                RowPolicy::default(),
+            );
             assert_eq!(PARSED_ROWS.load(Ordering::SeqCst) - before, texts.len(), "{group:?}: lines parsed once each");
             let before = PARSED_ROWS.load(Ordering::SeqCst);
-            let from_values = score_batch(&crate::interp::Interpreter, &program, &ident, &rows, None, None, group);
+            let from_values = score_batch(
+                &crate::interp::Interpreter,
+                &program,
+                &ident,
+                &rows,
+                None,
+                None,
+                group,
+                RowPolicy::default(),
+            );
             assert_eq!(PARSED_ROWS.load(Ordering::SeqCst), before, "{group:?}: values are not parsed");
             assert_eq!(from_lines.len(), texts.len());
             assert_eq!(from_lines[..values.len()], from_values[..], "{group:?}");

@@ -203,6 +203,34 @@ impl Executor {
         outcome
     }
 
+    /// [`Executor::run`] by `deadline` (the row's, `runtime::RowPolicy::deadline`): past it,
+    /// `exec_deadline: ...` instead of the result. The execution itself goes on to its own
+    /// limits on a thread of its own, and its result is kept (memo, cache, transcript) for
+    /// whoever asks for it next: a trainer's retry of the row gets it at once.
+    pub fn run_by(self: &Arc<Self>, spec: &ExecSpec, deadline: Option<std::time::Instant>) -> Outcome {
+        let Some(deadline) = deadline else { return self.run(spec) };
+        let late = || {
+            format!(
+                "exec_deadline: the row's deadline passed before the `{}` program ended (it runs on to its own \
+                 limits; its result is kept for the next asking)",
+                spec.runtime.name
+            )
+        };
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        if left.is_zero() {
+            return Err(late());
+        }
+        let (tx, rx) = std::sync::mpsc::sync_channel(1);
+        let (me, owned) = (Arc::clone(self), spec.clone());
+        let spawned = std::thread::Builder::new().name("rubric-exec".into()).spawn(move || {
+            let _ = tx.send(me.run(&owned));
+        });
+        if let Err(e) = spawned {
+            return Err(format!("exec_failed: cannot start a thread for the execution: {e}"));
+        }
+        rx.recv_timeout(left).unwrap_or_else(|_| Err(late()))
+    }
+
     /// Keep the memo's finished results within [`MEMO_BYTES`] of output: past it, the finished
     /// ones are forgotten (an execution still in flight keeps its entry, so that whoever waits
     /// for it gets its result); later askings go to the cache.

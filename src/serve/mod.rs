@@ -8,6 +8,7 @@
 mod conn;
 mod limits;
 mod metrics;
+mod openrlhf;
 
 pub use limits::{LimitArgs, Limits};
 
@@ -45,6 +46,9 @@ pub struct Options {
     pub max_body_bytes: usize,
     /// A scoring request that takes longer is answered 503 (its rows finish on the pool).
     pub timeout: Duration,
+    /// Every request's rows are decided within this (`runtime::RowPolicy::deadline`); a
+    /// request may ask for less.
+    pub row_deadline: Option<Duration>,
     /// Connection limits and timeouts, and the deadline of a request body.
     pub limits: Limits,
 }
@@ -56,6 +60,7 @@ struct AppState {
     judges: Option<Box<dyn ChunkJudge>>,
     token: Option<String>,
     timeout: Duration,
+    row_deadline: Option<Duration>,
     max_body_bytes: usize,
     body_timeout: Duration,
     metrics: Metrics,
@@ -90,6 +95,12 @@ struct ScoreRequest {
     /// Token offsets parallel to `rows` (`null` for a row without): each becomes its row's
     /// `token_offsets` field, which a row may also carry itself.
     token_offsets: Option<Vec<Json>>,
+    /// Decide every row within this many milliseconds (at most the server's
+    /// `--row-deadline-ms`): a row that lost a judge call to it is unscored, reason `timeout`.
+    deadline_ms: Option<u64>,
+    /// Add each row's `timing` to its record.
+    #[serde(default)]
+    timings: bool,
 }
 
 /// The error a request gets: status, code and message.
@@ -216,12 +227,34 @@ async fn score(State(state): State<Shared>, req: Request) -> Response {
             return error(status, code, message);
         }
     }
-    // The rows as the request's JSON parsed them: scored (and grouped) as values, never turned
-    // back into text and parsed again.
-    let rows = req.rows;
+    let policy = runtime::RowPolicy { deadline: row_deadline(state, req.deadline_ms), timings: req.timings };
+    match score_rows(state, which, req.rows, req.groups, policy).await {
+        Ok(records) => json_response(&json!({ "results": records })),
+        Err(refusal) => refusal,
+    }
+}
+
+/// The deadline of a request's rows: the server's, or the request's when it asks for less.
+fn row_deadline(state: Shared, asked_ms: Option<u64>) -> Option<Duration> {
+    let asked = asked_ms.map(Duration::from_millis);
+    match (state.row_deadline, asked) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
+}
+
+/// Score `rows` (values, never turned back into text and parsed again) with rubric `which`,
+/// off the async executor, within the server's request timeout: their records, in order, or
+/// the error response.
+async fn score_rows(
+    state: Shared,
+    which: usize,
+    rows: Vec<Json>,
+    group_field: Option<String>,
+    policy: runtime::RowPolicy,
+) -> Result<Vec<Json>, Response> {
     let n = rows.len();
     let (tx, rx) = tokio::sync::oneshot::channel();
-    let group_field = req.groups;
     let job = move || {
         let s = &state.rubrics[which];
         // A row that panics is contained at the row (its error record); anything else that
@@ -230,7 +263,7 @@ async fn score(State(state): State<Shared>, req: Request) -> Response {
         let scored = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             let rows: Vec<(usize, runtime::RowIn<'_>)> =
                 rows.iter().enumerate().map(|(i, r)| (i, runtime::RowIn::Value(r))).collect();
-            let records = runtime::score_batch(
+            runtime::score_batch(
                 s.engine.as_ref(),
                 s.program,
                 &s.ident,
@@ -238,12 +271,12 @@ async fn score(State(state): State<Shared>, req: Request) -> Response {
                 None,
                 state.judges.as_deref(),
                 group_field.as_deref(),
-            );
-            serde_json::to_vec(&json!({ "results": records })).map_err(|e| e.to_string())
+                policy,
+            )
         }));
-        let _ = tx.send(scored.unwrap_or_else(|payload| {
-            Err(format!("scoring the request panicked: {}", runtime::panic_message(&*payload)))
-        }));
+        let _ = tx.send(
+            scored.map_err(|payload| format!("scoring the request panicked: {}", runtime::panic_message(&*payload))),
+        );
     };
     // Not on a tokio blocking thread: judge dispatch blocks on its own runtime, which tokio
     // forbids inside a runtime's context. With judges, a thread of its own, so that a request
@@ -251,30 +284,30 @@ async fn score(State(state): State<Shared>, req: Request) -> Response {
     // pool) and cannot stall the requests beside it; without, the rayon pool.
     if state.judges.is_some() {
         if let Err(e) = std::thread::Builder::new().name("rubric-serve-judged".into()).spawn(job) {
-            return error(
+            return Err(error(
                 StatusCode::INTERNAL_SERVER_ERROR,
                 "rubric::serve::internal",
                 format!("cannot start a scoring thread: {e}"),
-            );
+            ));
         }
     } else {
         rayon::spawn(job);
     }
     match tokio::time::timeout(state.timeout, rx).await {
-        Ok(Ok(Ok(bytes))) => {
+        Ok(Ok(Ok(records))) => {
             state.metrics.add_rows(n);
-            ([(header::CONTENT_TYPE, HeaderValue::from_static("application/json"))], bytes).into_response()
+            Ok(records)
         }
-        Ok(Ok(Err(e))) => error(StatusCode::INTERNAL_SERVER_ERROR, "rubric::serve::internal", e),
-        Ok(Err(_)) => error(StatusCode::INTERNAL_SERVER_ERROR, "rubric::serve::internal", "scoring stopped"),
-        Err(_) => error(
+        Ok(Ok(Err(e))) => Err(error(StatusCode::INTERNAL_SERVER_ERROR, "rubric::serve::internal", e)),
+        Ok(Err(_)) => Err(error(StatusCode::INTERNAL_SERVER_ERROR, "rubric::serve::internal", "scoring stopped")),
+        Err(_) => Err(error(
             StatusCode::SERVICE_UNAVAILABLE,
             "rubric::serve::timeout",
             format!(
                 "scoring {n} rows took longer than {:.1}s; send fewer rows per request",
                 state.timeout.as_secs_f64()
             ),
-        ),
+        )),
     }
 }
 
@@ -304,7 +337,7 @@ async fn not_found() -> Response {
     error(
         StatusCode::NOT_FOUND,
         "rubric::serve::not_found",
-        "no such endpoint: POST /v1/score, GET /v1/bundles, GET /healthz, GET /metrics",
+        "no such endpoint: POST /v1/score, POST /v1/openrlhf, GET /v1/bundles, GET /healthz, GET /metrics",
     )
 }
 
@@ -313,7 +346,7 @@ async fn not_found() -> Response {
 /// body is cut at that size and at `--body-timeout-s` — then counters and latency.
 async fn guard(State(state): State<Shared>, req: Request, next: Next) -> Response {
     let start = Instant::now();
-    let scoring = req.uri().path() == "/v1/score";
+    let scoring = matches!(req.uri().path(), "/v1/score" | "/v1/openrlhf");
     let declared = req
         .headers()
         .get(header::CONTENT_LENGTH)
@@ -352,6 +385,7 @@ fn authorized(req: &Request, token: &str) -> bool {
 fn router(state: Shared) -> Router {
     Router::new()
         .route("/v1/score", post(score))
+        .route("/v1/openrlhf", post(openrlhf::reward))
         .route("/v1/bundles", get(bundles))
         .route("/healthz", get(|| async { "ok" }))
         .route("/metrics", get(metrics_handler))
@@ -398,6 +432,7 @@ pub fn main(rubrics: Vec<Served>, judges: Option<Box<dyn ChunkJudge>>, opts: Opt
         judges,
         token: opts.token,
         timeout: opts.timeout,
+        row_deadline: opts.row_deadline,
         max_body_bytes: opts.max_body_bytes,
         body_timeout: opts.limits.body_timeout,
         metrics: Metrics::default(),
@@ -443,7 +478,9 @@ pub fn main(rubrics: Vec<Served>, judges: Option<Box<dyn ChunkJudge>>, opts: Opt
             l.body_timeout.as_secs_f64(),
             l.keep_alive.as_secs_f64()
         );
-        eprintln!("serve: POST http://{local}/v1/score; GET /v1/bundles, /healthz, /metrics; stop with Ctrl-C");
+        eprintln!(
+            "serve: POST http://{local}/v1/score (OpenRLHF: /v1/openrlhf); GET /v1/bundles, /healthz, /metrics; stop with Ctrl-C"
+        );
         conn::serve(listener, router(state), opts.limits, &state.metrics, shutdown_signal()).await;
         ExitCode::SUCCESS
     })

@@ -97,6 +97,30 @@ impl Trap {
     }
 }
 
+thread_local! {
+    static ROW_DEADLINE: std::cell::Cell<Option<Instant>> = const { std::cell::Cell::new(None) };
+}
+
+/// Run `f` with `deadline` as the deadline of the row this thread evaluates
+/// (`runtime::RowPolicy::deadline`): what an evaluation waits for beside its own work reads it
+/// ([`row_deadline`]; `exec` stops waiting for a program then). The previous value is restored.
+pub fn with_row_deadline<R>(deadline: Option<Instant>, f: impl FnOnce() -> R) -> R {
+    let before = ROW_DEADLINE.with(|d| d.replace(deadline));
+    struct Restore(Option<Instant>);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            ROW_DEADLINE.with(|d| d.set(self.0));
+        }
+    }
+    let _restore = Restore(before);
+    f()
+}
+
+/// The deadline of the row this thread evaluates, when it has one.
+pub fn row_deadline() -> Option<Instant> {
+    ROW_DEADLINE.with(std::cell::Cell::get)
+}
+
 /// The resources one row may use: the sandbox's limits (the Wasm engine; `rubric run
 /// --fuel --timeout-ms --memory-mb`). Every engine's intrinsics enforce the first three through
 /// the row's [`Budget`]; the Wasm engine also meters its own instructions with the same fuel and

@@ -121,7 +121,7 @@ fn exec(a: &[Value], ctx: &mut EvalCtx) -> Result<Value, Trap> {
     let spec = ExecSpec { runtime, program, args, stdin, files, limits };
     // The row's own time limit does not count the time its executions take: each has its own.
     let started = std::time::Instant::now();
-    let outcome = ex.run(&spec);
+    let outcome = ex.run_by(&spec, crate::stdlib::row_deadline());
     ctx.budget.pause(started.elapsed());
     match outcome {
         Ok(r) => {
