@@ -170,3 +170,45 @@ def test_group_judging_asks_once_per_group_like_rubric_run_groups(rubric_bin, tm
         assert all(x.startswith("judge_group:") for x in reasons), rec
     finally:
         mock.stop()
+
+
+def test_a_row_deadline_returns_the_batch_on_time_with_the_slow_row_unscored(rubric_bin, tmp_path):
+    """`load(..., row_deadline_ms=)`: a judge that stalls 30 s on one row makes that row
+    unscored (reason `timeout`, `None` to TRL) when the deadline passes; the call returns then,
+    and every other row's record is the record without a deadline."""
+    import time
+
+    from support import MockJudge
+
+    rules = tmp_path / "rules.toml"
+    rules.write_text(
+        (EXAMPLES / "healthbench" / "mock-rules.toml").read_text()
+        + '\n[[fault]]\nkind = "timeout"\nprompt = "SLOWROW"\ndelay_ms = 30000\n'
+    )
+    mock = MockJudge(rubric_bin, rules, tmp_path)
+    try:
+        fast = [r for r in read_rows(EXAMPLES / "healthbench" / "inputs.jsonl") if isinstance(r.get("response"), str)]
+        slow = dict(fast[0], id="slow", response="SLOWROW: rest and drink water.")
+        want = rubric.load(HEALTHBENCH, judges=mock.judges, cache=False).score(fast)
+
+        r = rubric.load(HEALTHBENCH, judges=mock.judges, cache=False, row_deadline_ms=1500)
+        start = time.monotonic()
+        got = r.score(fast + [slow], timings=True)
+        assert time.monotonic() - start < 15, "the call came back at the deadline, not after the stall"
+        assert got[-1]["score"] is None and got[-1]["unscored_reason"].startswith("timeout: "), got[-1]
+        assert got[-1]["timing"]["judges_ms"] >= 1000, got[-1]["timing"]
+        for g in got[:-1]:
+            assert g.pop("timing")["ms"] >= 0
+        assert got[:-1] == want
+
+        # Through TRL's reward function: the timed-out completion is None, the rest numbers.
+        fn = rubric.trl_reward_fn(r, prompt=None, columns=["prompt", "rubrics", "id"])
+        rows = fast + [slow]
+        rewards = fn(
+            completions=[x["response"] for x in rows],
+            **{k: [x[k] for x in rows] for k in ("prompt", "rubrics", "id")},
+        )
+        assert rewards[-1] is None
+        assert rewards[:-1] == [w.get("reward", w["score"]) for w in want]
+    finally:
+        mock.stop()
