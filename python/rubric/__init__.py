@@ -287,8 +287,9 @@ def _text(x: Any, role: Optional[str]) -> str:
     return "\n".join(parts)
 
 
-# keyword arguments TRL passes that are not dataset columns
-_TRL_INTERNAL = {"completion_ids", "trainer_state", "log_extra", "log_metric", "completions_ids"}
+# keyword arguments TRL passes that are not dataset columns (`environments`: TRL 1.16's per-completion
+# environment instances, passed when the trainer has environments)
+_TRL_INTERNAL = {"completion_ids", "trainer_state", "log_extra", "log_metric", "completions_ids", "environments"}
 
 
 def trl_reward_fn(
