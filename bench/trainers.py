@@ -5,8 +5,10 @@ own code where there is one:
   - TRL: `rubric.trl_reward_fn` and `rubric.trl_async_reward_fn`, called as GRPOTrainer calls
     them (prompts, completions, the dataset's columns);
   - verl 0.9.1: `rubric.verl_compute_score` through NaiveRewardManager (one call per sample)
-    and BatchRewardManager (one call per batch) on a DataProto of token ids, which they decode;
-    and, for scale, each manager with a compute_score that returns 0.0 (verl's own cost);
+    and BatchRewardManager (one call per batch) on a DataProto of token ids, which they decode
+    (for scale, each also with a compute_score that returns 0.0: verl's own cost), and through
+    the reward loop worker its PPO trainer runs (RewardLoopWorker, the function loaded from a
+    file; one task per sample);
   - OpenRLHF 0.11.2: its remote reward client (`_fetch_rewards_via_http`) against `rubric
     serve`'s POST /v1/openrlhf, when the binary has that endpoint; and, for comparison, the same
     rows posted to POST /v1/score with aiohttp;
@@ -93,7 +95,7 @@ def main(argv=None):
 
     def report(name, rate, note=""):
         results.append((name, rate))
-        print(f"{name:<58} {rate:>10,.0f} rows/s {note}", flush=True)
+        print(f"{name:<66} {rate:>8,.0f} rows/s {note}", flush=True)
 
     print(f"{n} rows, rubric {r.name} on the {r.engine} engine, best of {runs}; {os.cpu_count()} CPUs", flush=True)
     plain = [{"prompt": p, "response": c, "keywords": kw} for p, c, kw in rows]
@@ -128,8 +130,43 @@ def main(argv=None):
         manager = cls(tokenizer=tokenizer, num_examine=0, compute_score=zero)
         report(f"verl: {name} + a compute_score returning 0.0", best_rate(n, runs, lambda m=manager: m(data)))
 
+    bench_reward_loop(tokenizer, data, n, runs, report)
     bench_openrlhf(tokenizer, rows, runs, report)
     return 0
+
+
+def bench_reward_loop(tokenizer, data, n, runs, report):
+    """verl 0.9.1's reward loop worker, in process: what each of its PPO trainer's reward actors
+    runs, loading compute_score from a file (custom_reward_function.path)."""
+    import tempfile
+
+    from omegaconf import OmegaConf
+    from verl.experimental.reward_loop.reward_loop import RewardLoopWorker
+
+    with tempfile.TemporaryDirectory() as tmp:
+        tokenizer.save_pretrained(tmp)
+        reward_file = os.path.join(tmp, "rubric_reward.py")
+        with open(reward_file, "w") as f:
+            f.write(
+                "import rubric\n"
+                f"compute_score = rubric.verl_compute_score(rubric.load({str(KEYWORDS)!r}), ground_truth='keywords')\n"
+            )
+        config = OmegaConf.create(
+            {
+                "actor_rollout_ref": {"model": {"path": tmp, "tokenizer_path": None}},
+                "reward": {
+                    "custom_reward_function": {"path": reward_file, "name": "compute_score", "reward_kwargs": {}},
+                    "reward_manager": {"source": "register", "name": "naive", "module": {"path": None, "name": None}},
+                    "reward_model": {"enable": False},
+                },
+            }
+        )
+        worker = RewardLoopWorker(config)
+        loop = worker.reward_manager.loop
+        report(
+            "verl: RewardLoopWorker.compute_score_batch + verl_compute_score",
+            best_rate(n, runs, lambda: loop.run_until_complete(worker.compute_score_batch(data))),
+        )
 
 
 def bench_openrlhf(tokenizer, rows, runs, report):
