@@ -1,10 +1,11 @@
-"""OpenRLHF 0.11.2's remote reward client (`--remote_rm_url`: `SingleTurnAgentExecutor`'s
-`_fetch_rewards_via_http`, what its single-turn agent awaits after each generation) against
-`rubric serve`'s `POST /v1/openrlhf`: the queries are made as OpenRLHF makes them (the prompt's
-and the response's tokens decoded together, special tokens kept), and the rewards it reads back
-are those `rubric run --groups` gives the rows the endpoint builds — the prompt, the query less
-the prompt as the response (the whole query when it does not start with the prompt), the query,
-the label, and a JSON-object label's fields — with an unscored row's reward 0.0 and
+"""OpenRLHF 0.11.2's remote reward client (`--reward.remote_url`, which its messages still call
+`--remote_rm_url`: `SingleTurnAgentExecutor._fetch_rewards_via_http`, which its single-turn
+agent awaits after each generation with that one sample) against `rubric serve`'s
+`POST /v1/openrlhf`: the queries are made as OpenRLHF makes them (the prompt's and the
+response's tokens decoded together, special tokens kept), and the rewards it reads back are
+those `rubric run --groups` gives the rows the endpoint builds — the prompt, the query less the
+prompt as the response (the whole query when it does not start with the prompt), the query, the
+label, and a JSON-object label's fields — with an unscored row's reward 0.0 and
 `extra_logs.unscored` 1.0."""
 
 import asyncio
@@ -86,11 +87,21 @@ def endpoint_rows(queries, prompts, labels):
     return rows
 
 
-def fetch(server, url, queries, prompts, labels):
-    """OpenRLHF's client call, as its agent awaits it: one response per reward server."""
+def fetch(server, url, queries, prompts, labels, per_sample=False):
+    """OpenRLHF's client call: the responses of its reward servers, in order. `per_sample`: as its
+    single-turn agent asks, one request per sample (a query, its prompt, its label) after that
+    sample's generation, many at once, rotating over the URLs; else one call with every query,
+    which the client splits between the URLs."""
     executor = SingleTurnAgentExecutor(remote_rm_url=url)
+
+    async def ask():
+        if not per_sample:
+            return await executor._fetch_rewards_via_http(queries, prompts, labels)
+        calls = [executor._fetch_rewards_via_http([q], [p], [lab]) for q, p, lab in zip(queries, prompts, labels)]
+        return [resp for answer in await asyncio.gather(*calls) for resp in answer]
+
     try:
-        return asyncio.run(executor._fetch_rewards_via_http(queries, prompts, labels))
+        return asyncio.run(ask())
     except RuntimeError as e:
         statuses = server.metrics().get("requests_by_status")
         pytest.fail(
@@ -111,7 +122,7 @@ def check(responses, records, n):
     return want
 
 
-def test_remote_rm_url_scores_queries_as_rubric_run(rubric_bin, tiny_lm, tmp_path):
+def test_remote_reward_url_scores_queries_as_rubric_run(rubric_bin, tiny_lm, tmp_path):
     _, tokenizer = tiny_lm
     prompts = [p for p, _, _ in KEYWORD_SAMPLES]
     labels = [label for _, _, label in KEYWORD_SAMPLES]
@@ -121,15 +132,18 @@ def test_remote_rm_url_scores_queries_as_rubric_run(rubric_bin, tiny_lm, tmp_pat
     server = Serve(rubric_bin, [KEYWORDS])
     try:
         url = server.base_url + "/v1/openrlhf"
-        want = check(fetch(server, url, queries, prompts, labels), records, len(queries))
+        # as OpenRLHF's agent asks: a request per sample
+        want = check(fetch(server, url, queries, prompts, labels, per_sample=True), records, len(queries))
         assert want.count(None) == 2
-        # two reward servers (here the same one twice): OpenRLHF splits the batch between them
+        # a batch in one request
+        check(fetch(server, url, queries, prompts, labels), records, len(queries))
+        # two reward servers (here the same one twice): the batch split between them
         check(fetch(server, [url, url], queries, prompts, labels), records, len(queries))
     finally:
         server.stop()
 
 
-def test_remote_rm_url_names_the_rubric_and_its_judges_answer(rubric_bin, mock_judge, tiny_lm, tmp_path):
+def test_remote_reward_url_names_the_rubric_and_its_judges_answer(rubric_bin, mock_judge, tiny_lm, tmp_path):
     _, tokenizer = tiny_lm
     prompts = [p for p, _, _ in MANNER_SAMPLES]
     labels = [label for _, _, label in MANNER_SAMPLES]
@@ -143,7 +157,7 @@ def test_remote_rm_url_names_the_rubric_and_its_judges_answer(rubric_bin, mock_j
     server = Serve(rubric_bin, [KEYWORDS, MANNERS], "--judges", mock_judge.judges, "--no-cache")
     try:
         url = server.base_url + "/v1/openrlhf?rubric=trainers.manners"
-        want = check(fetch(server, url, queries, prompts, labels), records, len(queries))
+        want = check(fetch(server, url, queries, prompts, labels, per_sample=True), records, len(queries))
         assert None in want
     finally:
         server.stop()
