@@ -10,8 +10,9 @@ own code where there is one:
     the reward loop worker its PPO trainer runs (RewardLoopWorker, the function loaded from a
     file; one task per sample);
   - OpenRLHF 0.11.2: its remote reward client (`_fetch_rewards_via_http`) against `rubric
-    serve`'s POST /v1/openrlhf, when the binary has that endpoint; and, for comparison, the same
-    rows posted to POST /v1/score with aiohttp;
+    serve`'s POST /v1/openrlhf, when the binary has that endpoint: a request per sample, all at
+    once (as its agents ask), and one request of every sample; and, for comparison, the same
+    rows posted to POST /v1/score with aiohttp, a request per row and one request;
   - `Rubric.rewards` on the rows, in process (what every in-process path ends in).
 
 Run it with the trainers' environment (bash python/test-trainers.sh makes it, with the wheel):
@@ -201,8 +202,17 @@ def bench_openrlhf(tokenizer, rows, runs, report):
         )
         if status == 200:
             executor = SingleTurnAgentExecutor(remote_rm_url=base + "/v1/openrlhf")
+
+            async def per_sample():
+                calls = zip(queries, prompts, labels)
+                return await asyncio.gather(*(executor._fetch_rewards_via_http([q], [p], [lab]) for q, p, lab in calls))
+
             report(
-                "OpenRLHF: _fetch_rewards_via_http -> POST /v1/openrlhf",
+                "OpenRLHF: _fetch_rewards_via_http, a request per sample, all at once",
+                best_rate(n, runs, lambda: asyncio.run(per_sample())),
+            )
+            report(
+                "OpenRLHF: _fetch_rewards_via_http, one request of every sample",
                 best_rate(n, runs, lambda: asyncio.run(executor._fetch_rewards_via_http(queries, prompts, labels))),
             )
         else:
@@ -211,10 +221,18 @@ def bench_openrlhf(tokenizer, rows, runs, report):
                 flush=True,
             )
         score_rows = [{"prompt": p, "response": c, "keywords": kw, "g": i} for i, (p, c, kw) in enumerate(rows)]
-        body = {"rows": score_rows, "groups": "g"}
+
+        async def score_per_row():
+            return await asyncio.gather(*(post(base + "/v1/score", {"rows": [row]}) for row in score_rows))
+
+        # what OpenRLHF's requests cost the server, without the endpoint: a session per request, as its client opens
         report(
-            "rubric serve: POST /v1/score (aiohttp, one request)",
-            best_rate(n, runs, lambda: asyncio.run(post(base + "/v1/score", body))),
+            "rubric serve: POST /v1/score, a request per row, all at once",
+            best_rate(n, runs, lambda: asyncio.run(score_per_row())),
+        )
+        report(
+            "rubric serve: POST /v1/score, one request of every row",
+            best_rate(n, runs, lambda: asyncio.run(post(base + "/v1/score", {"rows": score_rows, "groups": "g"}))),
         )
     finally:
         proc.terminate()
