@@ -15,6 +15,7 @@ signatures of TRL's ``GRPOTrainer`` and verl. See docs/rl.md, section "Python".
 
 from __future__ import annotations
 
+import asyncio
 import json
 import math
 import os
@@ -31,6 +32,7 @@ __all__ = [
     "configure_exec",
     "exec_stats",
     "trl_reward_fn",
+    "trl_async_reward_fn",
     "verl_compute_score",
     "__version__",
 ]
@@ -296,8 +298,9 @@ def _text(x: Any, role: Optional[str]) -> str:
     return "\n".join(parts)
 
 
-# keyword arguments TRL passes that are not dataset columns
-_TRL_INTERNAL = {"completion_ids", "trainer_state", "log_extra", "log_metric", "completions_ids"}
+# keyword arguments TRL passes that are not dataset columns (`environments`: TRL 1.16's per-completion
+# environment instances, passed when the trainer has environments)
+_TRL_INTERNAL = {"completion_ids", "trainer_state", "log_extra", "log_metric", "completions_ids", "environments"}
 
 
 def trl_reward_fn(
@@ -324,25 +327,9 @@ def trl_reward_fn(
     r = _as_rubric(rubric)
 
     def reward_func(prompts=None, completions=None, **kwargs) -> List[Optional[float]]:
-        completions = list(completions or [])
-        n = len(completions)
-        keys = columns if columns is not None else [k for k in kwargs if k not in _TRL_INTERNAL]
-        rows = []
-        for i in range(n):
-            row = {}
-            for k in keys:
-                v = kwargs.get(k)
-                if isinstance(v, (list, tuple)) and len(v) == n:
-                    row[k] = v[i]
-            if prompt is not None and prompts is not None:
-                row[prompt] = _text(prompts[i], "user")
-            row[response] = _text(completions[i], None)
-            rows.append(row)
-        return r.rewards(rows)
+        return r.rewards(_trl_rows(prompts, completions, kwargs, prompt, response, columns))
 
-    reward_func.__name__ = name or "rubric_" + "".join(c if c.isalnum() else "_" for c in r.name)
-    reward_func.__qualname__ = reward_func.__name__
-    return reward_func
+    return _trl_named(reward_func, r, name)
 
 
 def verl_compute_score(
@@ -397,3 +384,63 @@ def verl_compute_score(
         return float(value)
 
     return compute_score
+
+
+def _trl_rows(
+    prompts: Any,
+    completions: Any,
+    kwargs: Mapping[str, Any],
+    prompt: Optional[str],
+    response: str,
+    columns: Optional[Sequence[str]],
+) -> List[dict]:
+    """The rubric's rows for one call of a TRL reward function (see :func:`trl_reward_fn`)."""
+    completions = list(completions or [])
+    n = len(completions)
+    keys = columns if columns is not None else [k for k in kwargs if k not in _TRL_INTERNAL]
+    rows = []
+    for i in range(n):
+        row = {}
+        for k in keys:
+            v = kwargs.get(k)
+            if isinstance(v, (list, tuple)) and len(v) == n:
+                row[k] = v[i]
+        if prompt is not None and prompts is not None:
+            row[prompt] = _text(prompts[i], "user")
+        row[response] = _text(completions[i], None)
+        rows.append(row)
+    return rows
+
+
+def _trl_named(func: Callable[..., Any], r: Rubric, name: Optional[str]) -> Callable[..., Any]:
+    """``func`` named ``name``, else after the rubric (TRL logs each reward function's rewards
+    under its name: ``rewards/NAME/mean``)."""
+    func.__name__ = name or "rubric_" + "".join(c if c.isalnum() else "_" for c in r.name)
+    func.__qualname__ = func.__name__
+    return func
+
+
+def trl_async_reward_fn(
+    rubric: Union[Rubric, str],
+    *,
+    prompt: Optional[str] = "prompt",
+    response: str = "response",
+    columns: Optional[Sequence[str]] = None,
+    name: Optional[str] = None,
+) -> Callable[..., Any]:
+    """:func:`trl_reward_fn` as a coroutine function, for TRL's asynchronous reward functions:
+    ``async reward_func(prompts, completions, **kwargs) -> list[float | None]``.
+
+    ``GRPOTrainer`` awaits its coroutine reward functions together on an event loop of its own
+    (``asyncio.gather``), while it calls the others one after another. This one scores in a
+    worker thread (``asyncio.to_thread``; scoring releases the GIL), so the loop stays free for
+    the other asynchronous reward functions while the rubric's judges answer. Same arguments,
+    rows and rewards as :func:`trl_reward_fn`.
+    """
+    r = _as_rubric(rubric)
+
+    async def reward_func(prompts=None, completions=None, **kwargs) -> List[Optional[float]]:
+        rows = _trl_rows(prompts, completions, kwargs, prompt, response, columns)
+        return await asyncio.to_thread(r.rewards, rows)
+
+    return _trl_named(reward_func, r, name)

@@ -1,7 +1,10 @@
 """Tests of the `rubric` Python package: the records equal `rubric run`'s on the same rows (plain,
 with verdicts, with groups, from a bundle on the Wasm engine), load errors carry the diagnostic,
-the TRL- and verl-shaped reward functions, and the GIL is released while scoring."""
+the TRL- and verl-shaped reward functions (TRL's asynchronous one scoring off the event loop),
+and the GIL is released while scoring. The trainers themselves are in python/trainer_tests/."""
 
+import asyncio
+import inspect
 import json
 import math
 import subprocess
@@ -163,6 +166,39 @@ def test_trl_reward_fn_maps_columns_and_gives_none_when_unscored():
     only = rubric.trl_reward_fn(r, columns=["v"])
     assert only(prompts=["q"], completions=["No."], v=[0.5], other=[object()]) == [0.5]
 
+
+def test_trl_async_reward_fn_gives_the_sync_rewards_off_the_event_loop():
+    r = rubric.load(UNSCORED)
+    sync = rubric.trl_reward_fn(r, prompt="question")
+    reward = rubric.trl_async_reward_fn(r, prompt="question")
+    assert inspect.iscoroutinefunction(reward) and reward.__name__ == sync.__name__ == "rubric_un_demo"
+    kwargs = dict(prompts=["q", "q"], completions=["Please.", "Please."], v=[2, 0.5], id=["a", "b"])
+    assert asyncio.run(reward(**kwargs)) == sync(**kwargs) == [None, 1.0]
+    with pytest.raises(rubric.RowError, match="missing_input"):
+        asyncio.run(reward(prompts=["q"], completions=["Please."]))  # no `v` column
+
+    # while it scores, other tasks of the loop run (a reward function that scored on the loop
+    # would let the ticker run once, before and after)
+    big = rubric.trl_async_reward_fn(RL_DEMO)
+
+    async def score_beside_a_ticker():
+        done, ticks = False, [0]
+
+        async def ticker():
+            while not done:
+                ticks[0] += 1
+                await asyncio.sleep(0)
+
+        task = asyncio.create_task(ticker())
+        await asyncio.sleep(0)
+        got = await big(prompts=["q"] * 2000, completions=["Please wait. " * 20] * 2000)
+        done = True
+        await task
+        return got, ticks[0]
+
+    got, ticks = asyncio.run(score_beside_a_ticker())
+    assert got == [pytest.approx(0.5 - 0.01 * 30)] * 2000
+    assert ticks > 100, f"the loop ran another task {ticks} times while scoring 2000 rows"
 
 def test_unscored_zero_makes_unscored_rewards_zero():
     r = rubric.load(UNSCORED + "\nreward {\n  unscored zero\n}\n")
