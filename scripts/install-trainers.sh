@@ -48,6 +48,10 @@ NO_DEPS=(
 )
 SPEC="$(printf '%s\n' "$("$PY" --version 2>&1)" "${PINNED[@]}" -- "${NO_DEPS[@]}")"
 
+# Only the environment's directory goes to standard output (callers read it with `$(...)`):
+# everything else, pip's output included, goes to standard error.
+exec 3>&1 1>&2
+
 say() { echo "install-trainers.sh: $*" >&2; }
 fail() {
     echo "install-trainers.sh: error: $*" >&2
@@ -56,7 +60,7 @@ fail() {
 
 if [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$SPEC" ] && [ -x "$ENV_DIR/bin/python" ]; then
     say "up to date ($ENV_DIR)"
-    echo "$ENV_DIR"
+    echo "$ENV_DIR" >&3
     exit 0
 fi
 
@@ -97,4 +101,4 @@ print(f"torch {torch.__version__}, transformers {transformers.__version__}, trl 
 PY
 echo "$SPEC" >"$STAMP"
 say "installed in $(( $(date +%s) - start ))s"
-echo "$ENV_DIR"
+echo "$ENV_DIR" >&3
