@@ -322,6 +322,18 @@ impl JudgeSettings {
 
     #[cfg(feature = "judges")]
     fn build(&self, local: bool) -> Result<Option<Box<dyn ChunkJudge>>, Error> {
+        Ok(self.raw(local)?.map(|d| Box::new(runtime::dispatch::Dispatching::new(d)) as Box<dyn ChunkJudge>))
+    }
+
+    /// The dispatcher itself, for `rubric generate` (`runtime::generate`): `None` without
+    /// endpoints or a transcript.
+    #[cfg(feature = "judges")]
+    pub fn generation_dispatcher(&self) -> Result<Option<crate::judge::Dispatcher>, Error> {
+        self.raw(false)
+    }
+
+    #[cfg(feature = "judges")]
+    fn raw(&self, local: bool) -> Result<Option<crate::judge::Dispatcher>, Error> {
         use crate::judge::{Cache, Dispatcher, JudgesConfig, Replay, TranscriptWriter};
         let err = |e: &dyn std::fmt::Display| Error::Judges(e.to_string());
         let replay = self.replay.as_deref().map(Replay::load).transpose().map_err(|e| err(&e))?;
@@ -354,8 +366,7 @@ impl JudgeSettings {
         if let Some(poll) = self.batch_poll {
             b = b.batch(poll);
         }
-        let d = b.build().map_err(|e| err(&e))?;
-        Ok(Some(Box::new(runtime::dispatch::Dispatching::new(d))))
+        b.build().map(Some).map_err(|e| err(&e))
     }
 
     /// A dispatcher for [`crate::judge::Dispatcher::dry_run`] (`rubric plan`): the

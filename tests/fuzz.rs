@@ -576,6 +576,7 @@ fn valid_reply(r: &Rendered) -> Json {
                 (Role::Answer, Answer::Label(labels)) => json!(labels.first().cloned().unwrap_or_default()),
                 (Role::Answer, Answer::Unit) => json!(0.7),
                 (Role::Answer, Answer::Extract(_)) => json!(5),
+                (Role::Answer, Answer::Generate(_)) => json!([]),
                 (Role::Answer, Answer::Preference) => json!("second"),
                 (Role::Answer, Answer::Scores(n)) => json!(vec![0.5; *n]),
                 (Role::Answer, Answer::Ranking(n)) => json!((1..=*n).rev().collect::<Vec<_>>()),

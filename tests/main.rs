@@ -27,6 +27,7 @@ mod exec;
 mod exec_sandbox;
 mod forged;
 mod fuzz;
+mod generate;
 #[cfg(feature = "models")]
 mod gpu;
 mod group_judging;

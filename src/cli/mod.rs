@@ -576,6 +576,41 @@ pub enum Command {
     /// Run the language server on standard input and output (diagnostics, hover, go to
     /// definition, completion and formatting for editors; see docs/editor.md).
     Lsp,
+    /// Generate what a rubric's generators write (`generator NAME { ... fills INPUT }`) for
+    /// every row that lacks it, through the judges' endpoints (or a transcript), and write the
+    /// rows with the items and their provenance, for `rubric run` to score (docs/generate.md).
+    #[cfg(feature = "judges")]
+    Generate {
+        file: PathBuf,
+        #[arg(long)]
+        input: PathBuf,
+        #[arg(long)]
+        output: PathBuf,
+        /// The endpoints to call: `judges.toml`, as for `rubric run --judges`.
+        #[arg(long)]
+        judges: Option<PathBuf>,
+        /// `replay:TRANSCRIPT.jsonl`: answer from a recorded transcript, offline.
+        #[arg(long)]
+        judge: Option<String>,
+        /// Write every request and reply to this JSONL transcript.
+        #[arg(long)]
+        record: Option<PathBuf>,
+        /// The judge cache (SQLite); default: the user's cache directory.
+        #[arg(long)]
+        cache: Option<PathBuf>,
+        /// Do not read or write the judge cache.
+        #[arg(long, conflicts_with = "cache")]
+        no_cache: bool,
+        /// Spend at most this many US dollars (prices from `judges.toml`).
+        #[arg(long, value_name = "USD", value_parser = parse_budget)]
+        budget: Option<f64>,
+        /// Exit 0 even when rows could not be given their items (their reason is in the rows).
+        #[arg(long)]
+        allow_errors: bool,
+        /// Never show a progress bar.
+        #[arg(long)]
+        no_progress: bool,
+    },
     /// Convert another system's rubric into a `.rubric` file.
     Import {
         #[arg(value_enum)]
@@ -1085,6 +1120,83 @@ pub fn main_with(cli: Cli) -> ExitCode {
         }
         Command::Lsp => ExitCode::from(crate::lsp::main()),
         Command::Import { format, file, output } => import::run(format, &file, output.as_deref()),
+        #[cfg(feature = "judges")]
+        Command::Generate {
+            file,
+            input,
+            output,
+            judges,
+            judge,
+            record,
+            cache,
+            no_cache,
+            budget,
+            allow_errors,
+            no_progress,
+        } => {
+            let Some(rubric) = bundle::load_or_report_as(&file, ErrorFormat::Human, false) else {
+                return ExitCode::from(1);
+            };
+            let program = rubric.program();
+            if program.generators.is_empty() {
+                eprintln!(
+                    "error: `{}` declares no generator: nothing to generate (`generator NAME {{ ... fills INPUT }}`)",
+                    file.display()
+                );
+                return ExitCode::from(2);
+            }
+            let settings = match judge_settings(
+                judges.as_deref(),
+                judge.as_deref(),
+                record.as_deref(),
+                cache.as_deref(),
+                no_cache,
+            ) {
+                Ok(s) => JudgeSettings { budget_usd: budget, ..s },
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    return ExitCode::from(2);
+                }
+            };
+            let dispatcher = match settings.generation_dispatcher() {
+                Ok(Some(d)) => d,
+                Ok(None) => {
+                    eprintln!("error: generating needs endpoints (`--judges judges.toml`) or a transcript (`--judge replay:FILE`)");
+                    return ExitCode::from(2);
+                }
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    return ExitCode::from(2);
+                }
+            };
+            match runtime::generate::generate(program, &dispatcher, &input, &output, !no_progress) {
+                Ok(s) => {
+                    eprintln!(
+                        "{} rows: {} inputs generated, {} kept (the rows had them), {} failed",
+                        s.rows, s.generated, s.kept, s.failed
+                    );
+                    eprintln!("{}", runtime::dispatch::report(&dispatcher.stats().to_json()));
+                    if !s.failures.is_empty() {
+                        let codes: Vec<String> = s.failures.iter().map(|(c, n)| format!("{c} {n}")).collect();
+                        eprintln!("failed by code: {} (each row's `generated` says why)", codes.join(", "));
+                    }
+                    eprintln!("rows: {}", output.display());
+                    if s.failed > 0 && !allow_errors {
+                        eprintln!(
+                            "error: {} inputs could not be generated; exit status 3 (`--allow-errors` to accept)",
+                            s.failed
+                        );
+                        ExitCode::from(3)
+                    } else {
+                        ExitCode::SUCCESS
+                    }
+                }
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    ExitCode::from(1)
+                }
+            }
+        }
         Command::Build { file, output, with_sources, error_format } => {
             bundle::build_command(&file, &output, with_sources, error_format)
         }

@@ -56,6 +56,11 @@ pub struct Program {
     /// rubrics without any keep their canonical bytes and hash.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub stats: Vec<StatDecl>,
+    /// Generators (`generator NAME { ... fills INPUT }`), in declaration order: run by `rubric
+    /// generate` before scoring, never by an engine. Not serialised when empty, so rubrics
+    /// without any keep their canonical bytes and hash.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub generators: Vec<GeneratorDecl>,
     pub examples: Vec<Example>,
     /// How many sites the program's nodes name: every `SiteId` in it is below this. Where
     /// they lie is the `SiteTable` beside the program (same length), not part of the IR.
@@ -371,6 +376,61 @@ pub enum Order {
 impl Order {
     pub fn is_fixed(&self) -> bool {
         *self == Order::Fixed
+    }
+}
+
+/// A generator (`generator NAME { ... }`): an LLM that writes the list input `fills` of each row
+/// from the inputs it `sees`, before scoring (`rubric generate`), through the judges' dispatch.
+/// Its items must have the element type of that input.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GeneratorDecl {
+    pub name: String,
+    pub model: Option<String>,
+    pub temperature: Option<f64>,
+    pub top_p: Option<f64>,
+    pub max_tokens: Option<u32>,
+    pub seed: Option<u64>,
+    /// Inputs rendered into the template, fenced (indices into `Program::inputs`).
+    pub sees: Vec<u32>,
+    /// The input it writes (a list input; index into `Program::inputs`).
+    pub fills: u32,
+    pub template: String,
+    pub system: Option<String>,
+}
+
+impl GeneratorDecl {
+    /// The judge that asks this generator's requests through the judges' dispatch (endpoint
+    /// routing by name, cache, transcripts): its model, sampling, inputs and prompt, one sample,
+    /// one item list per call.
+    pub fn as_judge(&self) -> JudgeDecl {
+        JudgeDecl {
+            name: self.name.clone(),
+            model: self.model.clone(),
+            temperature: self.temperature,
+            top_p: self.top_p,
+            max_tokens: self.max_tokens,
+            seed: self.seed,
+            samples: 1,
+            min_samples: None,
+            vote: Vote::Majority,
+            sees: self.sees.clone(),
+            returns: "extract".into(),
+            reply_fields: vec![],
+            evidence_from: None,
+            template: Some(self.template.clone()),
+            system: self.system.clone(),
+            scoring: Scoring::Label,
+            per_call: 1,
+            local: None,
+            calibration: None,
+            order: Order::Fixed,
+            jury: None,
+            reasoning_effort: None,
+            cascade: None,
+            compares: None,
+            rollouts: None,
+        }
     }
 }
 

@@ -355,6 +355,26 @@ impl Writer<'_> {
         for (i, j) in p.judges.iter().enumerate() {
             self.entry("judge", |w| w.judge(i, j));
         }
+        for (i, g) in p.generators.iter().enumerate() {
+            self.entry("generator", |w| {
+                w.line(0, &format!("generator #{i} {}", g.name));
+                let sees: Vec<String> = g.sees.iter().map(|s| w.input_ref(*s)).collect();
+                let lines = [
+                    format!("model {}", opt(&g.model, |m| quote(m))),
+                    format!("temperature {}", opt(&g.temperature, |t| num(*t))),
+                    format!("top_p {}", opt(&g.top_p, |t| num(*t))),
+                    format!("max_tokens {}", opt(&g.max_tokens, |t| t.to_string())),
+                    format!("seed {}", opt(&g.seed, |t| t.to_string())),
+                    format!("sees [{}]", sees.join(", ")),
+                    format!("fills {}", w.input_ref(g.fills)),
+                    format!("template {}", quote(&g.template)),
+                    format!("system {}", opt(&g.system, |t| quote(t))),
+                ];
+                for l in lines {
+                    w.line(2, &l);
+                }
+            });
+        }
         for (i, f) in p.functions.iter().enumerate() {
             self.entry("fn", |w| {
                 let params: Vec<String> = f.params.iter().map(|(n, t)| format!("{n}: {t}")).collect();
@@ -736,6 +756,7 @@ mod tests {
             reward: None,
             scores: vec![],
             stats: vec![],
+            generators: vec![],
             examples: vec![],
             site_count: 4,
         }

@@ -391,6 +391,9 @@ impl<'p> Validator<'p> {
         for i in 0..p.judges.len() {
             self.at_index("judges", i, |v| v.judge(i))?;
         }
+        for i in 0..p.generators.len() {
+            self.at_index("generators", i, |v| v.generator(i))?;
+        }
         for (i, f) in p.functions.iter().enumerate() {
             self.at_index("functions", i, |v| {
                 for (k, (n, t)) in f.params.iter().enumerate() {
@@ -517,6 +520,54 @@ impl<'p> Validator<'p> {
             }
         }
         Ok(())
+    }
+
+    /// A generator: a name of its own, its inputs in range, a list input to fill that it does not
+    /// also see (and no other generator fills), sampling settings in range.
+    fn generator(&mut self, i: usize) -> R {
+        let p = self.p;
+        let g = &p.generators[i];
+        self.at("name", |v| {
+            v.name(&g.name)?;
+            v.want(p.generators[..i].iter().all(|o| o.name != g.name), || format!("`{}` is defined twice", g.name))
+        })?;
+        if let Some(m) = &g.model {
+            self.at("model", |v| v.string(m))?;
+        }
+        if let Some(t) = g.temperature {
+            self.at("temperature", |v| {
+                v.finite(t)?;
+                v.want((0.0..=2.0).contains(&t), || format!("temperature {t} is outside [0, 2]"))
+            })?;
+        }
+        if let Some(t) = g.top_p {
+            self.at("top_p", |v| {
+                v.finite(t)?;
+                v.want((0.0..=1.0).contains(&t), || format!("top_p {t} is outside [0, 1]"))
+            })?;
+        }
+        self.at("template", |v| v.string(&g.template))?;
+        if let Some(s) = &g.system {
+            self.at("system", |v| v.string(s))?;
+        }
+        let mut sees = BTreeSet::new();
+        for (k, s) in g.sees.iter().enumerate() {
+            self.at_index("sees", k, |v| {
+                v.index("input", *s, p.inputs.len())?;
+                v.want(sees.insert(*s), || format!("input {s} is listed twice"))
+            })?;
+        }
+        self.at("fills", |v| {
+            v.index("input", g.fills, p.inputs.len())?;
+            let ty = &p.inputs[g.fills as usize].ty;
+            let base = match ty {
+                Type::Optional(t) => t.as_ref(),
+                t => t,
+            };
+            v.want(matches!(base, Type::List(_)), || format!("it fills an input of type {ty}, not a list"))?;
+            v.want(!sees.contains(&g.fills), || "it also sees the input it fills".into())?;
+            v.want(p.generators[..i].iter().all(|o| o.fills != g.fills), || "another generator fills that input".into())
+        })
     }
 
     fn judge(&mut self, i: usize) -> R {

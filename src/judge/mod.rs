@@ -66,6 +66,8 @@ pub enum Ask {
     Verdict(CriterionKind),
     /// A value of type `ty` extracted from input `from` (`extract ... by JUDGE`).
     Extract { ty: Type, from: String },
+    /// A generator's items: a value of type `ty` (a list) it writes (`rubric generate`).
+    Generate { ty: Type },
 }
 
 /// One criterion as a judge sees it: its id (as in results, e.g. `items[3]`), its text (already
@@ -896,14 +898,15 @@ impl Dispatcher {
                             }
                         }
                         // An extractor takes one sample; a judge with `samples 1` gives a bare verdict.
-                        let verdict = if samples.len() == 1 || matches!(c.ask, Ask::Extract { .. }) {
-                            samples
-                                .into_iter()
-                                .next()
-                                .unwrap_or_else(|| json!({"unscored": "judge_internal: no sample"}))
-                        } else {
-                            json!({ "samples": samples })
-                        };
+                        let verdict =
+                            if samples.len() == 1 || matches!(c.ask, Ask::Extract { .. } | Ask::Generate { .. }) {
+                                samples
+                                    .into_iter()
+                                    .next()
+                                    .unwrap_or_else(|| json!({"unscored": "judge_internal: no sample"}))
+                            } else {
+                                json!({ "samples": samples })
+                            };
                         let cost = accounted.then_some(cost);
                         CriterionVerdict { id: c.id.clone(), verdict, models, requests, cost, waited_ms }
                     })

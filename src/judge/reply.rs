@@ -360,6 +360,16 @@ fn entry_verdict(e: &EntrySpec, obj: &Json, p_yes: Option<f64>, model: &str) -> 
             m.insert("ranking".into(), json!(order));
             m.insert("places".into(), json!(place));
         }
+        Answer::Generate(ty) => {
+            if raw.is_null() {
+                return Err(format!("judge_no_value: the generator wrote nothing for `{}`", e.criterion));
+            }
+            // A reply that is not of the input's type is invalid (and, like every invalid
+            // reply, not cached: the next run asks again).
+            fits(raw, ty, "the reply")
+                .map_err(|why| format!("generator_invalid: {why} (`{}` is {ty})", e.criterion))?;
+            m.insert("value".into(), raw.clone());
+        }
         Answer::Extract(ty) => {
             let base = match ty {
                 Type::Optional(t) => t.as_ref(),
@@ -564,9 +574,43 @@ pub fn value_offsets(s: &str) -> Vec<(Vec<String>, usize, usize)> {
     scan.out
 }
 
+/// Whether `v` is a value of type `t` as a row's input of that type would bind (`at` names
+/// where it is, for the message).
+fn fits(v: &Json, t: &Type, at: &str) -> Result<(), String> {
+    let found = || excerpt(&v.to_string(), 60);
+    match (t, v) {
+        (Type::Optional(_), Json::Null) | (Type::Json | Type::Any, _) => Ok(()),
+        (Type::Optional(t), v) => fits(v, t, at),
+        (Type::Text, Json::String(_)) | (Type::Number, Json::Number(_)) | (Type::Bool, Json::Bool(_)) => Ok(()),
+        (Type::List(t), Json::Array(items)) => {
+            items.iter().enumerate().try_for_each(|(i, x)| fits(x, t, &format!("{at}[{i}]")))
+        }
+        (Type::Record(fields), Json::Object(o)) => fields.iter().try_for_each(|(name, ft)| match o.get(name) {
+            Some(x) => fits(x, ft, &format!("{at}.{name}")),
+            None if matches!(ft, Type::Optional(_)) => Ok(()),
+            None => Err(format!("{at} has no `{name}`")),
+        }),
+        (t, _) => Err(format!("{at} is {}, not {t}", found())),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn generated_items_must_fit_the_input_type() {
+        let item = Type::Record(vec![("criterion".into(), Type::Text), ("points".into(), Type::Number)]);
+        let list = Type::List(Box::new(item));
+        assert_eq!(fits(&json!([{"criterion": "a", "points": 1}]), &list, "r"), Ok(()));
+        assert_eq!(fits(&json!([]), &list, "r"), Ok(()));
+        assert_eq!(fits(&json!([{"criterion": "a"}]), &list, "r"), Err("r[0] has no `points`".into()));
+        let wrong = fits(&json!([{"criterion": "a", "points": "7"}]), &list, "r").unwrap_err();
+        assert!(wrong.starts_with("r[0].points is \"7\", not Number"), "{wrong}");
+        assert!(fits(&json!({"items": []}), &list, "r").is_err());
+        let opt = Type::Record(vec![("tags".into(), Type::Optional(Box::new(Type::List(Box::new(Type::Text)))))]);
+        assert_eq!(fits(&json!({}), &opt, "r"), Ok(()));
+    }
 
     #[test]
     fn offsets_follow_key_paths() {

@@ -455,7 +455,7 @@ fn index(loaded: &Loaded) -> Vec<Symbol> {
                     module: None,
                 });
             }
-            Item::Judge(j) => out.push(Symbol {
+            Item::Judge(j) | Item::Generator(j) => out.push(Symbol {
                 name: j.name.text.clone(),
                 kind: Kind::Judge,
                 qualifier: None,

@@ -7,6 +7,8 @@ pub mod credit;
 #[cfg(feature = "judges")]
 pub mod dispatch;
 pub mod examples;
+#[cfg(feature = "judges")]
+pub mod generate;
 pub mod groups;
 pub mod verdicts;
 
@@ -451,9 +453,21 @@ pub fn prepare_row(
             v.saw_id(id);
         }
     }
+    #[cfg(feature = "judges")]
+    if let Some(hashes) = generate::record_hashes(program, row) {
+        // The generated items this record scored (`rubric generate`'s `generated.*.sha256`).
+        out.insert("generated".into(), hashes);
+    }
     let inputs = match bind_row(program, row) {
         Ok(v) => v,
-        Err(e) => return Err(error_record(out, ident, e.code, e.message)),
+        Err(e) => {
+            // An input `rubric generate` could not write: say why, not only that it is missing.
+            #[cfg(feature = "judges")]
+            if let Some(why) = generate::not_generated(program, row) {
+                return Err(error_record(out, ident, "rubric::row::not_generated", why));
+            }
+            return Err(error_record(out, ident, e.code, e.message));
+        }
     };
     let verdicts = verdicts.map(|v| v.for_row(index, id.as_ref())).unwrap_or_default();
     Ok(PreparedRow { out, inputs, verdicts })

@@ -67,6 +67,8 @@ pub enum Item {
     Example(Example),
     Reward(RewardDef),
     Stat(StatDef),
+    /// `generator NAME { ... fills INPUT }`: a judge's settings, for `rubric generate`.
+    Generator(Judge),
 }
 
 impl Item {
@@ -86,6 +88,7 @@ impl Item {
             Item::Example(i) => i.span,
             Item::Reward(i) => i.span,
             Item::Stat(i) => i.span,
+            Item::Generator(i) => i.span,
         }
     }
 }
@@ -162,6 +165,8 @@ pub enum JudgeSettingKind {
     Inconsistent(Name),
     /// `rollouts response`: a group judge, shown this input of every member of the row's group.
     Rollouts(Name),
+    /// `fills rubrics`: the list input a generator writes.
+    Fills(Name),
 }
 
 #[derive(Debug, Clone, PartialEq)]

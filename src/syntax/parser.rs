@@ -622,6 +622,7 @@ fn is_hard_keyword(r: Rule) -> bool {
             | Rule::k_extract
             | Rule::k_from
             | Rule::k_each
+            | Rule::kw_generator
             | Rule::kw_points
             | Rule::kw_weight
             | Rule::kw_axis
@@ -787,11 +788,17 @@ impl Lower {
                 Item::Reward(RewardDef { settings, span })
             }
             Rule::stat_item => Item::Stat(self.stat_item(inner, span)),
-            Rule::judge_item => {
+            Rule::judge_item | Rule::generator_item => {
+                let generator = inner.as_rule() == Rule::generator_item;
                 let mut k = kids(inner);
                 let name = self.name(k.next().unwrap());
                 let settings = k.map(|s| self.judge_setting(s)).collect();
-                Item::Judge(Judge { name, settings, span })
+                let j = Judge { name, settings, span };
+                if generator {
+                    Item::Generator(j)
+                } else {
+                    Item::Judge(j)
+                }
             }
             Rule::gate_item => {
                 let mut name = None;
@@ -939,6 +946,7 @@ impl Lower {
             }
             Rule::js_inconsistent => JudgeSettingKind::Inconsistent(self.name(k.next().unwrap())),
             Rule::js_rollouts => JudgeSettingKind::Rollouts(self.name(k.next().unwrap())),
+            Rule::js_fills => JudgeSettingKind::Fills(self.name(k.next().unwrap())),
             Rule::js_reasoning => JudgeSettingKind::ReasoningEffort(self.name(k.next().unwrap())),
             Rule::js_cascade => JudgeSettingKind::Cascade(k.map(|n| self.name(n)).collect()),
             Rule::js_escalate => JudgeSettingKind::Escalate(

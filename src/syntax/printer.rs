@@ -143,7 +143,7 @@ fn group_anchor(g: &Group) -> Anchor {
 fn item_anchor(item: &Item) -> Anchor {
     let block = |span: Span, children: Vec<Anchor>| Anchor { key: key(span), end: span.end, block: true, children };
     match item {
-        Item::Judge(j) => block(j.span, j.settings.iter().map(|s| leaf(s.span)).collect()),
+        Item::Judge(j) | Item::Generator(j) => block(j.span, j.settings.iter().map(|s| leaf(s.span)).collect()),
         Item::Criteria(b) => block(
             b.span,
             match &b.body {
@@ -391,9 +391,13 @@ fn layout(item: &Item) -> Layout {
         Item::Fn(_) => Layout::Line("fn"),
         Item::Score(_) => Layout::Line("score"),
         Item::Stat(_) => Layout::Line("stat"),
-        Item::Judge(_) | Item::Criteria(_) | Item::Tier(_) | Item::Group(_) | Item::Example(_) | Item::Reward(_) => {
-            Layout::Block
-        }
+        Item::Judge(_)
+        | Item::Generator(_)
+        | Item::Criteria(_)
+        | Item::Tier(_)
+        | Item::Group(_)
+        | Item::Example(_)
+        | Item::Reward(_) => Layout::Block,
     }
 }
 
@@ -553,7 +557,8 @@ impl Printer {
                 }
                 self.nl();
             }
-            Item::Judge(j) => self.judge(j),
+            Item::Judge(j) => self.judge("judge ", j),
+            Item::Generator(j) => self.judge("generator ", j),
             Item::Gate(g) => {
                 self.w("gate ");
                 self.w(&g.name.text);
@@ -753,8 +758,8 @@ impl Printer {
         self.nl();
     }
 
-    fn judge(&mut self, j: &Judge) {
-        self.w("judge ");
+    fn judge(&mut self, keyword: &str, j: &Judge) {
+        self.w(keyword);
         self.w(&j.name.text);
         self.block(j.span, &j.settings, |s| s.span, |p, s| p.judge_setting(&s.kind));
     }
@@ -826,6 +831,10 @@ impl Printer {
             }
             JudgeSettingKind::Rollouts(n) => {
                 self.w("rollouts ");
+                self.w(&n.text);
+            }
+            JudgeSettingKind::Fills(n) => {
+                self.w("fills ");
                 self.w(&n.text);
             }
             JudgeSettingKind::ReasoningEffort(n) => {
@@ -1398,7 +1407,7 @@ fn erase_item(item: &mut Item) {
                 erase_expr(d);
             }
         }
-        Item::Judge(j) => {
+        Item::Judge(j) | Item::Generator(j) => {
             j.span = Span::default();
             name(&mut j.name);
             for s in &mut j.settings {
@@ -1422,6 +1431,7 @@ fn erase_item(item: &mut Item) {
                     | JudgeSettingKind::Order(n)
                     | JudgeSettingKind::Inconsistent(n)
                     | JudgeSettingKind::Rollouts(n)
+                    | JudgeSettingKind::Fills(n)
                     | JudgeSettingKind::ReasoningEffort(n) => name(n),
                     JudgeSettingKind::Compares(a, b) => {
                         name(a);

@@ -308,6 +308,7 @@ mod tests {
             reward: None,
             scores: vec![],
             stats: vec![],
+            generators: vec![],
             examples: vec![],
             site_count: 1,
         }

@@ -521,6 +521,13 @@ pub(super) fn judge_bad_rollouts(judge: &str, at: Span, why: &str, help: &str) -
     error("rubric::judge::bad_rollouts", format!("judge `{judge}`: {why}"), at, "here").with_help(help.to_string())
 }
 
+/// A generator (or a `fills` setting) that cannot work: `why` says what is wrong, `help` how
+/// to fix it.
+/// `who` is `generator `NAME`` or `judge `NAME``.
+pub(super) fn judge_bad_generator(who: &str, at: Span, why: &str, help: &str) -> Diagnostic {
+    error("rubric::judge::bad_generator", format!("{who}: {why}"), at, "here").with_help(help.to_string())
+}
+
 /// A cascade that cannot work: `why` says what is wrong, `help` how to fix it.
 pub(super) fn judge_bad_cascade(judge: &str, at: Span, why: &str, help: &str) -> Diagnostic {
     error("rubric::judge::bad_cascade", format!("cascade `{judge}`: {why}"), at, "here").with_help(help.to_string())

@@ -19,6 +19,11 @@ impl Checker<'_> {
                 _ => {}
             }
         }
+        for item in &file.items {
+            if let ast::Item::Generator(g) = item {
+                self.generator(g);
+            }
+        }
         // Pass 2: everything else in order.
         for item in &file.items {
             match item {

@@ -166,6 +166,92 @@ impl Checker<'_> {
         self.define(&j.name.text, Global::Judge(idx), j.name.span);
     }
 
+    /// A generator (`generator NAME { ... fills INPUT }`): a judge's model, sampling, `sees`,
+    /// `template` and `system` settings, checked as a judge's, and `fills`, a list input it does
+    /// not also see; a template is required (it says what to write). Any other judge setting,
+    /// a second generator of the name or of the input, is an error.
+    pub(super) fn generator(&mut self, j: &ast::Judge) {
+        use ast::JudgeSettingKind as K;
+        let name = j.name.text.as_str();
+        let mut d = default_judge(name);
+        let mut seen: Vec<(std::mem::Discriminant<ast::JudgeSettingKind>, Span)> = Vec::new();
+        let mut spans = SettingSpans::default();
+        let mut fills: Option<&ast::Name> = None;
+        let who = format!("generator `{name}`");
+        let bad = |why: String, help: &str, at: Span| diagnostics::judge_bad_generator(&who, at, &why, help);
+        for s in &j.settings {
+            let disc = std::mem::discriminant(&s.kind);
+            if let Some((_, prev)) = seen.iter().find(|(d, _)| *d == disc) {
+                let prev = *prev;
+                self.report(diagnostics::judge_duplicate_setting(s.span, prev));
+                continue;
+            }
+            seen.push((disc, s.span));
+            match &s.kind {
+                K::Fills(n) => fills = Some(n),
+                K::Model(_) | K::Temperature(_) | K::TopP(_) | K::MaxTokens(_) | K::Seed(_) | K::Sees(_) => {
+                    self.judge_setting(&mut d, s, &mut spans)
+                }
+                K::Template(_) | K::System(_) => self.judge_setting(&mut d, s, &mut spans),
+                _ => {
+                    let help = "a generator takes `model`, `temperature`, `top_p`, `max_tokens`, `seed`, `sees`, \
+                                `template`, `system` and `fills`";
+                    self.report(bad("this is a judge's setting, not a generator's".into(), help, s.span));
+                }
+            }
+        }
+        if self.p.generators.iter().any(|g| g.name == name) {
+            self.report(bad("another generator has this name".into(), "give each generator its own name", j.name.span));
+            return;
+        }
+        let Some(f) = fills else {
+            let help = "name the list input it writes for each row, `fills rubrics`";
+            self.report(bad("a generator needs `fills INPUT`".into(), help, j.name.span));
+            return;
+        };
+        let Some(input) = self.input_named(f) else { return };
+        let ty = self.p.inputs[input as usize].ty.clone();
+        let base = match &ty {
+            Type::Optional(t) => t.as_ref(),
+            t => t,
+        };
+        if !matches!(base, Type::List(_)) {
+            let why = format!("`fills {}` names an input of type {ty}: a generator writes a list of items", f.text);
+            let help =
+                "declare the input as a list of what each item is, e.g. `List[{criterion: Text, points: Number}]`";
+            self.report(bad(why, help, f.span));
+            return;
+        }
+        if d.sees.contains(&input) {
+            let why = format!("`{}` is what it writes: it cannot also see it", f.text);
+            self.report(bad(why, "remove it from `sees`", f.span));
+            return;
+        }
+        if let Some(other) = self.p.generators.iter().find(|g| g.fills == input) {
+            let why = format!("generator `{}` already fills `{}`", other.name, f.text);
+            self.report(bad(why, "one generator writes each input", f.span));
+            return;
+        }
+        let (Some(template), Some(span)) = (d.template.clone(), spans.template) else {
+            let help = "say what to write, with the inputs it sees as slots: `template \"\"\"... {{prompt}} ...\"\"\"`";
+            self.report(bad("a generator needs a `template`".into(), help, j.name.span));
+            return;
+        };
+        self.check_template(name, &template, &d.sees, &[], span);
+        self.p.generators.push(ir::GeneratorDecl {
+            name: name.to_string(),
+            model: d.model,
+            temperature: d.temperature,
+            top_p: d.top_p,
+            max_tokens: d.max_tokens,
+            seed: d.seed,
+            sees: d.sees,
+            fills: input,
+            template,
+            system: d.system,
+        });
+    }
+
     /// A comparing judge: two different inputs, neither also seen by name, answered by a
     /// preference (`returns preference(...)` or no `returns`), by an endpoint (not a local model,
     /// a jury or a cascade) and without an evidence rule; `order both` and `inconsistent` only
@@ -621,6 +707,11 @@ impl Checker<'_> {
                     spans.not_local.push((s.span, "`scoring label` (a local judge scores by P(yes))"));
                 }
                 d.scoring = self.scoring(v);
+            }
+            K::Fills(_) => {
+                let why = "`fills` is a generator's setting: a judge decides criteria";
+                let help = "declare `generator NAME { ... fills INPUT }` to write an input before scoring";
+                self.report(diagnostics::judge_bad_generator(&format!("judge `{}`", d.name), s.span, why, help));
             }
             K::Sees(names) => {
                 for n in names {

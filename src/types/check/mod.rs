@@ -150,6 +150,7 @@ fn empty_program(rubric: ir::RubricInfo) -> Program {
         reward: None,
         scores: vec![],
         stats: vec![],
+        generators: vec![],
         examples: vec![],
         site_count: 0,
     }
