@@ -78,6 +78,24 @@ fn generation_is_a_stage_of_its_own_with_provenance_cache_replay_and_error_recor
         assert!(!user.contains("<<<BEGIN response "), "the generator does not see the response: {user}");
     }
 
+    // What generating again would ask, sending nothing: the cache answers the two valid replies.
+    let o = Command::new(env!("CARGO_BIN_EXE_rubric"))
+        .args(["generate", "--plan", "--format", "json", "--input"])
+        .arg(&prompts)
+        .arg(&main)
+        .arg("--judges")
+        .arg(&judges)
+        .arg("--cache")
+        .arg(&cache)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    let plan: Json = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!((plan["rows"].as_u64(), plan["inputs_to_generate"].as_u64()), (Some(4), Some(3)), "{plan}");
+    assert_eq!((plan["plan"]["planned"].as_u64(), plan["plan"]["cached"].as_u64()), (Some(3), Some(2)), "{plan}");
+    assert_eq!(plan["total"]["requests"], 1, "{plan}");
+    assert_eq!(requests(), 3, "the plan sent nothing");
+
     // Again with the cache: the two valid replies from it, the invalid one asked again.
     let again = dir.path("again.jsonl");
     let (code, err) = rubric(&[

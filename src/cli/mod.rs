@@ -584,8 +584,9 @@ pub enum Command {
         file: PathBuf,
         #[arg(long)]
         input: PathBuf,
-        #[arg(long)]
-        output: PathBuf,
+        /// Where to write the rows (required unless `--plan`).
+        #[arg(long, required_unless_present = "plan")]
+        output: Option<PathBuf>,
         /// The endpoints to call: `judges.toml`, as for `rubric run --judges`.
         #[arg(long)]
         judges: Option<PathBuf>,
@@ -610,6 +611,13 @@ pub enum Command {
         /// Never show a progress bar.
         #[arg(long)]
         no_progress: bool,
+        /// Send nothing: print what generating would ask and cost, as `rubric plan` does for a
+        /// run (no key is read; `--output` is not written).
+        #[arg(long)]
+        plan: bool,
+        /// With `--plan`: `json`, the plan as one JSON document.
+        #[arg(long, value_enum, default_value = "text")]
+        format: ReportFormat,
     },
     /// Convert another system's rubric into a `.rubric` file.
     Import {
@@ -1133,6 +1141,8 @@ pub fn main_with(cli: Cli) -> ExitCode {
             budget,
             allow_errors,
             no_progress,
+            plan: dry,
+            format,
         } => {
             let Some(rubric) = bundle::load_or_report_as(&file, ErrorFormat::Human, false) else {
                 return ExitCode::from(1);
@@ -1158,6 +1168,25 @@ pub fn main_with(cli: Cli) -> ExitCode {
                     return ExitCode::from(2);
                 }
             };
+            if dry {
+                let dispatcher = match settings.dry_dispatcher() {
+                    Ok(d) => d,
+                    Err(e) => {
+                        eprintln!("error: {e}");
+                        return ExitCode::from(2);
+                    }
+                };
+                return match runtime::generate::plan(program, &dispatcher, &input) {
+                    Ok((d, rows, asked)) => {
+                        plan::generation(&d, rows, asked, format);
+                        ExitCode::SUCCESS
+                    }
+                    Err(e) => {
+                        eprintln!("error: {e}");
+                        ExitCode::from(2)
+                    }
+                };
+            }
             let dispatcher = match settings.generation_dispatcher() {
                 Ok(Some(d)) => d,
                 Ok(None) => {
@@ -1168,6 +1197,10 @@ pub fn main_with(cli: Cli) -> ExitCode {
                     eprintln!("error: {e}");
                     return ExitCode::from(2);
                 }
+            };
+            let Some(output) = output else {
+                eprintln!("error: `--output ROWS.jsonl` says where to write the rows");
+                return ExitCode::from(2);
             };
             match runtime::generate::generate(program, &dispatcher, &input, &output, !no_progress) {
                 Ok(s) => {

@@ -122,6 +122,19 @@ fn usd(x: Option<f64>) -> String {
     x.map_or_else(|| "unknown".to_string(), |x| format!("${x:.6}"))
 }
 
+/// `rubric generate --plan`: the generation requests the rows need, as `rubric plan` shows a
+/// run's (`--format json`: one JSON document).
+pub(super) fn generation(dry: &DryRun, rows: u64, asked: u64, format: ReportFormat) {
+    if format == ReportFormat::Json {
+        let doc = json!({ "rows": rows, "inputs_to_generate": asked, "plan": dry, "total": totals(dry) });
+        println!("{}", serde_json::to_string_pretty(&doc).unwrap_or_default());
+        return;
+    }
+    let body = text(dry, rows, 0, 0, 0);
+    let body = body.split_once('\n').map_or(body.as_str(), |(_, rest)| rest);
+    print!("plan: {rows} rows; {asked} inputs to generate\n{body}");
+}
+
 fn text(dry: &DryRun, rows: u64, bad: u64, asked: u64, later: u64) -> String {
     let mut out = format!(
         "plan: {rows} rows{}; {asked} judged criteria asked in the first round",

@@ -296,6 +296,7 @@ fn enclosing_item_keyword(text: &str, offset: usize) -> Option<&'static str> {
         "example",
         "reward",
         "stat",
+        "generator",
     ];
     text[..offset].lines().rev().find_map(|line| {
         let first = &line.trim_start()[..trailing_ident_start(line.trim_start())];

@@ -128,15 +128,7 @@ pub fn generate(
     let mut out = std::io::BufWriter::new(
         std::fs::File::create(output).map_err(|e| format!("cannot write `{}`: {e}", output.display()))?,
     );
-    let judges: Vec<Arc<crate::ir::JudgeDecl>> = program
-        .generators
-        .iter()
-        .map(|g| {
-            let mut j = g.as_judge();
-            j.system.get_or_insert_with(|| crate::judge::prompt::GENERATOR_SYSTEM.to_string());
-            Arc::new(j)
-        })
-        .collect();
+    let judges = generator_judges(program);
     let templates: Vec<String> = program.generators.iter().map(|g| items_hash(&json!(g.template))).collect();
     let bar = if progress { indicatif::ProgressBar::new_spinner() } else { indicatif::ProgressBar::hidden() };
     let mut summary = GenSummary::default();
@@ -164,6 +156,40 @@ pub fn generate(
     out.flush().map_err(|e| format!("cannot write `{}`: {e}", output.display()))?;
     bar.finish_and_clear();
     Ok(summary)
+}
+
+/// What generating `input` would ask, sending nothing (`rubric generate --plan`): the requests
+/// the rows that lack an input need, deduplicated, checked against the cache, counted and
+/// priced (`Dispatcher::dry_run`); with the rows read and the inputs to generate.
+pub fn plan(
+    program: &Program,
+    dispatcher: &Dispatcher,
+    input: &Path,
+) -> Result<(crate::judge::DryRun, u64, u64), String> {
+    let text = std::fs::read_to_string(input).map_err(|e| format!("cannot read `{}`: {e}", input.display()))?;
+    let judges = generator_judges(program);
+    let mut tasks = Vec::new();
+    let mut rows = 0u64;
+    for line in text.lines().filter(|l| !l.trim().is_empty()) {
+        rows += 1;
+        tasks.extend(prepare(program, &judges, line).asks.into_iter().flatten());
+    }
+    let asked = tasks.len() as u64;
+    Ok((dispatcher.dry_run(&tasks), rows, asked))
+}
+
+/// Each generator as the judge that asks its requests, with the generators' default system
+/// prompt.
+fn generator_judges(program: &Program) -> Vec<Arc<crate::ir::JudgeDecl>> {
+    program
+        .generators
+        .iter()
+        .map(|g| {
+            let mut j = g.as_judge();
+            j.system.get_or_insert_with(|| crate::judge::prompt::GENERATOR_SYSTEM.to_string());
+            Arc::new(j)
+        })
+        .collect()
 }
 
 /// Parse a line and make the tasks its missing inputs need.
