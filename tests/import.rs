@@ -181,3 +181,89 @@ fn import_promptfoo_regexes_keep_javascript_meaning() {
     // there is no `\b` between `é` and `!` (Rust's Unicode `\b` would match all three).
     assert_eq!(scores, vec![0.0, 0.0, 0.0]);
 }
+
+#[test]
+fn import_openai_grader_reproduces_its_documented_graders() {
+    assert_eq!(reproduce("openai-grader"), 18);
+}
+
+#[test]
+fn import_openai_grader_refuses_what_it_cannot_reproduce() {
+    refuses("openai-grader");
+}
+
+#[test]
+fn import_healthbench_reproduces_the_simple_evals_golden() {
+    assert_eq!(reproduce("healthbench"), 2);
+}
+
+/// The published HealthBench rows of `../shared/conformance/healthbench/`, written as the JSONL
+/// simple-evals reads (each with a reply), imported, and scored with pseudo-random verdicts:
+/// every row's score is simple-evals' rule computed here (Σ points of met items / Σ positive
+/// points), and the row id is the `prompt_id`.
+#[test]
+fn import_healthbench_published_rows_score_as_simple_evals() {
+    let shared = crate_root().join("../shared/conformance/healthbench");
+    assert!(shared.is_dir(), "the HealthBench conformance data is missing: expected {}", shared.display());
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&shared).unwrap().map(|e| e.unwrap().path()).collect();
+    files.sort();
+    let dir = TempDir::new("import-healthbench");
+    let (mut input, mut verdicts, mut want) = (String::new(), String::new(), Vec::new());
+    for (n, f) in files.iter().filter(|f| f.extension().is_some_and(|e| e == "json")).enumerate() {
+        let mut row: Json = serde_json::from_str(&std::fs::read_to_string(f).unwrap()).unwrap();
+        row["completion"] = Json::String(format!("reply {n}"));
+        input.push_str(&format!("{row}\n"));
+        let (mut met_points, mut positive) = (0.0, 0.0);
+        let mut v = serde_json::Map::new();
+        for (k, item) in row["rubrics"].as_array().unwrap().iter().enumerate() {
+            let points = item["points"].as_f64().unwrap();
+            let met = (n * 7 + k * 3) % 5 < 3;
+            if met {
+                met_points += points;
+            }
+            if points > 0.0 {
+                positive += points;
+            }
+            v.insert(format!("items[{k}]"), Json::String(if met { "met" } else { "unmet" }.into()));
+        }
+        verdicts.push_str(&format!("{}\n", serde_json::json!({"row": row["prompt_id"], "verdicts": v})));
+        want.push((row["prompt_id"].clone(), met_points / positive));
+    }
+    assert_eq!(want.len(), 10);
+    let input = dir.file("healthbench.jsonl", &input);
+    let verdicts = dir.file("verdicts.jsonl", &verdicts);
+    let (rubric_path, rows) = (dir.path("main.rubric"), dir.path("rows.jsonl"));
+    import("healthbench", &input, &rubric_path, &rows, false, None);
+    let records = run(&rubric_path, &rows, "interp", Some(&verdicts), &dir.path("out.jsonl"));
+    for ((id, score), r) in want.iter().zip(&records) {
+        assert_eq!(&r["id"], id);
+        close(&r["score"], &Json::from(*score), &format!("row {id}"));
+    }
+}
+
+/// IFEval's published inputs joined with the authors' GPT-4 responses: every row's score (all
+/// instructions followed, strict) equals the reference implementation's `follow_all_instructions`.
+#[test]
+fn import_ifeval_reproduces_the_reference_strict_verdicts() {
+    let shared = crate_root().join("../shared/conformance/ifeval");
+    assert!(shared.is_dir(), "the IFEval conformance data is missing: expected {}", shared.display());
+    let dir = TempDir::new("import-ifeval");
+    let (rubric_path, rows) = (dir.path("main.rubric"), dir.path("rows.jsonl"));
+    let responses = shared.join("responses_gpt4.jsonl");
+    import("ifeval", &shared.join("input_data.jsonl"), &rubric_path, &rows, false, Some(&responses));
+    let records = run(&rubric_path, &rows, "interp", None, &dir.path("out.jsonl"));
+    let expected = json_lines(&std::fs::read_to_string(shared.join("expected_strict_gpt4.jsonl")).unwrap());
+    let by_prompt: std::collections::HashMap<&str, bool> = expected
+        .iter()
+        .map(|e| (e["prompt"].as_str().unwrap(), e["follow_all_instructions"].as_bool().unwrap()))
+        .collect();
+    let given = json_lines(&std::fs::read_to_string(&rows).unwrap());
+    assert_eq!(records.len(), 540);
+    let mut reproduced = 0;
+    for (row, r) in given.iter().zip(&records) {
+        let want = by_prompt[row["prompt"].as_str().unwrap()];
+        assert_eq!(r["score"].as_f64(), Some(if want { 1.0 } else { 0.0 }), "IFEval row {}", row["id"]);
+        reproduced += 1;
+    }
+    assert_eq!(reproduced, 540);
+}

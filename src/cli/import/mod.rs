@@ -1,10 +1,13 @@
 //! `rubric import`: converts another system's rubric or test file into `.rubric` source, and,
 //! for formats whose criteria differ from row to row, into the rows `rubric run` scores with it.
-//! One file per format (`paperbench`, `promptfoo`); this file
+//! One file per format (`paperbench`, `promptfoo`, `openai`, `healthbench`, `ifeval`); this file
 //! holds the command, the shared error type and the helpers every importer writes source with.
 //! An importer never approximates in silence: a construct it cannot reproduce exactly is an
 //! `rubric::import::unsupported` error naming it (docs/import.md lists them).
 
+mod healthbench;
+mod ifeval;
+mod openai;
 mod paperbench;
 mod promptfoo;
 
@@ -22,6 +25,12 @@ pub enum Format {
     Paperbench,
     /// promptfoo test configurations (`promptfooconfig.yaml`: tests with `assert` lists).
     Promptfoo,
+    /// OpenAI graders (`string_check`, `text_similarity`, `score_model`, `label_model`, `multi`).
+    OpenaiGrader,
+    /// HealthBench rows (JSONL: `prompt`, `completion`/`response`, `rubrics`, `prompt_id`).
+    Healthbench,
+    /// IFEval inputs (`input_data.jsonl`) joined with responses (`--responses`).
+    Ifeval,
 }
 
 /// What `rubric import` was asked to do besides the format and the file.
@@ -90,6 +99,9 @@ pub fn run(format: Format, file: &Path, args: &ImportArgs) -> ExitCode {
         Format::Paperbench => parse_json(&text)
             .and_then(|j| Ok(Imported { source: paperbench(&j, &name)?, rows: None, notes: Vec::new() })),
         Format::Promptfoo => promptfoo::import(&text, &name, responses.as_deref()),
+        Format::OpenaiGrader => parse_json(&text).and_then(|j| openai::import(&j, &name)),
+        Format::Healthbench => healthbench::import(&text, responses.as_deref()),
+        Format::Ifeval => ifeval::import(&text, responses.as_deref()),
     };
     let imported = match imported {
         Ok(i) => i,
@@ -163,6 +175,32 @@ fn read_responses(path: &Path) -> Result<Vec<Json>, ImportError> {
     let text = std::fs::read_to_string(path)
         .map_err(|e| ImportError::malformed(format!("cannot read `{}`: {e}", path.display())))?;
     jsonl(&text)
+}
+
+/// `--responses`, when given, has one line per `what` (test, row) of the file.
+pub(crate) fn check_responses(responses: Option<&[Json]>, n: usize, what: &str) -> Result<(), ImportError> {
+    match responses {
+        Some(r) if r.len() != n => Err(ImportError::malformed(format!(
+            "{} responses for {n} {what}s: `--responses` needs one line per {what}, in order",
+            r.len()
+        ))),
+        _ => Ok(()),
+    }
+}
+
+/// Refuse an object key the importer does not read: it could change the meaning.
+pub(crate) fn check_keys(v: &Json, what: &str, allowed: &[&str]) -> Result<(), ImportError> {
+    let o = v.as_object().ok_or_else(|| ImportError::malformed(format!("{what} is not an object")))?;
+    match o.keys().find(|k| !allowed.contains(&k.as_str())) {
+        Some(k) => Err(ImportError::unsupported(
+            format!("{what} has `{k}`, which the importer does not reproduce"),
+            format!(
+                "the keys it reads here are {}",
+                allowed.iter().map(|a| format!("`{a}`")).collect::<Vec<_>>().join(", ")
+            ),
+        )),
+        None => Ok(()),
+    }
 }
 
 /// The response text of one `--responses` line.

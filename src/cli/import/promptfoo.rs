@@ -8,7 +8,7 @@
 //! from the test's vars, comma-separated lists split); whatever cannot be reproduced exactly is
 //! refused, naming the test and the assertion.
 
-use super::{comment, quote, response_text, sanitize_package, ImportError, Imported};
+use super::{check_keys, check_responses, comment, quote, response_text, sanitize_package, ImportError, Imported};
 use serde_json::{json, Map, Value as Json};
 use std::fmt::Write as _;
 
@@ -30,15 +30,7 @@ pub fn import(text: &str, name: &str, responses: Option<&[Json]>) -> Result<Impo
     check_keys(&default, "`defaultTest`", &["assert", "vars", "threshold", "description", "metadata", "options"])?;
     let mut notes = Vec::new();
     let model = grader_model(&default)?;
-    if let Some(r) = responses {
-        if r.len() != tests.len() {
-            return Err(ImportError::malformed(format!(
-                "{} responses for {} tests: `--responses` needs one line per test, in order",
-                r.len(),
-                tests.len()
-            )));
-        }
-    }
+    check_responses(responses, tests.len(), "test")?;
     let mut rows = Vec::new();
     let mut judged = false;
     for (i, test) in tests.iter().enumerate() {
@@ -66,22 +58,6 @@ fn grader_model(default: &Json) -> Result<Option<String>, ImportError> {
             "name the grading model by its id (`openai:gpt-4.1-mini`); endpoints are configured in judges.toml",
         )),
     }
-}
-
-fn check_keys(v: &Json, what: &str, allowed: &[&str]) -> Result<(), ImportError> {
-    let Some(o) = v.as_object() else { return Err(ImportError::malformed(format!("{what} is not a mapping"))) };
-    for k in o.keys() {
-        if !allowed.contains(&k.as_str()) {
-            return Err(ImportError::unsupported(
-                format!("{what} has `{k}`, which the importer does not reproduce"),
-                format!(
-                    "the keys it reads here are {}",
-                    allowed.iter().map(|a| format!("`{a}`")).collect::<Vec<_>>().join(", ")
-                ),
-            ));
-        }
-    }
-    Ok(())
 }
 
 /// One test as a row: its id, description, vars, threshold and normalised assertions.
