@@ -267,3 +267,13 @@ fn import_ifeval_reproduces_the_reference_strict_verdicts() {
     }
     assert_eq!(reproduced, 540);
 }
+
+#[test]
+fn import_autorubric_reproduces_its_scoring_tests() {
+    assert_eq!(reproduce("autorubric"), 22);
+}
+
+#[test]
+fn import_autorubric_refuses_what_it_cannot_reproduce() {
+    refuses("autorubric");
+}

@@ -5,7 +5,7 @@
 //! one judged criterion per rubric item, `score = points_ratio(items)` (simple-evals: Σ points of
 //! the met items / Σ positive points, not clipped per row), the run's clipped means as `stat`s.
 
-use super::{check_responses, jsonl, response_text, ImportError, Imported};
+use super::{check_responses, jsonl, num_field, response_text, str_field, ImportError, Imported};
 use serde_json::{json, Value as Json};
 
 const RUBRIC: &str = include_str!("../../../examples/healthbench/main.rubric");
@@ -36,14 +36,8 @@ pub fn import(text: &str, responses: Option<&[Json]>) -> Result<Imported, Import
             .iter()
             .enumerate()
         {
-            let criterion = item
-                .get("criterion")
-                .and_then(Json::as_str)
-                .ok_or_else(|| format!("{at}, rubric item {}: no `criterion`", k + 1))?;
-            let points = item
-                .get("points")
-                .and_then(Json::as_f64)
-                .ok_or_else(|| format!("{at}, rubric item {}: no numeric `points`", k + 1))?;
+            let at_item = format!("{at}, rubric item {}", k + 1);
+            let (criterion, points) = (str_field(item, "criterion", &at_item)?, num_field(item, "points", &at_item)?);
             let tags = item.get("tags").cloned().unwrap_or(json!([]));
             items.push(json!({"criterion": criterion, "points": points, "tags": tags}));
         }

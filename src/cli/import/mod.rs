@@ -1,10 +1,12 @@
 //! `rubric import`: converts another system's rubric or test file into `.rubric` source, and,
 //! for formats whose criteria differ from row to row, into the rows `rubric run` scores with it.
-//! One file per format (`paperbench`, `promptfoo`, `openai`, `healthbench`, `ifeval`); this file
+//! One file per format (`paperbench`, `promptfoo`, `openai`, `healthbench`, `ifeval`,
+//! `autorubric`); this file
 //! holds the command, the shared error type and the helpers every importer writes source with.
 //! An importer never approximates in silence: a construct it cannot reproduce exactly is an
 //! `rubric::import::unsupported` error naming it (docs/import.md lists them).
 
+mod autorubric;
 mod healthbench;
 mod ifeval;
 mod openai;
@@ -31,6 +33,9 @@ pub enum Format {
     Healthbench,
     /// IFEval inputs (`input_data.jsonl`) joined with responses (`--responses`).
     Ifeval,
+    /// Autorubric rubrics (JSON or YAML: binary and multi-choice criteria, weights, the
+    /// CANNOT_ASSESS strategy).
+    Autorubric,
 }
 
 /// What `rubric import` was asked to do besides the format and the file.
@@ -102,6 +107,7 @@ pub fn run(format: Format, file: &Path, args: &ImportArgs) -> ExitCode {
         Format::OpenaiGrader => parse_json(&text).and_then(|j| openai::import(&j, &name)),
         Format::Healthbench => healthbench::import(&text, responses.as_deref()),
         Format::Ifeval => ifeval::import(&text, responses.as_deref()),
+        Format::Autorubric => autorubric::import(&text, &name),
     };
     let imported = match imported {
         Ok(i) => i,
@@ -186,6 +192,16 @@ pub(crate) fn check_responses(responses: Option<&[Json]>, n: usize, what: &str) 
         ))),
         _ => Ok(()),
     }
+}
+
+/// A required string field of a JSON object; `at` says where, for the error.
+pub(crate) fn str_field<'a>(v: &'a Json, key: &str, at: &str) -> Result<&'a str, ImportError> {
+    v.get(key).and_then(Json::as_str).ok_or_else(|| ImportError::malformed(format!("{at}: no string `{key}`")))
+}
+
+/// A required number field of a JSON object; `at` says where, for the error.
+pub(crate) fn num_field(v: &Json, key: &str, at: &str) -> Result<f64, ImportError> {
+    v.get(key).and_then(Json::as_f64).ok_or_else(|| ImportError::malformed(format!("{at}: no numeric `{key}`")))
 }
 
 /// Refuse an object key the importer does not read: it could change the meaning.
