@@ -277,3 +277,19 @@ fn import_autorubric_reproduces_its_scoring_tests() {
 fn import_autorubric_refuses_what_it_cannot_reproduce() {
     refuses("autorubric");
 }
+
+/// `--responses` may be one JSON list of outputs (promptfoo's `--llm-outputs` file).
+#[test]
+fn import_promptfoo_takes_a_json_list_of_outputs() {
+    let dir = TempDir::new("import-outputs-list");
+    let config = dir.file(
+        "c.yaml",
+        "tests:\n  - assert: [{type: equals, value: '[1, 2]'}]\n  - assert: [{type: contains, value: b}]\n",
+    );
+    let outputs = dir.file("outputs.json", "[\"[1, 2]\", \"abc\"]");
+    let (rubric_path, rows) = (dir.path("m.rubric"), dir.path("rows.jsonl"));
+    import("promptfoo", &config, &rubric_path, &rows, false, Some(&outputs));
+    let records = run(&rubric_path, &rows, "interp", None, &dir.path("out.jsonl"));
+    let scores: Vec<f64> = records.iter().map(|r| r["score"].as_f64().unwrap()).collect();
+    assert_eq!(scores, vec![1.0, 1.0]);
+}

@@ -176,10 +176,16 @@ pub(crate) fn jsonl(text: &str) -> Result<Vec<Json>, ImportError> {
 }
 
 /// `--responses`: one JSON value per line, in order: a string, or an object whose `response`
-/// (or `output`) is the response text; an object with `prompt` keeps it (the IFEval join).
+/// (or `output`) is the response text; an object with `prompt` keeps it (the IFEval join). A
+/// file that is one JSON list (promptfoo's `--llm-outputs outputs.json`) gives its elements.
 fn read_responses(path: &Path) -> Result<Vec<Json>, ImportError> {
     let text = std::fs::read_to_string(path)
         .map_err(|e| ImportError::malformed(format!("cannot read `{}`: {e}", path.display())))?;
+    if text.trim_start().starts_with('[') {
+        if let Ok(Json::Array(items)) = serde_json::from_str(&text) {
+            return Ok(items);
+        }
+    }
     jsonl(&text)
 }
 
