@@ -75,6 +75,17 @@ fn run(rubric_path: &Path, rows: &Path, engine: &str, verdicts: Option<&Path>, r
     json_lines(&std::fs::read_to_string(results).unwrap())
 }
 
+/// Import a promptfoo configuration (`config`, YAML) with its outputs (`outputs`, the
+/// `--responses` file) and score it on the interpreter: the scores.
+fn promptfoo_scores(name: &str, config: &str, outputs: &str) -> Vec<f64> {
+    let dir = TempDir::new(name);
+    let (config, outputs) = (dir.file("c.yaml", config), dir.file("outputs", outputs));
+    let (rubric_path, rows) = (dir.path("m.rubric"), dir.path("rows.jsonl"));
+    import("promptfoo", &config, &rubric_path, &rows, false, Some(&outputs));
+    let records = run(&rubric_path, &rows, "interp", None, &dir.path("out.jsonl"));
+    records.iter().map(|r| r["score"].as_f64().unwrap()).collect()
+}
+
 /// Import every case of `kind` and check that every row scores as the tool does, on every
 /// engine; returns the number of rows that reproduce.
 fn reproduce(kind: &str) -> usize {
@@ -167,16 +178,11 @@ fn import_promptfoo_needs_rows_out() {
 #[test]
 fn import_promptfoo_regexes_keep_javascript_meaning() {
     // JavaScript's `\d`, `\w`, `\b` are ASCII; `.` stops at \r and U+2028 too.
-    let dir = TempDir::new("import-regex");
-    let config = dir.file(
-        "c.yaml",
+    let scores = promptfoo_scores(
+        "import-regex",
         "tests:\n  - assert: [{type: regex, value: '^\\d+$'}]\n  - assert: [{type: regex, value: 'a.b'}]\n  - assert: [{type: regex, value: '\\bcafé\\b'}]\n",
+        "\"١٢٣\"\n\"a\\rb\"\n\"café!\"\n",
     );
-    let responses = dir.file("r.jsonl", "\"١٢٣\"\n\"a\\rb\"\n\"café!\"\n");
-    let (rubric_path, rows) = (dir.path("m.rubric"), dir.path("rows.jsonl"));
-    import("promptfoo", &config, &rubric_path, &rows, false, Some(&responses));
-    let records = run(&rubric_path, &rows, "interp", None, &dir.path("out.jsonl"));
-    let scores: Vec<f64> = records.iter().map(|r| r["score"].as_f64().unwrap()).collect();
     // Arabic-Indic digits are not `\d`; `.` does not take `\r`; `é` is not a word character, so
     // there is no `\b` between `é` and `!` (Rust's Unicode `\b` would match all three).
     assert_eq!(scores, vec![0.0, 0.0, 0.0]);
@@ -281,15 +287,6 @@ fn import_autorubric_refuses_what_it_cannot_reproduce() {
 /// `--responses` may be one JSON list of outputs (promptfoo's `--llm-outputs` file).
 #[test]
 fn import_promptfoo_takes_a_json_list_of_outputs() {
-    let dir = TempDir::new("import-outputs-list");
-    let config = dir.file(
-        "c.yaml",
-        "tests:\n  - assert: [{type: equals, value: '[1, 2]'}]\n  - assert: [{type: contains, value: b}]\n",
-    );
-    let outputs = dir.file("outputs.json", "[\"[1, 2]\", \"abc\"]");
-    let (rubric_path, rows) = (dir.path("m.rubric"), dir.path("rows.jsonl"));
-    import("promptfoo", &config, &rubric_path, &rows, false, Some(&outputs));
-    let records = run(&rubric_path, &rows, "interp", None, &dir.path("out.jsonl"));
-    let scores: Vec<f64> = records.iter().map(|r| r["score"].as_f64().unwrap()).collect();
-    assert_eq!(scores, vec![1.0, 1.0]);
+    let config = "tests:\n  - assert: [{type: equals, value: '[1, 2]'}]\n  - assert: [{type: contains, value: b}]\n";
+    assert_eq!(promptfoo_scores("import-outputs-list", config, "[\"[1, 2]\", \"abc\"]"), vec![1.0, 1.0]);
 }
