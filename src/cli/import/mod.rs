@@ -109,7 +109,7 @@ pub fn run(format: Format, file: &Path, args: &ImportArgs) -> ExitCode {
         Format::Ifeval => ifeval::import(&text, responses.as_deref()),
         Format::Autorubric => autorubric::import(&text, &name),
     };
-    let imported = match imported {
+    let imported = match imported.and_then(compiles) {
         Ok(i) => i,
         Err(e) => return report(file, &e),
     };
@@ -149,6 +149,20 @@ pub fn run(format: Format, file: &Path, args: &ImportArgs) -> ExitCode {
             out!("{}", imported.source);
             ExitCode::SUCCESS
         }
+    }
+}
+
+/// The imported source must compile: a construct the importer passed on whose rubric does not
+/// type-check (a `calculate_output` calling `min` with three arguments) is refused, never
+/// written out broken.
+fn compiles(imported: Imported) -> Result<Imported, ImportError> {
+    let compiled = crate::types::compile_source("imported.rubric", &imported.source);
+    match compiled.diagnostics.iter().find(|d| d.is_error()) {
+        Some(d) => Err(ImportError::unsupported(
+            format!("the imported rubric does not compile: {} ({})", d.message, d.code),
+            "the input uses a construct the rubric cannot express this way; see docs/import.md",
+        )),
+        None => Ok(imported),
     }
 }
 
