@@ -619,13 +619,21 @@ pub enum Command {
         #[arg(long, value_enum, default_value = "text")]
         format: ReportFormat,
     },
-    /// Convert another system's rubric into a `.rubric` file.
+    /// Convert another system's rubric or tests into a `.rubric` file (and, where criteria
+    /// differ per row, the rows to score with it); see docs/import.md.
     Import {
         #[arg(value_enum)]
         format: import::Format,
         file: PathBuf,
         #[arg(short, long)]
         output: Option<PathBuf>,
+        /// Write the converted rows here (promptfoo tests, HealthBench and IFEval rows).
+        #[arg(long)]
+        rows_out: Option<PathBuf>,
+        /// Model responses to put into the rows, JSONL in order: a string, or an object with
+        /// `response` (or `output`); for IFEval, `{prompt, response}` joined on the prompt.
+        #[arg(long)]
+        responses: Option<PathBuf>,
     },
     /// Compile a rubric into a bundle (`NAME.rbk`): manifest, canonical IR, Wasm module,
     /// examples and source map in one verifiable file.
@@ -1127,7 +1135,15 @@ pub fn main_with(cli: Cli) -> ExitCode {
             ExitCode::from(status)
         }
         Command::Lsp => ExitCode::from(crate::lsp::main()),
-        Command::Import { format, file, output } => import::run(format, &file, output.as_deref()),
+        Command::Import { format, file, output, rows_out, responses } => import::run(
+            format,
+            &file,
+            &import::ImportArgs {
+                output: output.as_deref(),
+                rows_out: rows_out.as_deref(),
+                responses: responses.as_deref(),
+            },
+        ),
         #[cfg(feature = "judges")]
         Command::Generate {
             file,

@@ -28,6 +28,43 @@ pub(super) const JSON: Intrinsic = Intrinsic {
     },
 };
 
+pub(super) const JSON_OBJECTS: Intrinsic = Intrinsic {
+    name: "json_objects",
+    sig: "(text: Text) -> List[Json]",
+    doc: "Every JSON object written inside `text`, left to right: from each `{` (outside an \
+          object already found), the object that starts there when it is complete and valid \
+          JSON, the scan going on after it; a `{` that starts no valid object is passed over. \
+          Objects nested in one found are part of it, not found again. promptfoo's \
+          `contains-json` passes when this finds an object (one that a JSON Schema accepts, \
+          when it gives one).",
+    examples: &[
+        r##"json_objects("Result: {\"a\": 1} and {\"b\": {\"c\": 2}}") == [json("{\"a\": 1}"), json("{\"b\": {\"c\": 2}}")]"##,
+        r##"json_objects("{oops} {\"k\": \"}\"}") == [json("{\"k\": \"}\"}")]"##,
+        r##"len(json_objects("[1, 2] no object")) == 0"##,
+    ],
+    imp: |a, ctx| {
+        let t = text_arg(a, 0)?;
+        let mut found = Vec::new();
+        let mut at = 0;
+        while let Some(off) = t[at..].find('{') {
+            let start = at + off;
+            let mut values = serde_json::Deserializer::from_str(&t[start..]).into_iter::<JsonValue>();
+            let first = values.next();
+            let read = values.byte_offset();
+            ctx.work(read + 1)?;
+            match first {
+                Some(Ok(v @ JsonValue::Object(_))) => {
+                    ctx.reserve(read)?;
+                    found.push(json_value(v));
+                    at = start + read.max(1);
+                }
+                _ => at = start + 1,
+            }
+        }
+        Ok(Value::list(found))
+    },
+};
+
 pub(super) const PARSE_JSON: Intrinsic = Intrinsic {
     name: "parse_json",
     sig: "(text: Text) -> Json?",

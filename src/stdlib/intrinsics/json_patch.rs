@@ -1,7 +1,8 @@
 //! JSON Patch (RFC 6902) over JSON Pointers (RFC 6901): `json_patch` applies a patch,
 //! `json_diff` makes one that turns a value into another. A patch that does not apply (a path
 //! that is not there, a failed `test`, a malformed operation) gives `null`, never a trap: the
-//! patches come from model output. Checked against the JSON Patch test suite
+//! patches come from model output. `json_equal` is the same comparison of numbers by value
+//! that a `test` operation makes, on two whole values. Checked against the JSON Patch test suite
 //! (`tests/fixtures/json-patch/`, `tests/json_patch.rs`).
 //!
 //! Pipeline position: part of `stdlib::intrinsics::ALL`, called by every engine.
@@ -41,6 +42,27 @@ pub(super) const JSON_DIFF: Intrinsic = Intrinsic {
     ],
     imp: json_diff,
 };
+
+pub(super) const JSON_EQUAL: Intrinsic = Intrinsic {
+    name: "json_equal",
+    sig: "(a: Json?, b: Json?) -> Bool",
+    doc: "Whether `a` and `b` are the same JSON value, numbers compared by value (`1` equals \
+          `1.0`, which `==` on `Json` tells apart) and object keys in any order: JavaScript's \
+          deep equality of parsed JSON, as promptfoo's `equals` compares an object value. \
+          `null` is the JSON `null`.",
+    examples: &[
+        r##"json_equal(json("{\"a\": 1, \"b\": [2]}"), json("{\"b\": [2.0], \"a\": 1.0}"))"##,
+        r##"not json_equal(json("[1, 2]"), json("[2, 1]"))"##,
+    ],
+    imp: json_equal,
+};
+
+fn json_equal(a: &[Value], ctx: &mut EvalCtx) -> Result<Value, Trap> {
+    let x = opt_json_arg(a, 0)?.map_or(Json::Null, |d| d.into_owned());
+    let y = opt_json_arg(a, 1)?.map_or(Json::Null, |d| d.into_owned());
+    ctx.work(x.to_string().len() + y.to_string().len())?;
+    Ok(Value::Bool(same(&x, &y)))
+}
 
 fn json_patch(a: &[Value], ctx: &mut EvalCtx) -> Result<Value, Trap> {
     let doc = opt_json_arg(a, 0)?.map_or(Json::Null, |d| d.into_owned());

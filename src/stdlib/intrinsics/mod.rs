@@ -149,6 +149,9 @@ pub static ALL: &[Intrinsic] = &[
     // JSON Patch (RFC 6902)
     json_patch::JSON_PATCH,
     json_patch::JSON_DIFF,
+    json_patch::JSON_EQUAL,
+    // JSON embedded in prose (promptfoo's `contains-json`)
+    json::JSON_OBJECTS,
 ];
 
 // ---------------------------------------------------------------- argument access

@@ -1,94 +1,9 @@
-//! `rubric import`: converts another system's rubric file into `.rubric` source.
-//! PaperBench: a tree of `{id, requirements, weight, task_category, sub_tasks}` nodes becomes
+//! `rubric import paperbench`: a tree of `{id, requirements, weight, task_category, sub_tasks}` nodes becomes
 //! nested `group`s with one judged `criterion` per leaf and `score = tree(ROOT)`.
 
-use clap::ValueEnum;
+use super::{node_name, quote, sanitize_package};
 use serde_json::Value as Json;
 use std::fmt::Write as _;
-use std::path::Path;
-use std::process::ExitCode;
-
-#[derive(Clone, Copy, Debug, ValueEnum, PartialEq)]
-pub enum Format {
-    /// PaperBench rubric trees (openai/preparedness `paperbench`).
-    Paperbench,
-}
-
-pub fn run(format: Format, file: &Path, output: Option<&Path>) -> ExitCode {
-    let text = match std::fs::read_to_string(file) {
-        Ok(t) => t,
-        Err(e) => {
-            eprintln!("error: cannot read `{}`: {e}", file.display());
-            return ExitCode::from(2);
-        }
-    };
-    let json: Json = match serde_json::from_str(&text) {
-        Ok(j) => j,
-        Err(e) => {
-            eprintln!("error: `{}` is not JSON: {e}", file.display());
-            return ExitCode::from(1);
-        }
-    };
-    let name = file.file_stem().map(|s| s.to_string_lossy().to_string()).unwrap_or_else(|| "rubric".into());
-    let out = match format {
-        Format::Paperbench => paperbench(&json, &name),
-    };
-    match out {
-        Ok(src) => match output {
-            Some(path) => match std::fs::write(path, src) {
-                Ok(()) => ExitCode::SUCCESS,
-                Err(e) => {
-                    eprintln!("error: cannot write `{}`: {e}", path.display());
-                    ExitCode::from(2)
-                }
-            },
-            None => {
-                out!("{src}");
-                ExitCode::SUCCESS
-            }
-        },
-        Err(e) => {
-            eprintln!("error: `{}`: {e}", file.display());
-            ExitCode::from(1)
-        }
-    }
-}
-
-/// A rubric identifier for a PaperBench node id.
-pub fn node_name(id: &str) -> String {
-    let mut s = String::from("n_");
-    s.extend(id.chars().map(|c| if c.is_ascii_alphanumeric() { c } else { '_' }));
-    s
-}
-
-/// A string literal in rubric syntax.
-pub fn quote(s: &str) -> String {
-    let mut out = String::from("\"");
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\t' => out.push_str("\\t"),
-            '\r' => out.push_str("\\r"),
-            c if c.is_control() => {
-                let _ = write!(out, "\\u{{{:x}}}", c as u32);
-            }
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-    out
-}
-
-fn sanitize_package(name: &str) -> String {
-    let s: String = name.chars().map(|c| if c.is_ascii_alphanumeric() || c == '_' { c } else { '_' }).collect();
-    if s.starts_with(|c: char| c.is_ascii_digit()) || s.is_empty() {
-        format!("r_{s}")
-    } else {
-        s
-    }
-}
 
 /// Convert a PaperBench tree.
 pub fn paperbench(root: &Json, name: &str) -> Result<String, String> {
