@@ -19,6 +19,7 @@ mod pattern;
 mod semantic;
 mod similarity;
 mod text;
+mod trajectory;
 
 use super::{EvalCtx, Intrinsic, Trap, TrapKind};
 use crate::value::Value;
@@ -149,6 +150,12 @@ pub static ALL: &[Intrinsic] = &[
     // JSON Patch (RFC 6902)
     json_patch::JSON_PATCH,
     json_patch::JSON_DIFF,
+    // agent trajectories (OpenAI messages with tool calls; agentevals' trajectory match)
+    trajectory::TOOL_CALLS,
+    trajectory::CALLED,
+    trajectory::CALL_COUNT,
+    trajectory::CALLED_IN_ORDER,
+    trajectory::TRAJECTORY_MATCH,
 ];
 
 // ---------------------------------------------------------------- argument access
