@@ -104,6 +104,8 @@ struct Call {
     name: String,
     args: Json,
     id: String,
+    /// The length of the arguments' JSON text: what comparing them may cost.
+    weight: usize,
 }
 
 /// One message, normalised: its role (`ai` read as `assistant`, `human` as `user`) and its
@@ -194,7 +196,8 @@ fn call(c: &Json) -> Result<Call, String> {
         Some(Json::Number(n)) => n.to_string(),
         _ => String::new(),
     };
-    Ok(Call { name, args, id })
+    let weight = args.to_string().len();
+    Ok(Call { name, args, id, weight })
 }
 
 /// Every tool call of the trajectory, in order.
@@ -327,17 +330,25 @@ fn is_superset(outputs: &[Call], reference: &[Call], args: ArgsMode, ctx: &mut E
     ctx.work(outputs.len().saturating_mul(reference.len()))?;
     let mut used = vec![false; outputs.len()];
     for r in reference {
-        let found = outputs
-            .iter()
-            .enumerate()
-            .find(|(i, o)| o.name == r.name && !used[*i] && args.matches(&o.args, &r.args))
-            .map(|(i, _)| i);
+        let mut found = None;
+        for (i, o) in outputs.iter().enumerate() {
+            if o.name == r.name && !used[i] && pair(o, r, args, ctx)? {
+                found = Some(i);
+                break;
+            }
+        }
         match found {
             Some(i) => used[i] = true,
             None => return Ok(false),
         }
     }
     Ok(true)
+}
+
+/// Whether `call`'s arguments match `reference`'s, the comparison charged first.
+fn pair(call: &Call, reference: &Call, args: ArgsMode, ctx: &mut EvalCtx) -> Result<bool, Trap> {
+    ctx.work(call.weight.min(reference.weight))?;
+    Ok(args.matches(&call.args, &reference.args))
 }
 
 /// Position by position: the same role, tool calls on both or neither, and each output call
@@ -359,10 +370,14 @@ fn strict(outputs: &[Message], reference: &[Message], args: ArgsMode, ctx: &mut 
                 ctx.work(oc.len().saturating_mul(rc.len()))?;
                 let mut remaining: Vec<&Call> = rc.iter().collect();
                 for c in oc {
-                    let Some(at) = remaining.iter().position(|r| r.name == c.name && args.matches(&c.args, &r.args))
-                    else {
-                        return Ok(false);
-                    };
+                    let mut found = None;
+                    for (at, r) in remaining.iter().enumerate() {
+                        if r.name == c.name && pair(c, r, args, ctx)? {
+                            found = Some(at);
+                            break;
+                        }
+                    }
+                    let Some(at) = found else { return Ok(false) };
                     remaining.remove(at);
                 }
             }
