@@ -111,7 +111,7 @@ fn projects(doc: &'static str) -> Vec<Vec<Block>> {
 fn every_rubric_block_of_the_guides_compiles() {
     let mut failures = Vec::new();
     let mut checked = 0;
-    for doc in ["README.md", "docs/language.md", "docs/rl.md", "docs/cost.md", "docs/exec.md"] {
+    for doc in ["README.md", "docs/language.md", "docs/rl.md", "docs/cost.md", "docs/exec.md", "docs/trajectories.md"] {
         for project in projects(doc) {
             let refs: Vec<&Block> = project.iter().collect();
             for (k, codes, errors) in check_project(&refs) {

@@ -53,5 +53,6 @@ mod serve;
 mod similarity;
 mod stdlib_docs;
 mod tidy;
+mod trajectory;
 mod ui;
 mod wasm_engine;

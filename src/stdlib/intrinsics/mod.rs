@@ -19,6 +19,7 @@ mod pattern;
 mod semantic;
 mod similarity;
 mod text;
+mod trajectory;
 
 use super::{EvalCtx, Intrinsic, Trap, TrapKind};
 use crate::value::Value;
@@ -152,6 +153,12 @@ pub static ALL: &[Intrinsic] = &[
     json_patch::JSON_EQUAL,
     // JSON embedded in prose (promptfoo's `contains-json`)
     json::JSON_OBJECTS,
+    // agent trajectories (OpenAI messages with tool calls; agentevals' trajectory match)
+    trajectory::TOOL_CALLS,
+    trajectory::CALLED,
+    trajectory::CALL_COUNT,
+    trajectory::CALLED_IN_ORDER,
+    trajectory::TRAJECTORY_MATCH,
 ];
 
 // ---------------------------------------------------------------- argument access
