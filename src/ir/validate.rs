@@ -531,63 +531,60 @@ impl<'p> Validator<'p> {
             v.name(&g.name)?;
             v.want(p.generators[..i].iter().all(|o| o.name != g.name), || format!("`{}` is defined twice", g.name))
         })?;
-        if let Some(m) = &g.model {
-            self.at("model", |v| v.string(m))?;
-        }
-        if let Some(t) = g.temperature {
-            self.at("temperature", |v| {
-                v.finite(t)?;
-                v.want((0.0..=2.0).contains(&t), || format!("temperature {t} is outside [0, 2]"))
-            })?;
-        }
-        if let Some(t) = g.top_p {
-            self.at("top_p", |v| {
-                v.finite(t)?;
-                v.want((0.0..=1.0).contains(&t), || format!("top_p {t} is outside [0, 1]"))
-            })?;
-        }
+        self.sampling(g.model.as_deref(), g.temperature, g.top_p)?;
         self.at("template", |v| v.string(&g.template))?;
         if let Some(s) = &g.system {
             self.at("system", |v| v.string(s))?;
         }
-        let mut sees = BTreeSet::new();
-        for (k, s) in g.sees.iter().enumerate() {
-            self.at_index("sees", k, |v| {
-                v.index("input", *s, p.inputs.len())?;
-                v.want(sees.insert(*s), || format!("input {s} is listed twice"))
-            })?;
-        }
+        let sees = self.sees(&g.sees)?;
         self.at("fills", |v| {
             v.index("input", g.fills, p.inputs.len())?;
             let ty = &p.inputs[g.fills as usize].ty;
-            let base = match ty {
-                Type::Optional(t) => t.as_ref(),
-                t => t,
-            };
-            v.want(matches!(base, Type::List(_)), || format!("it fills an input of type {ty}, not a list"))?;
+            v.want(matches!(ty.strip_optional(), Type::List(_)), || {
+                format!("it fills an input of type {ty}, not a list")
+            })?;
             v.want(!sees.contains(&g.fills), || "it also sees the input it fills".into())?;
             v.want(p.generators[..i].iter().all(|o| o.fills != g.fills), || "another generator fills that input".into())
         })
     }
 
-    fn judge(&mut self, i: usize) -> R {
-        let p = self.p;
-        let j = &p.judges[i];
-        if let Some(m) = &j.model {
+    /// A judge's or generator's model pin and sampling settings, each within its range.
+    fn sampling(&mut self, model: Option<&str>, temperature: Option<f64>, top_p: Option<f64>) -> R {
+        if let Some(m) = model {
             self.at("model", |v| v.string(m))?;
         }
-        if let Some(t) = j.temperature {
+        if let Some(t) = temperature {
             self.at("temperature", |v| {
                 v.finite(t)?;
                 v.want((0.0..=2.0).contains(&t), || format!("temperature {t} is outside [0, 2]"))
             })?;
         }
-        if let Some(t) = j.top_p {
+        if let Some(t) = top_p {
             self.at("top_p", |v| {
                 v.finite(t)?;
                 v.want((0.0..=1.0).contains(&t), || format!("top_p {t} is outside [0, 1]"))
             })?;
         }
+        Ok(())
+    }
+
+    /// The inputs a judge or generator sees: each an input, none twice. Returns them as a set.
+    fn sees(&mut self, sees: &[u32]) -> R<BTreeSet<u32>> {
+        let n = self.p.inputs.len();
+        let mut seen = BTreeSet::new();
+        for (k, s) in sees.iter().enumerate() {
+            self.at_index("sees", k, |v| {
+                v.index("input", *s, n)?;
+                v.want(seen.insert(*s), || format!("input {s} is listed twice"))
+            })?;
+        }
+        Ok(seen)
+    }
+
+    fn judge(&mut self, i: usize) -> R {
+        let p = self.p;
+        let j = &p.judges[i];
+        self.sampling(j.model.as_deref(), j.temperature, j.top_p)?;
         self.at("min_samples", |v| {
             v.want(j.min_samples.is_none_or(|m| (1..=j.samples).contains(&m)), || {
                 format!("min_samples {:?}: from 1 to the judge's {} samples", j.min_samples, j.samples)
@@ -599,13 +596,7 @@ impl<'p> Validator<'p> {
             })
         })?;
         self.at("per_call", |v| v.want(j.per_call >= 1, || "a judge decides at least 1 criterion per call".into()))?;
-        let mut sees = BTreeSet::new();
-        for (k, s) in j.sees.iter().enumerate() {
-            self.at_index("sees", k, |v| {
-                v.index("input", *s, p.inputs.len())?;
-                v.want(sees.insert(*s), || format!("input {s} is listed twice"))
-            })?;
-        }
+        let sees = self.sees(&j.sees)?;
         self.at("returns", |v| {
             v.want(JUDGE_RETURNS.contains(&j.returns.as_str()), || format!("unknown reply kind `{}`", j.returns))
         })?;

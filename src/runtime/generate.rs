@@ -14,7 +14,7 @@
 //! of `rubric run` repeat for the items they used.
 
 use super::bind::{bind_row, convert};
-use crate::ir::{GeneratorDecl, Program, Type};
+use crate::ir::{GeneratorDecl, Program};
 use crate::judge::{Ask, Criterion, Dispatcher, Task};
 use serde_json::{json, Map, Value as Json};
 use sha2::{Digest, Sha256};
@@ -91,14 +91,10 @@ pub fn not_generated(program: &Program, row: &Json) -> Option<String> {
 /// The criterion the generator is asked: its item list.
 fn ask(program: &Program, g: &GeneratorDecl) -> Option<Criterion> {
     let input = program.inputs.get(g.fills as usize)?;
-    let ty = match &input.ty {
-        Type::Optional(t) => t.as_ref().clone(),
-        t => t.clone(),
-    };
     Some(Criterion {
         id: input.name.clone(),
         text: format!("the items of `{}`", input.name),
-        ask: Ask::Generate { ty },
+        ask: Ask::Generate { ty: input.ty.strip_optional().clone() },
         from_data: false,
     })
 }

@@ -189,10 +189,14 @@ impl Checker<'_> {
             seen.push((disc, s.span));
             match &s.kind {
                 K::Fills(n) => fills = Some(n),
-                K::Model(_) | K::Temperature(_) | K::TopP(_) | K::MaxTokens(_) | K::Seed(_) | K::Sees(_) => {
-                    self.judge_setting(&mut d, s, &mut spans)
-                }
-                K::Template(_) | K::System(_) => self.judge_setting(&mut d, s, &mut spans),
+                K::Model(_)
+                | K::Temperature(_)
+                | K::TopP(_)
+                | K::MaxTokens(_)
+                | K::Seed(_)
+                | K::Sees(_)
+                | K::Template(_)
+                | K::System(_) => self.judge_setting(&mut d, s, &mut spans),
                 _ => {
                     let help = "a generator takes `model`, `temperature`, `top_p`, `max_tokens`, `seed`, `sees`, \
                                 `template`, `system` and `fills`";
@@ -211,11 +215,7 @@ impl Checker<'_> {
         };
         let Some(input) = self.input_named(f) else { return };
         let ty = self.p.inputs[input as usize].ty.clone();
-        let base = match &ty {
-            Type::Optional(t) => t.as_ref(),
-            t => t,
-        };
-        if !matches!(base, Type::List(_)) {
+        if !matches!(ty.strip_optional(), Type::List(_)) {
             let why = format!("`fills {}` names an input of type {ty}: a generator writes a list of items", f.text);
             let help =
                 "declare the input as a list of what each item is, e.g. `List[{criterion: Text, points: Number}]`";
