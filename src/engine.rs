@@ -103,6 +103,12 @@ pub struct CriterionResult {
     pub preference: Option<Box<Preference>>,
     /// Names of the sets the criterion belongs to directly.
     pub sets: Vec<String>,
+    /// An `each` instance waiting for its verdict whose block `shows` its judge something: the
+    /// values, in `shows` order (what the request fences beside the inputs). Not in records.
+    pub shown: Vec<crate::value::Value>,
+    /// An instance of a block over a trajectory's steps (`each s in run.steps`, a `List[Step]`):
+    /// the step's `index`. Records carry it, and the row's `step_rewards` are made of it.
+    pub step: Option<u32>,
 }
 
 /// A preference result beside its value (1: the first candidate, 0: the second, 0.5: a tie).
@@ -212,6 +218,9 @@ impl CriterionResult {
         if !self.sets.is_empty() {
             m.insert("sets".into(), json!(self.sets));
         }
+        if let Some(k) = self.step {
+            m.insert("step".into(), json!(k));
+        }
         Json::Object(m)
     }
 }
@@ -276,6 +285,22 @@ impl RowResult {
         self.criteria.iter().find(|c| c.id == id)
     }
 
+    /// Each step's reward, when criteria are about steps (`CriterionResult::step`): the
+    /// weighted mean value of the step's scored criteria (`null` for a step none of whose
+    /// criteria is scored), for steps 0 to the last one any criterion is about. `None` when no
+    /// criterion is about a step.
+    pub fn step_rewards(&self) -> Option<Vec<Option<f64>>> {
+        let last = self.criteria.iter().filter_map(|c| c.step).max()?;
+        let mut sums = vec![(0.0, 0.0); last as usize + 1];
+        for c in &self.criteria {
+            if let (Some(k), Some(v), Status::Met | Status::Unmet) = (c.step, c.value, c.status) {
+                sums[k as usize].0 += c.weight * v;
+                sums[k as usize].1 += c.weight;
+            }
+        }
+        Some(sums.into_iter().map(|(s, w)| (w > 0.0).then(|| s / w)).collect())
+    }
+
     /// The result object written for a row (without row id and bundle information, which the
     /// runtime adds); `sites` locates a trap's site in the sources.
     pub fn to_json(&self, sites: &crate::ir::SiteTable) -> Map<String, Json> {
@@ -324,6 +349,12 @@ impl RowResult {
             ),
         );
         m.insert("criteria".into(), Json::Array(self.criteria.iter().map(CriterionResult::to_json).collect()));
+        if let Some(steps) = self.step_rewards() {
+            m.insert(
+                "step_rewards".into(),
+                Json::Array(steps.into_iter().map(|r| r.map_or(Json::Null, number_to_json)).collect()),
+            );
+        }
         if !self.groups.is_empty() {
             let mut g = Map::new();
             for (n, v) in &self.groups {

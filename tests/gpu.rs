@@ -171,6 +171,8 @@ fn result(seed: u64, id: String, r: usize, k: usize) -> CriterionResult {
         calibrated: None,
         position: None,
         preference: None,
+        shown: Vec::new(),
+        step: None,
         sets: vec![],
     }
 }

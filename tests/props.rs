@@ -372,7 +372,7 @@ fn item() -> BoxedStrategy<Item> {
             Item::Criteria(CriteriaBlock {
                 name: nm(n),
                 default_judge: j.map(nm),
-                body: CriteriaBody::Each { var: nm(var), list, template: Box::new(t) },
+                body: CriteriaBody::Each { var: nm(var), list, template: Box::new(t), shows: vec![] },
                 span: sp(),
             })
         }),

@@ -126,6 +126,8 @@ fn criterion_result(p: &Program, c: usize, (status, value): (u8, f64)) -> Criter
         calibrated: None,
         position: None,
         preference: None,
+        shown: Vec::new(),
+        step: None,
         sets: vec![],
     }
 }

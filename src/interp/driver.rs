@@ -46,6 +46,8 @@ pub enum Attr {
     Pass,
     /// The expression of a `check` or `value` verifier, or the check of an `extract`.
     Verifier,
+    /// Item `k` of an `each` block's `shows`: what its judge is shown of the instance.
+    Shown(u32),
 }
 
 /// A top-level expression the driver evaluates: the unit an engine compiles and runs.
@@ -73,13 +75,16 @@ impl Root {
     /// A stable name (the Wasm engine exports each root under it): `gate3.cond`,
     /// `each2.list`, `c5.text`, `each2.points`, `score`.
     pub fn name(self) -> String {
-        let attr = |a: Attr| match a {
-            Attr::Text => "text",
-            Attr::Points => "points",
-            Attr::Weight => "weight",
-            Attr::Tags => "tags",
-            Attr::Pass => "pass",
-            Attr::Verifier => "verifier",
+        let attr = |a: Attr| -> String {
+            match a {
+                Attr::Text => "text".into(),
+                Attr::Points => "points".into(),
+                Attr::Weight => "weight".into(),
+                Attr::Tags => "tags".into(),
+                Attr::Pass => "pass".into(),
+                Attr::Verifier => "verifier".into(),
+                Attr::Shown(k) => format!("shown{k}"),
+            }
         };
         match self {
             Root::Gate { step, part: GatePart::Cond } => format!("gate{step}.cond"),
@@ -156,6 +161,9 @@ pub fn roots(p: &Program) -> Vec<(Root, &Expr)> {
             Step::Each(e) => {
                 out.push((Root::EachList { step: si }, &e.list));
                 criterion_roots(Owner::Each(si), &e.template, &mut out);
+                for (k, shown) in e.shows.iter().enumerate() {
+                    out.push((Root::Criterion { owner: Owner::Each(si), attr: Attr::Shown(k as u32) }, &shown.expr));
+                }
             }
         }
     }
@@ -397,6 +405,8 @@ impl Driver<'_, '_> {
                     let list = self.eval(Root::EachList { step: step_no }, &e.list, &mut locals);
                     let owner = Owner::Each(step_no);
                     let mut out = Vec::new();
+                    // A block over a trajectory's steps: each instance says which step it is about.
+                    let over_steps = matches!(&e.list.ty, crate::ir::Type::List(t) if **t == crate::ir::Type::step());
                     match list {
                         Ok(Value::List(items)) => {
                             for (i, item) in items.iter().enumerate() {
@@ -406,9 +416,17 @@ impl Driver<'_, '_> {
                                     Some(gate) => self.skipped(owner, &e.template, &id, gate, &mut locals),
                                     None => {
                                         self.set_step(format!("criterion {id}"));
-                                        self.criterion(owner, &e.template, &id, &mut locals)
+                                        let mut r = self.criterion(owner, &e.template, &id, &mut locals);
+                                        if !e.shows.is_empty() && r.source.starts_with("judge:") {
+                                            self.shown(owner, e, &mut r, &mut locals);
+                                        }
+                                        r
                                     }
                                 };
+                                let mut r = r;
+                                if over_steps {
+                                    r.step = step_index(item);
+                                }
                                 out.push(r);
                             }
                         }
@@ -590,7 +608,36 @@ impl Driver<'_, '_> {
             calibrated: None,
             position: None,
             preference: None,
+            shown: Vec::new(),
+            step: None,
             sets: d.sets.iter().filter_map(|s| p.sets.get(*s as usize)).map(|s| s.name.clone()).collect(),
+        }
+    }
+
+    /// What a judged instance's judge is shown (`shows`), evaluated with the element bound:
+    /// kept on a result still waiting for its verdict, for the request; an item that fails
+    /// leaves the instance unscored, since its judge cannot be shown what the rubric says.
+    fn shown(&mut self, owner: Owner, e: &crate::ir::EachDecl, r: &mut CriterionResult, locals: &mut Vec<Value>) {
+        let mut values = Vec::with_capacity(e.shows.len());
+        for (k, item) in e.shows.iter().enumerate() {
+            let root = Root::Criterion { owner, attr: Attr::Shown(k as u32) };
+            let why = match self.eval(root, &item.expr, locals) {
+                Ok(Value::Unscored(why)) => why.to_string(),
+                Ok(v) => {
+                    values.push(v);
+                    continue;
+                }
+                Err(t) => trap_reason(&t),
+            };
+            r.status = Status::Unscored;
+            r.reason = Some(format!("shows `{}`: {why}", item.name));
+            r.value = None;
+            r.level = None;
+            r.label = None;
+            return;
+        }
+        if r.status == Status::Skipped {
+            r.shown = values;
         }
     }
 
@@ -685,6 +732,17 @@ impl Driver<'_, '_> {
             self.trace.note(p, None, || value);
         }
         r
+    }
+}
+
+/// The `index` of a `Step` value (`ir::Type::step`), when it is a whole number.
+fn step_index(step: &Value) -> Option<u32> {
+    match step {
+        Value::Record(r) => match r.get("index") {
+            Some(Value::Number(n)) if *n >= 0.0 && n.fract() == 0.0 && *n <= f64::from(u32::MAX) => Some(*n as u32),
+            _ => None,
+        },
+        _ => None,
     }
 }
 

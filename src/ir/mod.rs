@@ -674,6 +674,19 @@ pub struct EachDecl {
     pub locals: u32,
     /// The template; its `id` is the block name and generated ids read `name[i]`.
     pub template: CriterionDecl,
+    /// What the template's judge is shown of each instance (`shows step, task = run.task`),
+    /// each evaluated with the element bound and fenced under its name in the instance's
+    /// request. Not serialised when empty, so blocks without keep their bytes and hash.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub shows: Vec<ShownDecl>,
+}
+
+/// One item of an `each` block's `shows`: a fence name and the expression shown in it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ShownDecl {
+    pub name: String,
+    pub expr: Expr,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -806,6 +819,41 @@ impl Type {
         Type::Record(vec![("content".into(), Type::Text), ("role".into(), Type::Text)])
     }
 
+    /// An agent's run (`Trajectory`), bound from chat messages in the OpenAI format
+    /// (`runtime::bind`): the task (the first user message), every message as a turn, the
+    /// assistant's steps, its last answer, and the messages as given (`json`, what the
+    /// trajectory intrinsics read).
+    pub fn trajectory() -> Type {
+        Type::Record(vec![
+            ("answer".into(), Type::Text),
+            ("json".into(), Type::Json),
+            ("messages".into(), Type::conversation()),
+            ("steps".into(), Type::List(Box::new(Type::step()))),
+            ("task".into(), Type::Text),
+        ])
+    }
+
+    /// One step of a trajectory (`Step`): an assistant message, numbered from 0, with the tool
+    /// calls it made, each with the result a tool message gave it.
+    pub fn step() -> Type {
+        Type::Record(vec![
+            ("calls".into(), Type::List(Box::new(Type::tool_call()))),
+            ("content".into(), Type::Text),
+            ("index".into(), Type::Number),
+        ])
+    }
+
+    /// One tool call of a step (`ToolCall`): its arguments parsed, and the content of the tool
+    /// message that answered it (`null` when none did).
+    pub fn tool_call() -> Type {
+        Type::Record(vec![
+            ("arguments".into(), Type::Json),
+            ("id".into(), Type::Text),
+            ("name".into(), Type::Text),
+            ("result".into(), Type::optional(Type::Text)),
+        ])
+    }
+
     pub fn optional(t: Type) -> Type {
         match t {
             Type::Optional(_) | Type::Null | Type::Any => t,
@@ -836,6 +884,9 @@ impl fmt::Display for Type {
             Type::Json => write!(f, "Json"),
             t if *t == Type::conversation() => write!(f, "Conversation"),
             t if *t == Type::message() => write!(f, "Message"),
+            t if *t == Type::trajectory() => write!(f, "Trajectory"),
+            t if *t == Type::step() => write!(f, "Step"),
+            t if *t == Type::tool_call() => write!(f, "ToolCall"),
             Type::List(t) => write!(f, "List[{t}]"),
             Type::Record(fields) => {
                 write!(f, "{{")?;

@@ -80,6 +80,20 @@ pub fn extra_slots(j: &super::JudgeDecl) -> &'static [&'static str] {
     }
 }
 
+/// The names `each` blocks decided by judge `judge` show it (`shows`): slots its template may
+/// have besides the inputs it sees.
+pub fn shown_to(p: &super::Program, judge: u32) -> impl Iterator<Item = &str> {
+    p.steps
+        .iter()
+        .filter_map(move |s| match s {
+            super::Step::Each(e) if matches!(e.template.verifier, super::Verifier::Judge { judge: j } if j == judge) => {
+                Some(e.shows.iter().map(|x| x.name.as_str()))
+            }
+            _ => None,
+        })
+        .flatten()
+}
+
 /// The intrinsics a program may call: the parameter types and the result type (with type
 /// variables `T`, `U`) of intrinsic `name`#`overload` of the catalogue, or `None`.
 pub trait Intrinsics: Sync + fmt::Debug {
@@ -623,7 +637,10 @@ impl<'p> Validator<'p> {
                         continue;
                     }
                     let seen = p.input_index(&slot).is_some_and(|k| sees.contains(&(k as u32)));
-                    v.want(seen, || format!("the template renders `{slot}`, which is not an input the judge sees"))?;
+                    let shown = shown_to(p, i as u32).any(|n| n == slot);
+                    v.want(seen || shown, || {
+                        format!("the template renders `{slot}`, which is not an input the judge sees nor shown to it")
+                    })?;
                 }
                 Ok(())
             })?;
@@ -993,6 +1010,40 @@ impl<'p> Validator<'p> {
                 };
                 f.bind(e.local, elem);
                 v.at("template", |v| v.criterion(&e.template, &mut f, true))?;
+                if !e.shows.is_empty() {
+                    let judge = match e.template.verifier {
+                        Verifier::Judge { judge } => p.judges.get(judge as usize),
+                        _ => None,
+                    };
+                    let j = v.at("shows", |v| {
+                        judge.ok_or_else(|| v.err("a block that shows its judge something is decided by a judge"))
+                    })?;
+                    v.at("shows", |v| {
+                        v.want(j.rollouts.is_none() && j.compares.is_none(), || {
+                            format!(
+                                "judge `{}` compares answers or judges a group: it cannot be shown one instance",
+                                j.name
+                            )
+                        })
+                    })?;
+                    for (k, item) in e.shows.iter().enumerate() {
+                        v.at_index("shows", k, |v| {
+                            v.name(&item.name)?;
+                            v.want(
+                                e.shows[..k].iter().all(|o| o.name != item.name)
+                                    && !TEMPLATE_KEYWORDS.contains(&item.name.as_str())
+                                    && !p.input_index(&item.name).is_some_and(|x| j.sees.contains(&(x as u32))),
+                                || {
+                                    format!(
+                                        "`{}` is shown twice, a template keyword or an input the judge sees",
+                                        item.name
+                                    )
+                                },
+                            )?;
+                            v.expr(&item.expr, &mut f, 0)
+                        })?;
+                    }
+                }
                 v.at("locals", |v| v.close(&f, Some((e.locals, e.local + 1))))
             }),
         }

@@ -99,7 +99,11 @@ impl Criterion {
     }
 }
 
-/// An input a judge sees, with its value for the row.
+/// The `index` of a [`SeenInput`] that is not an input but what an `each` block `shows` its
+/// judge of one instance.
+pub const SHOWN: u32 = u32::MAX;
+
+/// An input a judge sees, with its value for the row (or what a block shows it: [`SHOWN`]).
 #[derive(Debug, Clone, PartialEq)]
 pub struct SeenInput {
     /// Index into `Program::inputs`.
@@ -134,6 +138,28 @@ impl Task {
             })
             .collect();
         Task { judge, criteria, seen }
+    }
+
+    /// The task with what an `each` block `shows` its judge of one instance
+    /// ([`Task::shown_of`]): fenced after the inputs it sees, under their names.
+    pub fn with_shown(mut self, shown: Vec<SeenInput>) -> Task {
+        self.seen.extend(shown);
+        self
+    }
+
+    /// What block `e` shows its judge of an instance whose `shows` evaluated to `values`: one
+    /// entry per item, under [`SHOWN`] (no input's index), typed as its expression.
+    pub fn shown_of(e: &crate::ir::EachDecl, values: &[Value]) -> Vec<SeenInput> {
+        e.shows
+            .iter()
+            .zip(values)
+            .map(|(s, v)| SeenInput { index: SHOWN, name: s.name.clone(), ty: s.expr.ty.clone(), value: v.clone() })
+            .collect()
+    }
+
+    /// What the task's block shows its judge ([`Task::with_shown`]).
+    pub fn shown(&self) -> Vec<SeenInput> {
+        self.seen.iter().filter(|s| s.index == SHOWN).cloned().collect()
     }
 
     /// `Task::new` for judge number `judge` of `program`.

@@ -404,22 +404,34 @@ fn render_as(
     };
     let schema = reply_schema(&entries, &shown);
     let mut fenced_any = false;
+    let mut placed: Vec<usize> = Vec::new();
     let mut fence_of = |name: &str| -> Option<String> {
         let at = seen.iter().position(|s| s.name == name)?;
         fenced_any = true;
+        placed.push(at);
         Some(rendered_fences[at].clone())
     };
     let body = match &judge.template {
-        Some(t) => fill(t, |slot| match slot {
-            "criterion" | "criteria" if !multi => Some(shown[0].text().to_string()),
-            "criterion" | "criteria" => Some(criteria_block(criteria, &entries, &shown)),
-            "levels" => criteria.iter().zip(&entries).find_map(|(c, e)| levels_text(c, e)),
-            "labels" => criteria.iter().zip(&entries).find_map(|(c, e)| labels_text(c, e)),
-            "first" if compared > 0 => Some(candidate_fences[0].clone()),
-            "second" if compared > 0 => Some(candidate_fences[1].clone()),
-            "rollouts" if judge.rollouts.is_some() => Some(rollouts_block().trim_end().to_string()),
-            name => fence_of(name),
-        }),
+        Some(t) => {
+            let mut body = fill(t, |slot| match slot {
+                "criterion" | "criteria" if !multi => Some(shown[0].text().to_string()),
+                "criterion" | "criteria" => Some(criteria_block(criteria, &entries, &shown)),
+                "levels" => criteria.iter().zip(&entries).find_map(|(c, e)| levels_text(c, e)),
+                "labels" => criteria.iter().zip(&entries).find_map(|(c, e)| labels_text(c, e)),
+                "first" if compared > 0 => Some(candidate_fences[0].clone()),
+                "second" if compared > 0 => Some(candidate_fences[1].clone()),
+                "rollouts" if judge.rollouts.is_some() => Some(rollouts_block().trim_end().to_string()),
+                name => fence_of(name),
+            });
+            // What a block shows the judge that the template does not place follows it.
+            for (at, s) in seen.iter().enumerate() {
+                if s.index == super::SHOWN && !placed.contains(&at) {
+                    fenced_any = true;
+                    let _ = write!(body, "\n\n{} ({}):\n{}", s.name, s.ty, rendered_fences[at]);
+                }
+            }
+            body
+        }
         None => {
             let mut s = String::new();
             let extract_only = criteria.iter().all(|c| matches!(c.ask, Ask::Extract { .. }));

@@ -370,6 +370,7 @@ pub fn annotate_groups(
             v.sort();
             v
         };
+        let stats_flagged = stats.flagged;
         figures.push(GroupFigures {
             scored: scored[gi].clone(),
             rewards: rewards[gi].clone(),
@@ -378,6 +379,13 @@ pub fn annotate_groups(
             strict: (0..scored[gi].len()).map(|j| strict[gi * s + j] == 1).collect(),
             saturated_met: ids(&sat_met[gi]),
             saturated_unmet: ids(&sat_unmet[gi]),
+            // From the records' step rewards, which the scalar path wrote (no tensor stage).
+            step_advantages: crate::runtime::groups::step_advantages(
+                decl,
+                &groups[gi].members,
+                &scored[gi],
+                stats_flagged,
+            ),
         });
     }
     // Token credit for the members that carry token offsets.

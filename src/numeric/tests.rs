@@ -105,6 +105,8 @@ fn result(id: String, c: &Cell) -> CriterionResult {
         calibrated: None,
         position: None,
         preference: None,
+        shown: Vec::new(),
+        step: None,
         sets: vec![],
     }
 }

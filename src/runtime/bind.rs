@@ -66,6 +66,8 @@ pub fn convert(j: &Json, ty: &Type) -> Result<Value, String> {
         (Type::Bool, Json::Bool(b)) => Value::Bool(*b),
         (Type::Json, j) => Value::Json(Arc::new(j.clone())),
         (Type::Any, j) => Value::from_json(j),
+        // A trajectory from chat messages in the OpenAI form (`null` is handled above).
+        (t, j) if *t == Type::trajectory() => crate::stdlib::trajectory_value(j)?,
         // A conversation may be given as one user message.
         (t, Json::String(s)) if *t == Type::conversation() => {
             let mut m = BTreeMap::new();

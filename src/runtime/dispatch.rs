@@ -12,7 +12,7 @@
 
 use crate::engine::{Engine, RowResult, Status, VerdictSource};
 use crate::ir::{Program, Step};
-use crate::judge::{Cost, Criterion, Dispatcher, Task};
+use crate::judge::{Cost, Criterion, Dispatcher, SeenInput, Task};
 use crate::value::Value;
 use rayon::prelude::*;
 use serde_json::{json, Value as Json};
@@ -488,21 +488,26 @@ fn escalates(rules: &[crate::ir::Escalate], v: &Json, evidence: Option<&str>) ->
 /// criteria, each read by the next one's check, asks one link per round).
 const MAX_ROUNDS: u64 = 64;
 
-/// The judge criterion with result id `id` (`er`, `items[3]`), with its evaluated text.
-fn criterion_for(program: &Program, id: &str, result: &RowResult) -> Option<(u32, Criterion)> {
-    let text = result.criterion(id).and_then(|c| c.text.clone()).unwrap_or_default();
-    let decl = match id.split_once('[') {
+/// The judge criterion with result id `id` (`er`, `items[3]`), with its evaluated text, and
+/// what its block `shows` the judge of this instance (empty for most).
+fn criterion_for(program: &Program, id: &str, result: &RowResult) -> Option<(u32, Criterion, Vec<SeenInput>)> {
+    let found = result.criterion(id);
+    let text = found.and_then(|c| c.text.clone()).unwrap_or_default();
+    let (decl, shown) = match id.split_once('[') {
         Some((name, _)) => program.steps.iter().find_map(|s| match s {
-            Step::Each(e) if program.sets[e.set as usize].name == name => Some(&e.template),
+            Step::Each(e) if program.sets[e.set as usize].name == name => {
+                let values = found.map_or(&[][..], |c| c.shown.as_slice());
+                Some((&e.template, Task::shown_of(e, values)))
+            }
             _ => None,
         })?,
-        None => program.criteria.iter().find(|c| c.id == id)?,
+        None => (program.criteria.iter().find(|c| c.id == id)?, Vec::new()),
     };
     let judge = match &decl.verifier {
         crate::ir::Verifier::Judge { judge } | crate::ir::Verifier::Extract { judge, .. } => *judge,
         _ => return None,
     };
-    Some((judge, Criterion::for_decl(program, decl, id.to_string(), text)?))
+    Some((judge, Criterion::for_decl(program, decl, id.to_string(), text)?, shown))
 }
 
 /// Whether a criterion's result came from a judge (a verdict or an extraction).
@@ -607,14 +612,19 @@ pub(crate) fn row_tasks(
 ) -> u64 {
     let Some(result) = row.result.as_ref() else { return 0 };
     let mut asked = 0;
-    let mut by_judge: BTreeMap<u32, Vec<Criterion>> = BTreeMap::new();
+    // Criteria by judge; an instance shown something of its own (`shows`) is asked alone.
+    let mut by_judge: BTreeMap<(u32, usize), (Vec<Criterion>, Vec<SeenInput>)> = BTreeMap::new();
     for id in &result.demanded {
         match criterion_for(program, id, result) {
-            Some((j, c)) => by_judge.entry(j).or_default().push(c),
+            Some((j, c, shown)) if shown.is_empty() => by_judge.entry((j, 0)).or_default().0.push(c),
+            Some((j, c, shown)) => {
+                let at = by_judge.len() + 1;
+                by_judge.insert((j, at), (vec![c], shown));
+            }
             None => row.verdicts.push((id.clone(), json!({"unscored": "judge_internal: not a judged criterion"}))),
         }
     }
-    for (j, criteria) in by_judge {
+    for ((j, _), (criteria, shown)) in by_judge {
         asked += criteria.len() as u64;
         // A jury asks each of its members; their verdicts become its samples. A cascade asks
         // its first member; the next ones only where an answer escalates.
@@ -626,23 +636,26 @@ pub(crate) fn row_tasks(
         }
         let members = decl.and_then(|d| d.jury.as_ref()).map(|jy| jy.members.clone());
         let first = decl.and_then(|d| d.cascade.as_ref()).and_then(|c| c.members.first().copied());
+        let task = |m: u32, criteria: Vec<Criterion>| {
+            Task::for_program(program, m, criteria, &row.inputs).map(|t| t.with_shown(shown.clone()))
+        };
         match (members, first) {
             (Some(members), _) => {
                 for (at, m) in members.iter().enumerate() {
-                    if let Some(t) = Task::for_program(program, *m, criteria.clone(), &row.inputs) {
+                    if let Some(t) = task(*m, criteria.clone()) {
                         tasks.push(t);
                         owners.push((ri, Some(Via::Jury { jury: j, at })));
                     }
                 }
             }
             (None, Some(m)) => {
-                if let Some(t) = Task::for_program(program, m, criteria, &row.inputs) {
+                if let Some(t) = task(m, criteria) {
                     tasks.push(t);
                     owners.push((ri, Some(Via::Cascade { cascade: j, tier: 0 })));
                 }
             }
             (None, None) => {
-                if let Some(t) = Task::for_program(program, j, criteria, &row.inputs) {
+                if let Some(t) = task(j, criteria) {
                     tasks.push(t);
                     owners.push((ri, None));
                 }
@@ -852,7 +865,7 @@ pub fn evaluate_chunk_until(
                         if !up.is_empty() {
                             let m = c.members[tier + 1];
                             if let Some(t) = Task::for_program(program, m, up, &rows[ri].inputs) {
-                                next.push(t);
+                                next.push(t.with_shown(task.shown()));
                                 next_owners.push((ri, Some(Via::Cascade { cascade, tier: tier + 1 })));
                             }
                         }

@@ -154,6 +154,8 @@ pub struct GroupFigures {
     /// Criterion ids every scored member met (or left unmet), sorted.
     pub saturated_met: Vec<String>,
     pub saturated_unmet: Vec<String>,
+    /// [`step_advantages`] of each scored member (`None` for a member without `step_rewards`).
+    pub step_advantages: Vec<Option<Vec<Option<f64>>>>,
 }
 
 /// The group's figures on the scalar path.
@@ -181,7 +183,60 @@ pub fn figures(decl: &RewardDecl, members: &[Json]) -> GroupFigures {
         .iter()
         .map(|&i| strict(members[i].get("criteria").and_then(Json::as_array).map_or(&[][..], Vec::as_slice)))
         .collect();
-    GroupFigures { scored, rewards, advantages, stats, strict, saturated_met, saturated_unmet }
+    let step_advantages = step_advantages(decl, members, &scored, stats.flagged);
+    GroupFigures { scored, rewards, advantages, stats, strict, saturated_met, saturated_unmet, step_advantages }
+}
+
+/// Step-level credit for agent RL, as process supervision in GRPO (Shao et al. 2024,
+/// DeepSeekMath, §4.1.3): every step reward of the group's `scored` members (their records'
+/// `step_rewards`, null ones left out) is normalised by the mean and standard deviation of
+/// all of them (`std` as the rubric's `reward` declares, + ε), and a step's advantage is the
+/// sum of the normalised rewards of that step and every later step of the same member (a
+/// step whose own reward is null still gets the later ones'). Clipped as the `reward` clips.
+/// `None` for a member without `step_rewards`, and for every member of a `flagged` group.
+pub fn step_advantages(
+    decl: &RewardDecl,
+    members: &[Json],
+    scored: &[usize],
+    flagged: bool,
+) -> Vec<Option<Vec<Option<f64>>>> {
+    let steps: Vec<Option<Vec<Option<f64>>>> = scored
+        .iter()
+        .map(|&i| {
+            let list = members[i].get("step_rewards")?.as_array()?;
+            Some(list.iter().map(Json::as_f64).collect())
+        })
+        .collect();
+    let xs: Vec<f64> = steps.iter().flatten().flatten().flatten().copied().collect();
+    if flagged || xs.is_empty() {
+        return vec![None; scored.len()];
+    }
+    let n = xs.len();
+    let mean = xs.iter().sum::<f64>() / n as f64;
+    let ss = xs.iter().map(|x| (x - mean) * (x - mean)).sum::<f64>();
+    let std = match decl.std {
+        _ if n < 2 => 0.0,
+        StdForm::Sample => (ss / (n - 1) as f64).sqrt(),
+        StdForm::Population => (ss / n as f64).sqrt(),
+    };
+    steps
+        .into_iter()
+        .map(|member| {
+            let rewards = member?;
+            let mut out = vec![None; rewards.len()];
+            let mut later = 0.0;
+            for (t, r) in rewards.iter().enumerate().rev() {
+                if let Some(r) = r {
+                    later += (r - mean) / (std + decl.epsilon);
+                }
+                out[t] = Some(match decl.clip {
+                    Some((lo, hi)) => later.clamp(lo, hi),
+                    None => later,
+                });
+            }
+            Some(out)
+        })
+        .collect()
 }
 
 /// Write a group's figures into its records: each scored member gets `reward`, `advantage`,
@@ -208,6 +263,10 @@ pub fn write_figures(members: &mut [Json], f: &GroupFigures) {
         let mut extra = Map::new();
         extra.insert("reward".into(), f.rewards.get(k).copied().flatten().map_or(Json::Null, number_to_json));
         extra.insert("advantage".into(), f.advantages.get(k).copied().flatten().map_or(Json::Null, number_to_json));
+        if let Some(Some(steps)) = f.step_advantages.get(k) {
+            let steps = steps.iter().map(|a| a.map_or(Json::Null, number_to_json)).collect();
+            extra.insert("step_advantages".into(), Json::Array(steps));
+        }
         extra.insert("strict".into(), json!(f.strict.get(k).copied().unwrap_or(false)));
         extra.insert("verdicts".into(), Json::Array(verdicts));
         extra.insert("group_stats".into(), group_stats.clone());

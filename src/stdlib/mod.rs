@@ -12,6 +12,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+pub(crate) use intrinsics::trajectory::trajectory_value;
 pub use text_index::TextIndex;
 
 /// The signature of every intrinsic implementation. Arguments arrive after the caller filled

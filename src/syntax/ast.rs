@@ -271,7 +271,16 @@ pub struct CriteriaBlock {
 #[derive(Debug, Clone, PartialEq)]
 pub enum CriteriaBody {
     Static(Vec<Criterion>),
-    Each { var: Name, list: Expr, template: Box<Criterion> },
+    Each { var: Name, list: Expr, template: Box<Criterion>, shows: Vec<ShownItem> },
+}
+
+/// One item of a block's `shows`: what its judge is shown of each instance, in a fence named
+/// `name`; `expr` is `None` for a name alone (`shows step`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ShownItem {
+    pub name: Name,
+    pub expr: Option<Expr>,
+    pub span: Span,
 }
 
 #[derive(Debug, Clone, PartialEq)]

@@ -831,16 +831,31 @@ impl Lower {
                     let mut var = None;
                     let mut list = None;
                     let mut template = None;
+                    let mut shows = Vec::new();
                     for c in kids(body_pair) {
                         match c.as_rule() {
                             Rule::ident => var = Some(self.name(c)),
                             Rule::expr => list = Some(self.expr(c)),
                             Rule::block_default => default_judge = Some(self.name(kids(c).next().unwrap())),
+                            Rule::block_shows => {
+                                for item in kids(c).filter(|k| k.as_rule() == Rule::shown_item) {
+                                    let span = self.span(&item);
+                                    let mut k = kids(item);
+                                    let name = self.name(k.next().unwrap());
+                                    let expr = k.next().map(|e| self.expr(e));
+                                    shows.push(ShownItem { name, expr, span });
+                                }
+                            }
                             Rule::criterion_template => template = Some(self.criterion(c)),
                             _ => {}
                         }
                     }
-                    CriteriaBody::Each { var: var.unwrap(), list: list.unwrap(), template: Box::new(template.unwrap()) }
+                    CriteriaBody::Each {
+                        var: var.unwrap(),
+                        list: list.unwrap(),
+                        template: Box::new(template.unwrap()),
+                        shows,
+                    }
                 } else {
                     let mut crits = Vec::new();
                     for c in kids(body_pair) {

@@ -462,7 +462,8 @@ impl Printer {
         self.w(&print_string(s));
     }
 
-    /// A string that may print as a triple-quoted block (judge templates, example responses).
+    /// A string that may print as a triple-quoted block (a multi-line string: judge templates,
+    /// example responses, JSON written out in a call).
     fn block_or_str(&mut self, s: &str) {
         match block_string(s, &self.indent) {
             Some(b) => self.w(&b),
@@ -909,12 +910,20 @@ impl Printer {
                 self.default_judge(&b.default_judge);
                 self.criteria_body(b.span, cs);
             }
-            CriteriaBody::Each { var, list, template } => {
+            CriteriaBody::Each { var, list, template, shows } => {
                 self.w(" each ");
                 self.w(&var.text);
                 self.w(" in ");
                 self.expr(list, Prec::Lowest);
                 self.default_judge(&b.default_judge);
+                for (i, item) in shows.iter().enumerate() {
+                    self.w(if i == 0 { " shows " } else { ", " });
+                    self.w(&item.name.text);
+                    if let Some(e) = &item.expr {
+                        self.w(" = ");
+                        self.expr(e, Prec::Lowest);
+                    }
+                }
                 self.criteria_body(b.span, std::slice::from_ref(template));
             }
         }
@@ -1239,7 +1248,7 @@ impl Printer {
     fn expr_bare(&mut self, e: &Expr) {
         match &e.kind {
             ExprKind::Number(n) => self.num(*n),
-            ExprKind::Str(s) => self.str_lit(s),
+            ExprKind::Str(s) => self.block_or_str(s),
             ExprKind::Bool(b) => self.w(if *b { "true" } else { "false" }),
             ExprKind::Null => self.w("null"),
             ExprKind::List(xs) => {
@@ -1472,10 +1481,17 @@ fn erase_item(item: &mut Item) {
             }
             match &mut b.body {
                 CriteriaBody::Static(cs) => cs.iter_mut().for_each(erase_criterion),
-                CriteriaBody::Each { var, list, template } => {
+                CriteriaBody::Each { var, list, template, shows } => {
                     name(var);
                     erase_expr(list);
                     erase_criterion(template);
+                    for item in shows {
+                        item.span = Span::default();
+                        name(&mut item.name);
+                        if let Some(e) = &mut item.expr {
+                            erase_expr(e);
+                        }
+                    }
                 }
             }
         }

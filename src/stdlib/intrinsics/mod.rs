@@ -19,7 +19,7 @@ mod pattern;
 mod semantic;
 mod similarity;
 mod text;
-mod trajectory;
+pub(crate) mod trajectory;
 
 use super::{EvalCtx, Intrinsic, Trap, TrapKind};
 use crate::value::Value;
@@ -155,10 +155,18 @@ pub static ALL: &[Intrinsic] = &[
     json::JSON_OBJECTS,
     // agent trajectories (OpenAI messages with tool calls; agentevals' trajectory match)
     trajectory::TOOL_CALLS,
+    trajectory::TOOL_CALLS_OF,
     trajectory::CALLED,
+    trajectory::CALLED_OF,
     trajectory::CALL_COUNT,
+    trajectory::CALL_COUNT_OF,
     trajectory::CALLED_IN_ORDER,
+    trajectory::CALLED_IN_ORDER_OF,
     trajectory::TRAJECTORY_MATCH,
+    trajectory::TRAJECTORY_MATCH_OF,
+    trajectory::TRAJECTORY_MATCH_BOTH,
+    // the `Trajectory` type from chat messages (the functions above take one too)
+    trajectory::TRAJECTORY,
 ];
 
 // ---------------------------------------------------------------- argument access

@@ -97,6 +97,106 @@ pub(super) const TRAJECTORY_MATCH: Intrinsic = Intrinsic {
     imp: trajectory_match,
 };
 
+/// The overloads of the functions above on a `Trajectory` (they read its `json`), and
+/// `trajectory`, which builds one.
+const TRAJ_DOC: &str = "(on a `Trajectory`: the same over its `json`, the messages as the row gave them)";
+
+pub(super) const TRAJECTORY: Intrinsic = Intrinsic {
+    name: "trajectory",
+    sig: "(messages: Json?) -> Trajectory",
+    doc: "The `Trajectory` of chat messages in the forms `tool_calls` reads, as a row's \
+          `Trajectory` input is bound: `task` (the first user message's content), `messages` \
+          (every message as a `{role, content}` turn), `steps` (one per assistant message, \
+          numbered from 0: its `content` and its `calls`, each `{name, arguments, id, result}` \
+          with `result` the content of the tool message answering it, or `null`), `answer` \
+          (the last assistant message's content) and `json` (the messages as given). Content \
+          given as a list of parts reads as its text parts joined by newlines. A `null` is the \
+          empty trajectory; messages not in this form trap (`rubric::trap::type`). See \
+          [trajectories.md](trajectories.md).",
+    examples: &[
+        r#"trajectory(json("""[{"role": "user", "content": "Weather in SF?"}, {"role": "assistant", "content": "", "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "get_weather", "arguments": "{\"city\": \"SF\"}"}}]}, {"role": "tool", "tool_call_id": "c1", "content": "18C"}, {"role": "assistant", "content": "It is 18C."}]""")).steps[0].calls[0].result == "18C""#,
+        r#"len(trajectory(json("""[{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Hello"}]""")).steps) == 1"#,
+        r#"trajectory(json("""[{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Hello"}]""")).answer == "Hello""#,
+        r#"trajectory(null).task == """#,
+    ],
+    imp: |a, ctx| {
+        let t = opt_json_arg(a, 0)?;
+        let Some(t) = t else { return trajectory_value(&Json::Null).map_err(bad) };
+        ctx.work(t.to_string().len())?;
+        trajectory_value(&t).map_err(bad)
+    },
+};
+
+pub(super) const TOOL_CALLS_OF: Intrinsic = Intrinsic {
+    name: "tool_calls",
+    sig: "(trajectory: Trajectory?) -> List[{name: Text, arguments: Json, id: Text}]",
+    doc: TRAJ_DOC,
+    examples: &[
+        r#"tool_calls(trajectory(json("""[{"role": "assistant", "tool_calls": [{"name": "search", "args": {"q": "a"}}]}]""")))[0].name == "search""#,
+    ],
+    imp: tool_calls,
+};
+
+pub(super) const CALLED_OF: Intrinsic = Intrinsic {
+    name: "called",
+    sig: "(trajectory: Trajectory?, name: Text) -> Bool",
+    doc: TRAJ_DOC,
+    examples: &[
+        r#"called(trajectory(json("""[{"role": "assistant", "tool_calls": [{"name": "search", "args": {}}]}]""")), "search")"#,
+    ],
+    imp: called,
+};
+
+pub(super) const CALL_COUNT_OF: Intrinsic = Intrinsic {
+    name: "call_count",
+    sig: "(trajectory: Trajectory?, name: Text) -> Number",
+    doc: TRAJ_DOC,
+    examples: &[
+        r#"call_count(trajectory(json("""[{"role": "assistant", "tool_calls": [{"name": "search", "args": {}}, {"name": "search", "args": {}}]}]""")), "search") == 2"#,
+    ],
+    imp: call_count,
+};
+
+pub(super) const CALLED_IN_ORDER_OF: Intrinsic = Intrinsic {
+    name: "called_in_order",
+    sig: "(trajectory: Trajectory?, names: List[Text]) -> Bool",
+    doc: TRAJ_DOC,
+    examples: &[
+        r#"called_in_order(trajectory(json("""[{"role": "assistant", "tool_calls": [{"name": "search", "args": {}}, {"name": "answer", "args": {}}]}]""")), ["search", "answer"])"#,
+    ],
+    imp: called_in_order,
+};
+
+pub(super) const TRAJECTORY_MATCH_OF: Intrinsic = Intrinsic {
+    name: "trajectory_match",
+    sig: "(outputs: Trajectory?, reference: Json?, mode: Text = \"strict\", args: Text = \"exact\") -> Bool",
+    doc: TRAJ_DOC,
+    examples: &[
+        r#"trajectory_match(trajectory(json("""[{"role": "assistant", "tool_calls": [{"name": "a", "args": {}}]}]""")), json("""[{"role": "assistant", "tool_calls": [{"name": "a", "args": {}}]}]"""))"#,
+    ],
+    imp: trajectory_match,
+};
+
+pub(super) const TRAJECTORY_MATCH_BOTH: Intrinsic = Intrinsic {
+    name: "trajectory_match",
+    sig: "(outputs: Trajectory?, reference: Trajectory?, mode: Text = \"strict\", args: Text = \"exact\") -> Bool",
+    doc: TRAJ_DOC,
+    examples: &[
+        r#"trajectory_match(trajectory(json("""[{"role": "assistant", "tool_calls": [{"name": "a", "args": {}}, {"name": "b", "args": {}}]}]""")), trajectory(json("""[{"role": "assistant", "tool_calls": [{"name": "b", "args": {}}]}]""")), mode: "superset")"#,
+    ],
+    imp: trajectory_match,
+};
+
+/// Argument `i` as the JSON of a trajectory: a `Json` as it is, a `Trajectory`'s `json`.
+fn traj_arg(a: &[Value], i: usize) -> Result<Option<std::borrow::Cow<'_, Json>>, Trap> {
+    if let Some(Value::Record(r)) = a.get(i) {
+        if let Some(Value::Json(j)) = r.get("json") {
+            return Ok(Some(std::borrow::Cow::Borrowed(&**j)));
+        }
+    }
+    opt_json_arg(a, i)
+}
+
 // ---------------------------------------------------------------- reading trajectories
 
 /// One tool call, normalised.
@@ -113,6 +213,10 @@ struct Call {
 struct Message {
     role: String,
     calls: Option<Vec<Call>>,
+    /// The content as text ([`content_text`]).
+    content: String,
+    /// A tool message's `tool_call_id`: the call it answers.
+    tool_call_id: Option<String>,
 }
 
 fn bad(message: impl Into<String>) -> Trap {
@@ -124,6 +228,11 @@ fn bad(message: impl Into<String>) -> Trap {
 fn messages(trajectory: Option<&Json>, ctx: &mut EvalCtx) -> Result<Vec<Message>, Trap> {
     let Some(t) = trajectory else { return Ok(Vec::new()) };
     ctx.work(t.to_string().len())?;
+    message_list(t).map_err(bad)
+}
+
+/// [`messages`] without the meter: the messages of a trajectory, or what is wrong with it.
+fn message_list(t: &Json) -> Result<Vec<Message>, String> {
     let single;
     let list: &[Json] = match t {
         Json::Null => return Ok(Vec::new()),
@@ -135,12 +244,95 @@ fn messages(trajectory: Option<&Json>, ctx: &mut EvalCtx) -> Result<Vec<Message>
         Json::Object(o) => match o.get("messages") {
             Some(Json::Array(items)) => items,
             Some(Json::Null) => return Ok(Vec::new()),
-            Some(_) => return Err(bad("a trajectory's `messages` must be a list of messages")),
-            None => return Err(bad("a trajectory object must be a message (with a `role`) or have a `messages` list")),
+            Some(_) => return Err("a trajectory's `messages` must be a list of messages".into()),
+            None => {
+                return Err("a trajectory object must be a message (with a `role`) or have a `messages` list".into())
+            }
         },
-        other => return Err(bad(format!("a trajectory must be a list of messages, got `{other}`"))),
+        other => return Err(format!("a trajectory must be a list of messages, got `{other}`")),
     };
-    list.iter().enumerate().map(|(i, m)| message(m).map_err(|e| bad(format!("message {i}: {e}")))).collect()
+    list.iter().enumerate().map(|(i, m)| message(m).map_err(|e| format!("message {i}: {e}"))).collect()
+}
+
+/// A message's content as text: a string as it is, a list of content parts as their `text`
+/// parts joined by newlines (other parts, such as images, left out), `null` or absent as `""`.
+fn content_text(c: Option<&Json>) -> Result<String, String> {
+    match c {
+        None | Some(Json::Null) => Ok(String::new()),
+        Some(Json::String(s)) => Ok(s.clone()),
+        Some(Json::Array(parts)) => Ok(parts
+            .iter()
+            .filter_map(|p| match p {
+                Json::String(s) => Some(s.as_str()),
+                Json::Object(o) => o.get("text").and_then(Json::as_str),
+                _ => None,
+            })
+            .collect::<Vec<_>>()
+            .join("\n")),
+        Some(other) => Err(format!("`content` must be text or a list of content parts, got `{other}`")),
+    }
+}
+
+/// The `Trajectory` value (`ir::Type::trajectory`) of chat messages in the OpenAI form (the
+/// forms [`TOOL_CALLS`] reads): `task`, the first user message's content; `messages`, every
+/// message as a `{role, content}` turn; `steps`, one per assistant message, numbered from 0,
+/// with its content and its calls, each call with the content of the tool message whose
+/// `tool_call_id` names it (`null` when none does); `answer`, the last assistant message's
+/// content; `json`, the messages as given. How rows bind a `Trajectory` input, and the
+/// `trajectory` intrinsic.
+pub(crate) fn trajectory_value(t: &Json) -> Result<Value, String> {
+    let list = message_list(t)?;
+    let mut results: std::collections::HashMap<&str, &str> = std::collections::HashMap::new();
+    for m in &list {
+        if let (Some(id), "tool") = (m.tool_call_id.as_deref(), m.role.as_str()) {
+            results.entry(id).or_insert(m.content.as_str());
+        }
+    }
+    let rec = |fields: Vec<(&str, Value)>| {
+        let mut r = Record::new();
+        for (k, v) in fields {
+            r.insert(k.into(), v);
+        }
+        Value::Record(Arc::new(r))
+    };
+    let mut steps = Vec::new();
+    for m in list.iter().filter(|m| m.role == "assistant") {
+        let calls = m
+            .calls
+            .iter()
+            .flatten()
+            .map(|c| {
+                let result = match results.get(c.id.as_str()) {
+                    Some(r) if !c.id.is_empty() => Value::text(*r),
+                    _ => Value::Null,
+                };
+                rec(vec![
+                    ("arguments", super::json_value(c.args.clone())),
+                    ("id", Value::text(c.id.as_str())),
+                    ("name", Value::text(c.name.as_str())),
+                    ("result", result),
+                ])
+            })
+            .collect();
+        steps.push(rec(vec![
+            ("calls", Value::list(calls)),
+            ("content", Value::text(m.content.as_str())),
+            ("index", super::number(steps.len())),
+        ]));
+    }
+    let turns = list
+        .iter()
+        .map(|m| rec(vec![("content", Value::text(m.content.as_str())), ("role", Value::text(m.role.as_str()))]))
+        .collect();
+    let first = |role: &str| list.iter().find(|m| m.role == role).map_or("", |m| m.content.as_str());
+    let answer = list.iter().rev().find(|m| m.role == "assistant").map_or("", |m| m.content.as_str());
+    Ok(rec(vec![
+        ("answer", Value::text(answer)),
+        ("json", super::json_value(t.clone())),
+        ("messages", Value::list(turns)),
+        ("steps", Value::list(steps)),
+        ("task", Value::text(first("user"))),
+    ]))
 }
 
 fn message(m: &Json) -> Result<Message, String> {
@@ -167,7 +359,13 @@ fn message(m: &Json) -> Result<Message, String> {
         Some(Json::Array(_)) => None,
         Some(other) => return Err(format!("`tool_calls` must be a list, got `{other}`")),
     };
-    Ok(Message { role: role.to_string(), calls })
+    let content = content_text(fields.get("content"))?;
+    let tool_call_id = match fields.get("tool_call_id") {
+        Some(Json::String(id)) => Some(id.clone()),
+        Some(Json::Number(n)) => Some(n.to_string()),
+        _ => None,
+    };
+    Ok(Message { role: role.to_string(), calls, content, tool_call_id })
 }
 
 /// One tool call in the OpenAI form (`{id, type, function: {name, arguments}}`, `arguments` a
@@ -206,7 +404,7 @@ fn all_calls(messages: Vec<Message>) -> impl Iterator<Item = Call> {
 }
 
 fn calls_of(a: &[Value], ctx: &mut EvalCtx) -> Result<Vec<Call>, Trap> {
-    let t = opt_json_arg(a, 0)?;
+    let t = traj_arg(a, 0)?;
     Ok(all_calls(messages(t.as_deref(), ctx)?).collect())
 }
 
@@ -400,8 +598,8 @@ fn trajectory_match(a: &[Value], ctx: &mut EvalCtx) -> Result<Value, Trap> {
             )))
         }
     };
-    let outputs = messages(opt_json_arg(a, 0)?.as_deref(), ctx)?;
-    let reference = messages(opt_json_arg(a, 1)?.as_deref(), ctx)?;
+    let outputs = messages(traj_arg(a, 0)?.as_deref(), ctx)?;
+    let reference = messages(traj_arg(a, 1)?.as_deref(), ctx)?;
     let matched = match &**mode {
         "strict" => strict(&outputs, &reference, args, ctx)?,
         "unordered" | "subset" | "superset" => {

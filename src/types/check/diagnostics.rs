@@ -481,8 +481,54 @@ pub(super) fn judge_hidden_input(judge: &str, at: Span, what: HiddenInput<'_>) -
 pub(super) fn judge_unknown_slot(judge: &str, slot: &str, template: Span) -> Diagnostic {
     let message = format!("the template of judge `{judge}` has a slot `{{{{{slot}}}}}` that is not an input");
     error("rubric::judge::unknown_slot", message, template, "template").with_help(
-        "slots are `{{INPUT}}` for inputs the judge sees, and `{{criterion}}`, `{{criteria}}`, `{{levels}}`, `{{labels}}`",
+        "slots are `{{INPUT}}` for inputs the judge sees, `{{NAME}}` for what a block's `shows` shows it, \
+         and `{{criterion}}`, `{{criteria}}`, `{{levels}}`, `{{labels}}`",
     )
+}
+
+/// What is wrong with a block's `shows`.
+pub(super) enum BadShows<'a> {
+    /// The block's criteria are not decided by a judge.
+    NoJudge,
+    /// The judge compares two answers or judges a group: its requests are not one instance's.
+    Judge(&'a str),
+    Twice(&'a str),
+    Keyword(&'a str),
+    /// The judge already sees an input of that name.
+    Seen {
+        name: &'a str,
+        judge: &'a str,
+    },
+}
+
+pub(super) fn judge_bad_shows(at: Span, why: BadShows<'_>) -> Diagnostic {
+    let (message, label, help) = match why {
+        BadShows::NoJudge => (
+            "`shows` is for a block whose criteria a judge decides".to_string(),
+            "shown to no judge",
+            "give the block a judge (`criteria NAME each X in LIST by JUDGE shows X { ... }`), or drop `shows`"
+                .to_string(),
+        ),
+        BadShows::Judge(judge) => (
+            format!("judge `{judge}` compares answers or judges a group, so it cannot be shown one instance"),
+            "shown to that judge",
+            "show the instance to a judge that judges one row at a time".to_string(),
+        ),
+        BadShows::Twice(name) => {
+            (format!("`{name}` is shown twice"), "shown again", "each item of `shows` names its own fence".to_string())
+        }
+        BadShows::Keyword(name) => (
+            format!("`{name}` is a template keyword, not a name to show under"),
+            "reserved in templates",
+            format!("show it under another name: `shows {name}_text = ...`"),
+        ),
+        BadShows::Seen { name, judge } => (
+            format!("judge `{judge}` already sees the input `{name}`"),
+            "already in the request",
+            format!("show it under another name (`shows {name}2 = ...`), or take `{name}` out of the judge's `sees`"),
+        ),
+    };
+    error("rubric::judge::bad_shows", message, at, label).with_help(help)
 }
 
 /// `kind`: what the criterion asks of the local judge (`score an ordinal criterion`...).

@@ -7,10 +7,26 @@ use super::scope::{Global, Place, Scope};
 use super::{diagnostics, Checker};
 use crate::ir::{self, AggOp, Expr, ExprKind, Policy, Type};
 use crate::syntax::ast;
-use diagnostics::{Duplicate, Mismatch, NotConstant};
+use diagnostics::{BadShows, Duplicate, Mismatch, NotConstant};
 
 impl Checker<'_> {
     pub(super) fn check_root(&mut self, file: &ast::File) {
+        // What `shows` blocks show each judge: slots its template may name.
+        for item in &file.items {
+            if let ast::Item::Criteria(b) = item {
+                if let ast::CriteriaBody::Each { template, shows, .. } = &b.body {
+                    let judge = match template.verifier.as_ref().map(|v| &v.kind) {
+                        Some(ast::VerifierKind::Judge(j)) => Some(j),
+                        None => b.default_judge.as_ref(),
+                        Some(_) => None,
+                    };
+                    if let Some(j) = judge {
+                        let names = self.shown_slots.entry(j.text.clone()).or_default();
+                        names.extend(shows.iter().map(|s| s.name.text.clone()));
+                    }
+                }
+            }
+        }
         // Pass 1: inputs and judges can be referenced from anywhere.
         for item in &file.items {
             match item {
@@ -215,12 +231,19 @@ impl Checker<'_> {
                 let set = self.new_set(&b.name, ir::SetKind::Block, None);
                 self.set_of_criteria(set, crits, b.default_judge.as_ref());
             }
-            ast::CriteriaBody::Each { var, list, template } => self.each_block(b, var, list, template),
+            ast::CriteriaBody::Each { var, list, template, shows } => self.each_block(b, var, list, template, shows),
         }
     }
 
     /// `criteria NAME each VAR in LIST { TEMPLATE }`: one step that expands the template.
-    fn each_block(&mut self, b: &ast::CriteriaBlock, var: &ast::Name, list: &ast::Expr, template: &ast::Criterion) {
+    fn each_block(
+        &mut self,
+        b: &ast::CriteriaBlock,
+        var: &ast::Name,
+        list: &ast::Expr,
+        template: &ast::Criterion,
+        shows: &[ast::ShownItem],
+    ) {
         let set = self.new_set(&b.name, ir::SetKind::Each, None);
         let step = self.p.steps.len();
         let mut scope = Scope::new(Place::Step(step));
@@ -235,6 +258,7 @@ impl Checker<'_> {
         };
         let local = scope.push(&var.text, elem);
         let decl = self.criterion_decl(template, &b.name.text, &mut scope, b.default_judge.as_ref(), vec![set]);
+        let shown = self.shows(shows, decl.as_ref(), &mut scope);
         scope.pop();
         if let Some(decl) = &decl {
             self.group_judged_instances(template, decl);
@@ -247,9 +271,67 @@ impl Checker<'_> {
                 local,
                 locals: scope.max_local,
                 template: decl,
+                shows: shown,
             })));
             self.p.sets[set as usize].members.push(ir::Member::Each(step as u32));
         }
+    }
+
+    /// A block's `shows`: what its judge is shown of each instance, each item checked in the
+    /// block's scope (a name alone reads the element, a `let` or an input). The block must be
+    /// decided by a judge that judges one row at a time, and each fence name must be new to the
+    /// request: not shown twice, not a template keyword, not an input the judge sees.
+    fn shows(
+        &mut self,
+        shows: &[ast::ShownItem],
+        decl: Option<&ir::CriterionDecl>,
+        scope: &mut Scope,
+    ) -> Vec<ir::ShownDecl> {
+        let mut out: Vec<ir::ShownDecl> = Vec::new();
+        let Some(first) = shows.first() else { return out };
+        let judge = match decl.map(|d| &d.verifier) {
+            Some(ir::Verifier::Judge { judge }) => self.p.judges.get(*judge as usize).cloned(),
+            Some(_) => {
+                self.report(diagnostics::judge_bad_shows(first.span, BadShows::NoJudge));
+                return out;
+            }
+            // The template failed to check: already reported.
+            None => None,
+        };
+        if let Some(j) = &judge {
+            if j.rollouts.is_some() || j.compares.is_some() {
+                self.report(diagnostics::judge_bad_shows(first.span, BadShows::Judge(&j.name)));
+                return out;
+            }
+        }
+        for item in shows {
+            let name = item.name.text.as_str();
+            let clash = if out.iter().any(|s| s.name == name) {
+                Some(BadShows::Twice(name))
+            } else if ir::validate::TEMPLATE_KEYWORDS.contains(&name) {
+                Some(BadShows::Keyword(name))
+            } else {
+                judge
+                    .as_ref()
+                    .filter(|j| self.p.input_index(name).is_some_and(|i| j.sees.contains(&(i as u32))))
+                    .map(|j| BadShows::Seen { name, judge: &j.name })
+            };
+            if let Some(why) = clash {
+                self.report(diagnostics::judge_bad_shows(item.name.span, why));
+                continue;
+            }
+            let var;
+            let e = match &item.expr {
+                Some(e) => e,
+                None => {
+                    var = ast::Expr { kind: ast::ExprKind::Var(item.name.clone()), span: item.name.span };
+                    &var
+                }
+            };
+            let expr = self.expr(e, scope, None);
+            out.push(ir::ShownDecl { name: name.to_string(), expr });
+        }
+        out
     }
 
     /// A group of `parents` (innermost first): its weight, then its members in order.

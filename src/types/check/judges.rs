@@ -108,7 +108,10 @@ impl Checker<'_> {
             }
         }
         if let (Some(t), Some(span)) = (&d.template, spans.template) {
-            self.check_template(&j.name.text, t, &d.sees, ir::validate::extra_slots(&d), span);
+            let shown = self.shown_slots.get(&j.name.text).cloned().unwrap_or_default();
+            let mut extra: Vec<&str> = ir::validate::extra_slots(&d).to_vec();
+            extra.extend(shown.iter().map(String::as_str));
+            self.check_template(&j.name.text, t, &d.sees, &extra, span);
         }
         if let (Some(min), Some(span)) = (d.min_samples, spans.min_samples) {
             if min > d.samples {
@@ -157,6 +160,7 @@ impl Checker<'_> {
             && d.sees.is_empty()
             && d.compares.is_none()
             && d.rollouts.is_none()
+            && !self.shown_slots.get(&j.name.text).is_some_and(|s| !s.is_empty())
             && !j.settings.iter().any(|s| matches!(s.kind, ast::JudgeSettingKind::Sees(_)))
         {
             self.report(diagnostics::judge_sees_nothing(&j.name));

@@ -72,6 +72,9 @@ pub(super) struct Checker<'a> {
     criterion_step: Vec<usize>,
     /// Each steps: (set index, step index, judge used by its template if any).
     each_sets: HashMap<u32, usize>,
+    /// Per judge name, the names `criteria ... each ... shows` blocks show it (template slots
+    /// it may have besides the inputs it sees), gathered before judges are checked.
+    shown_slots: HashMap<String, Vec<String>>,
     score_seen: Option<Span>,
     /// Ids of every criterion of the root file, to tell "declared later" from "unknown".
     all_criterion_ids: HashSet<String>,
@@ -181,6 +184,7 @@ impl<'a> Checker<'a> {
             current_fn: None,
             criterion_step: vec![],
             each_sets: HashMap::new(),
+            shown_slots: HashMap::new(),
             score_seen: None,
             all_criterion_ids: scope::criterion_ids(root),
             broken: root.broken.iter().cloned().collect(),

@@ -12,7 +12,7 @@ use crate::types::check::unify::assignable;
 /// `message` comes from `sig::lower_type`; `written` is the type as written, for the suggestion.
 pub(in crate::types::check) fn type_unknown_type(at: Span, message: String, written: &str) -> Diagnostic {
     let help = did_you_mean(written, crate::types::sig::TYPE_NAMES.iter().copied()).unwrap_or_else(|| {
-        "types are Text, Number, Bool, Json, Conversation, Message, List[T], {field: T} and T?".into()
+        "types are Text, Number, Bool, Json, Conversation, Message, Trajectory, Step, ToolCall, List[T], {field: T} and T?".into()
     });
     error("rubric::type::unknown_type", message, at, "unknown type").with_help(help)
 }
