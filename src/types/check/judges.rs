@@ -160,7 +160,7 @@ impl Checker<'_> {
             && d.sees.is_empty()
             && d.compares.is_none()
             && d.rollouts.is_none()
-            && !self.shown_slots.get(&j.name.text).is_some_and(|s| !s.is_empty())
+            && self.shown_slots.get(&j.name.text).is_none_or(|s| s.is_empty())
             && !j.settings.iter().any(|s| matches!(s.kind, ast::JudgeSettingKind::Sees(_)))
         {
             self.report(diagnostics::judge_sees_nothing(&j.name));
