@@ -270,6 +270,9 @@ pub struct RowResult {
     /// stopped the row, no `each` list failed, no resource limit ended it); not written. The
     /// tensor numeric stage (`numeric`) recomputes exactly these rows' scores.
     pub score_evaluated: bool,
+    /// Whether the program has a block over a trajectory's steps (a `List[Step]`): the record
+    /// then has `step_rewards`, empty for a run without steps.
+    pub over_steps: bool,
 }
 
 /// A report-only score of one row: its value, or why it has none.
@@ -287,11 +290,15 @@ impl RowResult {
 
     /// Each step's reward, when criteria are about steps (`CriterionResult::step`): the
     /// weighted mean value of the step's scored criteria (`null` for a step none of whose
-    /// criteria is scored), for steps 0 to the last one any criterion is about. `None` when no
-    /// criterion is about a step.
+    /// criteria is scored), for steps 0 to the last one any criterion is about (none for a run
+    /// without steps). `None` when the program has no block over steps.
     pub fn step_rewards(&self) -> Option<Vec<Option<f64>>> {
-        let last = self.criteria.iter().filter_map(|c| c.step).max()?;
-        let mut sums = vec![(0.0, 0.0); last as usize + 1];
+        let steps = match self.criteria.iter().filter_map(|c| c.step).max() {
+            Some(last) => last as usize + 1,
+            None if self.over_steps => 0,
+            None => return None,
+        };
+        let mut sums = vec![(0.0, 0.0); steps];
         for c in &self.criteria {
             if let (Some(k), Some(v), Status::Met | Status::Unmet) = (c.step, c.value, c.status) {
                 sums[k as usize].0 += c.weight * v;

@@ -407,6 +407,7 @@ impl Driver<'_, '_> {
                     let mut out = Vec::new();
                     // A block over a trajectory's steps: each instance says which step it is about.
                     let over_steps = matches!(&e.list.ty, crate::ir::Type::List(t) if **t == crate::ir::Type::step());
+                    result.over_steps |= over_steps;
                     match list {
                         Ok(Value::List(items)) => {
                             for (i, item) in items.iter().enumerate() {
