@@ -509,6 +509,9 @@ impl Writer<'_> {
                 self.expr_line(2, "list", &e.list);
                 self.line(2, &format!("template {}", e.template.id));
                 self.criterion_body(4, &e.template);
+                for s in &e.shows {
+                    self.expr_line(2, &format!("shows {}", s.name), &s.expr);
+                }
             }
         }
     }
