@@ -516,18 +516,6 @@ impl Driver<'_, '_> {
             };
             result.reward = Some(reward);
         }
-        // Criteria in step order.
-        for (si, step) in p.steps.iter().enumerate() {
-            match step {
-                Step::Criterion(ci) => {
-                    if let Some(Some(r)) = self.decided.criteria.get(*ci as usize) {
-                        result.criteria.push(r.clone());
-                    }
-                }
-                Step::Each(_) => result.criteria.extend(self.decided.each[si].iter().cloned()),
-                Step::Gate(_) => {}
-            }
-        }
         let policies = group_policies(p);
         for (i, s) in p.sets.iter().enumerate() {
             if s.kind == SetKind::Group {
@@ -536,6 +524,19 @@ impl Driver<'_, '_> {
                     _ => None,
                 };
                 result.groups.push((s.name.clone(), v));
+            }
+        }
+        // Criteria in step order, moved out: nothing reads the decided results after this.
+        result.criteria.reserve(p.criteria.len());
+        for (si, step) in p.steps.iter().enumerate() {
+            match step {
+                Step::Criterion(ci) => {
+                    if let Some(r) = self.decided.criteria.get_mut(*ci as usize).and_then(Option::take) {
+                        result.criteria.push(r);
+                    }
+                }
+                Step::Each(_) => result.criteria.append(&mut self.decided.each[si]),
+                Step::Gate(_) => {}
             }
         }
         let mut demanded = self.decided.demand.take();
