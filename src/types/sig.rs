@@ -71,7 +71,7 @@ impl crate::ir::validate::Intrinsics for Catalogue {
 }
 
 /// Built-in type names.
-pub const TYPE_NAMES: &[&str] = &["Text", "Number", "Bool", "Json", "Conversation", "Message"];
+pub const TYPE_NAMES: &[&str] = &["Text", "Number", "Bool", "Json", "Conversation", "Message", "Image"];
 
 /// Convert a written type. `generic` admits the type variable `T` (signatures only).
 pub fn lower_type(t: &TypeExpr, generic: bool) -> Result<Type, (crate::source::Span, String)> {
@@ -83,6 +83,7 @@ pub fn lower_type(t: &TypeExpr, generic: bool) -> Result<Type, (crate::source::S
             "Json" => Type::Json,
             "Conversation" => Type::conversation(),
             "Message" => Type::message(),
+            "Image" => Type::image(),
             "T" | "U" if generic => Type::Var(n.text.clone()),
             other => return Err((n.span, format!("unknown type `{other}`"))),
         },

@@ -10,6 +10,7 @@
 
 mod exec;
 mod ifeval;
+mod images;
 mod json;
 mod json_patch;
 mod lists;
@@ -159,6 +160,11 @@ pub static ALL: &[Intrinsic] = &[
     trajectory::CALL_COUNT,
     trajectory::CALLED_IN_ORDER,
     trajectory::TRAJECTORY_MATCH,
+    // images (`Image` inputs): header facts and perceptual-hash similarity
+    images::IMAGE_FORMAT,
+    images::IMAGE_WIDTH,
+    images::IMAGE_HEIGHT,
+    images::IMAGE_SIMILARITY,
 ];
 
 // ---------------------------------------------------------------- argument access
