@@ -1441,4 +1441,77 @@ mod tests {
         let r = render(&judge(None), &[&constant], &seen, &fences);
         assert!(!r.messages[1].content.contains("criterion-"), "{}", r.messages[1].content);
     }
+
+    fn image_value(format: Option<&str>, url: &str) -> Value {
+        let mut m = std::collections::BTreeMap::new();
+        let text = |t: Option<&str>| t.map_or(Value::Null, Value::text);
+        m.insert(std::sync::Arc::from("format"), text(format));
+        m.insert(std::sync::Arc::from("width"), format.map_or(Value::Null, |_| Value::Number(4.0)));
+        m.insert(std::sync::Arc::from("height"), format.map_or(Value::Null, |_| Value::Number(3.0)));
+        m.insert(std::sync::Arc::from("sha256"), text(format.map(|_| "sha256:ab12")));
+        m.insert(std::sync::Arc::from("phash"), text(format.map(|_| "00ff00ff00ff00ff")));
+        m.insert(std::sync::Arc::from("url"), Value::text(url));
+        Value::Record(std::sync::Arc::new(m))
+    }
+
+    /// An image is a fence naming it, and an image part right after the fence's end marker,
+    /// wherever the template puts the slot (twice: twice); a message without images is one
+    /// string, as it always was.
+    #[test]
+    fn an_image_follows_its_fence_as_a_content_part() {
+        let mut j = judge(Some("Look: {{photo}} and again {{photo}}\nText: {{response}}\n{{criterion}}"));
+        j.evidence_from = None;
+        j.per_call = 1;
+        let seen = [
+            SeenInput { index: 0, name: "response".into(), ty: Type::Text, value: Value::text("a cat") },
+            SeenInput {
+                index: 1,
+                name: "photo".into(),
+                ty: Type::image(),
+                value: image_value(Some("png"), "data:image/png;base64,AAAA"),
+            },
+        ];
+        let c = Criterion {
+            id: "c".into(),
+            text: "Shows a cat".into(),
+            ask: Ask::Verdict(CriterionKind::Binary),
+            from_data: false,
+        };
+        let r = render(&j, &[&c], &seen, &Fences::Stable);
+        let user = &r.messages[1];
+        assert_eq!(user.images.len(), 2, "{user:?}");
+        for img in &user.images {
+            assert!(user.content[..img.at].ends_with(">>>"), "{}", &user.content[..img.at]);
+            let end = user.content[..img.at].rfind("<<<END photo ").unwrap();
+            assert_eq!(img.at, user.content[end..].find(">>>").unwrap() + end + 3);
+            assert_eq!(img.url, "data:image/png;base64,AAAA");
+        }
+        assert!(
+            user.content.contains("image: png, 4x3 pixels, sha256:ab12\n(the image follows this fence)"),
+            "{}",
+            user.content
+        );
+        assert!(!user.content.contains("AAAA"), "the bytes travel in the part only: {}", user.content);
+        let body = serde_json::to_value(&r.messages).unwrap();
+        let parts = body[1]["content"].as_array().unwrap();
+        let kinds: Vec<&str> = parts.iter().map(|p| p["type"].as_str().unwrap()).collect();
+        assert_eq!(kinds, ["text", "image_url", "text", "image_url", "text"]);
+        assert_eq!(parts[1]["image_url"]["url"], "data:image/png;base64,AAAA");
+        let text: String = parts.iter().filter_map(|p| p["text"].as_str()).collect();
+        assert_eq!(text, user.content);
+        assert_eq!(body[0], json!({"role": "system", "content": r.messages[0].content}));
+        // Parts read back to the same message.
+        let back: Message = serde_json::from_value(body[1].clone()).unwrap();
+        assert_eq!(&back, user);
+        // An image passed by URL is named by its URL; an absent optional image is `(none)`.
+        let by_url = SeenInput { value: image_value(None, "https://example.com/cat.png"), ..seen[1].clone() };
+        let f = fence_value("photo", &Type::image(), &by_url.value, &Fences::Stable);
+        assert!(f.contains("image: https://example.com/cat.png"), "{f}");
+        let none = fence_value("photo", &Type::optional(Type::image()), &Value::Null, &Fences::Stable);
+        assert!(none.contains("(none)"), "{none}");
+        // Without images, a request is the plain form.
+        let plain = render(&j, &[&c], &seen[..1], &Fences::Stable);
+        assert!(plain.messages[1].images.is_empty());
+        assert!(serde_json::to_value(&plain.messages).unwrap()[1]["content"].is_string());
+    }
 }

@@ -123,7 +123,7 @@ mod tests {
     #[test]
     fn an_image_by_url_traps_with_what_is_unknown() {
         let u = img(&[("url", Value::text("https://example.com/a.png")), ("width", Value::Null)]);
-        let t = call(image_width, &[u.clone()]).unwrap_err();
+        let t = call(image_width, std::slice::from_ref(&u)).unwrap_err();
         assert_eq!(t.kind, TrapKind::InvalidArgument);
         assert!(t.message.contains("https://example.com/a.png") && t.message.contains("width"), "{}", t.message);
         let read = img(&[("url", Value::text("data:")), ("phash", Value::text("0f0f0f0f0f0f0f0f"))]);
