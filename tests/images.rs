@@ -332,3 +332,29 @@ fn the_same_image_bytes_under_another_path_are_a_cache_hit_and_other_bytes_are_n
     assert_eq!(c[0]["criteria"][3]["status"], "unmet");
     assert_eq!(asked(), 2);
 }
+
+/// `rubric serve` reads no file a client names: an image path is a `rubric::row::image` record
+/// (the server's working directory holds the example's drawings, so the path would resolve),
+/// and the same image as a data URI scores as `rubric run` scores it.
+#[test]
+fn serve_refuses_image_paths_and_scores_data_uris() {
+    let ex = example_dir();
+    let server = crate::serve::Server::start(&[&ex.join("main.rubric")], &[]);
+    let png = std::fs::read(ex.join("images/red-disc.png")).unwrap();
+    let uri = |bytes: &[u8], media: &str| {
+        use base64::Engine as _;
+        format!("data:image/{media};base64,{}", base64::engine::general_purpose::STANDARD.encode(bytes))
+    };
+    let reference = uri(&std::fs::read(ex.join("images/red-disc-reference.jpeg")).unwrap(), "jpeg");
+    let body = json!({"rows": [
+        {"prompt": "p", "image": ex.join("images/red-disc.png"), "reference": reference},
+        {"prompt": "p", "image": uri(&png, "png"), "reference": reference},
+    ]});
+    let (status, answer) = server.score(&body);
+    assert_eq!(status, 200, "{answer}");
+    let results = answer["results"].as_array().unwrap_or_else(|| panic!("{answer}"));
+    assert_eq!(results[0]["error"]["code"], "rubric::row::image", "{}", results[0]);
+    assert!(results[0]["error"]["message"].as_str().unwrap().contains("read only from a rows file"), "{}", results[0]);
+    let statuses: Vec<&Json> = results[1]["criteria"].as_array().unwrap().iter().map(|c| &c["status"]).collect();
+    assert_eq!(statuses[..3], [&json!("met"), &json!("met"), &json!("met")], "{}", results[1]);
+}
