@@ -126,11 +126,45 @@ fn data_uri_payload(rest: &str) -> Result<Vec<u8>, String> {
         .map_err(|e| format!("the data URI's base64 payload does not decode: {e}"))
 }
 
+/// What decoding an image's bytes found: format, width, height and perceptual hash.
+type Decoded = (&'static str, u32, u32, String);
+
+/// Images decoded by this process, by the SHA-256 of their bytes: a reference image every row
+/// names is decoded once. Bounded: cleared when full.
+static DECODED: std::sync::Mutex<Option<std::collections::HashMap<String, Decoded>>> = std::sync::Mutex::new(None);
+const DECODED_MAX: usize = 4096;
+
 /// Decode `bytes`: format, size and perceptual hash, or why they are not an image this reads.
 pub fn from_bytes(bytes: &[u8]) -> Result<Image, String> {
     if bytes.len() > MAX_IMAGE_BYTES {
         return Err(format!("the image is larger than {} MiB", MAX_IMAGE_BYTES >> 20));
     }
+    let sha256 = sha256_of(bytes);
+    let known = DECODED.lock().unwrap_or_else(|e| e.into_inner()).as_ref().and_then(|m| m.get(&sha256).cloned());
+    let (name, width, height, phash) = match known {
+        Some(d) => d,
+        None => {
+            let d = decode(bytes)?;
+            let mut cache = DECODED.lock().unwrap_or_else(|e| e.into_inner());
+            let map = cache.get_or_insert_with(Default::default);
+            if map.len() >= DECODED_MAX {
+                map.clear();
+            }
+            map.insert(sha256.clone(), d.clone());
+            d
+        }
+    };
+    Ok(Image {
+        format: Some(name),
+        width: Some(width),
+        height: Some(height),
+        sha256: Some(sha256),
+        phash: Some(phash),
+        url: format!("data:image/{name};base64,{}", base64::engine::general_purpose::STANDARD.encode(bytes)),
+    })
+}
+
+fn decode(bytes: &[u8]) -> Result<Decoded, String> {
     let format = image::guess_format(bytes).map_err(|_| "not a PNG, JPEG, GIF or WebP image".to_string())?;
     let name = match format {
         image::ImageFormat::Png => "png",
@@ -152,14 +186,7 @@ pub fn from_bytes(bytes: &[u8]) -> Result<Image, String> {
         .preproc_dct()
         .to_hasher();
     let phash = hex(hasher.hash_image(&decoded).as_bytes());
-    Ok(Image {
-        format: Some(name),
-        width: Some(decoded.width()),
-        height: Some(decoded.height()),
-        sha256: Some(sha256_of(bytes)),
-        phash: Some(phash),
-        url: format!("data:image/{name};base64,{}", base64::engine::general_purpose::STANDARD.encode(bytes)),
-    })
+    Ok((name, decoded.width(), decoded.height(), phash))
 }
 
 fn hex(bytes: &[u8]) -> String {
