@@ -11,6 +11,7 @@ pub mod bundle;
 pub mod cli;
 pub mod diag;
 pub mod engine;
+pub mod image;
 pub mod interp;
 pub mod ir;
 #[cfg(feature = "judges")]

@@ -33,6 +33,7 @@ mod gpu;
 mod group_judging;
 mod hostile;
 mod ifeval;
+mod images;
 mod import;
 mod jit_engine;
 mod json_patch;

@@ -190,6 +190,18 @@ fn grouped_input(dir: &Path, scratch: &TempDir, tag: &str) -> PathBuf {
         text.push_str(&row.to_string());
         text.push('\n');
     }
+    // Rows name files relative to their directory (`Image` paths): the grouped rows go in a
+    // directory of their own with the example's `images/` beside them.
+    let images = dir.join("images");
+    if images.is_dir() {
+        let to = scratch.path(&format!("{tag}-grouped/images"));
+        std::fs::create_dir_all(&to).unwrap();
+        for f in std::fs::read_dir(&images).unwrap() {
+            let f = f.unwrap().path();
+            std::fs::copy(&f, to.join(f.file_name().unwrap())).unwrap();
+        }
+        return scratch.file(&format!("{tag}-grouped/rows.jsonl"), &text);
+    }
     scratch.file(&format!("{tag}-grouped.jsonl"), &text)
 }
 

@@ -205,7 +205,7 @@ fn human_scores(
 ) -> Result<Vec<(f64, Option<f64>)>, ExitCode> {
     use agree::labels::Label;
     let program = rubric.program();
-    let ident = rubric.identity();
+    let ident = rubric.identity().with_rows_file(&s.input);
     let engine = s.engine.kind(rubric).engine_for(program, s.engine.limits());
     let text = std::fs::read_to_string(&s.input)
         .map_err(|e| fail(&format!("cannot read the rows {}: {e}", s.input.display()), 1))?;
@@ -267,7 +267,7 @@ fn human_scores(
 /// Score the rows as `rubric run` would, into a temporary file, and return the records.
 fn score(a: &Scoring, rubric: &bundle::Rubric) -> Result<String, ExitCode> {
     let program = rubric.program();
-    let ident = rubric.identity();
+    let ident = rubric.identity().with_rows_file(&a.input);
     let judging = judge_settings(a.judges.as_deref(), a.judge.as_deref(), None, a.cache.as_deref(), a.no_cache)
         .map_err(|e| fail(&e, 2))?;
     let vf = a.verdicts.as_deref().map(VerdictFile::load).transpose().map_err(|e| fail(&e.to_string(), 2))?;

@@ -8,7 +8,7 @@
 
 use super::{bundle, EngineKind, ErrorFormat};
 use crate::engine::{NoVerdicts, RowResult};
-use crate::runtime::{bind_row, BoundRow};
+use crate::runtime::{bind_row_in, rows_dir, BoundRow};
 use rayon::prelude::*;
 use std::io::BufRead;
 use std::path::Path;
@@ -126,7 +126,7 @@ fn load_rows(program: &crate::ir::Program, input: &Path, want: usize) -> Result<
         }
         let row = serde_json::from_str::<serde_json::Value>(&line)
             .map_err(|e| e.to_string())
-            .and_then(|json| bind_row(program, &json).map_err(|e| e.to_string()));
+            .and_then(|json| bind_row_in(program, &json, Some(rows_dir(input))).map_err(|e| e.to_string()));
         match row {
             Ok(r) => bound.push(r),
             Err(e) => left_out.push(format!("line {}: {e}", i + 1)),

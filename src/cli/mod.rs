@@ -892,7 +892,7 @@ pub fn main_with(cli: Cli) -> ExitCode {
                 );
                 return ExitCode::from(2);
             }
-            let ident = rubric.identity().with_id_field(id_field.as_deref());
+            let ident = rubric.identity().with_id_field(id_field.as_deref()).with_rows_file(&input);
             let judging = match judge_settings(
                 judges.as_deref(),
                 judge.as_deref(),
@@ -1799,7 +1799,7 @@ fn explain(file: &Path, input: &Path, row: usize, verdicts: Option<&Path>, engin
             return ExitCode::from(1);
         }
     };
-    let inputs = match runtime::bind_row(p, &json) {
+    let inputs = match runtime::bind_row_in(p, &json, Some(runtime::rows_dir(input))) {
         Ok(i) => i,
         Err(e) => {
             eprintln!("error: row {row}: {e}");

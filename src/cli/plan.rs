@@ -53,7 +53,7 @@ pub fn run(a: PlanArgs) -> ExitCode {
         return ExitCode::from(1);
     };
     let program = rubric.program();
-    let ident = rubric.identity();
+    let ident = rubric.identity().with_rows_file(&a.input);
     let settings = match judge_settings(a.judges.as_deref(), None, None, a.cache.as_deref(), a.no_cache) {
         Ok(s) => s,
         Err(e) => return fail(&e, 2),

@@ -153,7 +153,7 @@ fn test_dir(dir: &Path, main: &Path, engine: &EngineArgs, format: ErrorFormat, m
     } else {
         None
     };
-    let ident = r.identity();
+    let ident = r.identity().with_rows_file(&inputs);
     let text = match std::fs::read_to_string(&inputs) {
         Ok(x) => x,
         Err(e) => {

@@ -784,8 +784,8 @@ pub enum Expect {
     Criterion { id: String, verdict: serde_json::Value, site: SiteId },
 }
 
-/// Static types. `Conversation` is `List[{content: Text, role: Text}]`; record fields are
-/// kept sorted by name.
+/// Static types. `Conversation` is `List[{content: Text, role: Text}]`, `Image` the record
+/// [`Type::image`]; record fields are kept sorted by name.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Type {
@@ -854,6 +854,33 @@ impl Type {
         ])
     }
 
+    /// `Image`: what a row's image reference is read into (`runtime::bind`, `crate::image`).
+    /// `url` is the canonical data URI of the bytes, or the URL of an image passed by URL, whose
+    /// other fields are `null` (it is not read). `sha256` is `sha256:` and hex; `phash` the
+    /// 64-bit perceptual hash in 16 hex digits.
+    pub fn image() -> Type {
+        let opt = |t: Type| Type::Optional(Box::new(t));
+        Type::Record(vec![
+            ("format".into(), opt(Type::Text)),
+            ("height".into(), opt(Type::Number)),
+            ("phash".into(), opt(Type::Text)),
+            ("sha256".into(), opt(Type::Text)),
+            ("url".into(), Type::Text),
+            ("width".into(), opt(Type::Number)),
+        ])
+    }
+
+    /// Whether values of this type hold an `Image` anywhere (an image, a list of them, a record
+    /// with one...).
+    pub fn holds_image(&self) -> bool {
+        match self {
+            t if *t == Type::image() => true,
+            Type::List(t) | Type::Optional(t) => t.holds_image(),
+            Type::Record(fields) => fields.iter().any(|(_, t)| t.holds_image()),
+            _ => false,
+        }
+    }
+
     pub fn optional(t: Type) -> Type {
         match t {
             Type::Optional(_) | Type::Null | Type::Any => t,
@@ -887,6 +914,7 @@ impl fmt::Display for Type {
             t if *t == Type::trajectory() => write!(f, "Trajectory"),
             t if *t == Type::step() => write!(f, "Step"),
             t if *t == Type::tool_call() => write!(f, "ToolCall"),
+            t if *t == Type::image() => write!(f, "Image"),
             Type::List(t) => write!(f, "List[{t}]"),
             Type::Record(fields) => {
                 write!(f, "{{")?;

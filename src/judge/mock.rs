@@ -27,6 +27,9 @@
 //! p_yes = 0.83                   # P(yes) at the answer token, under logprobs
 //! samples = ["met", "unmet", "met"]  # the answer for sample k (header x-rubric-sample), cycling
 //! model = "(?i)small"            # regex on the model the request asks for (a per-model personality)
+//! image = "^sha256:3a7bd3e2"     # regex on the images the request shows (`image_url` parts): an
+//!                                #   image in a data URI is named `sha256:HEX` of its decoded
+//!                                #   bytes, one by URL by its URL; the rule matches when any does
 //! tpr = 0.9                      # a noisy grader: the rule's verdict is the truth, answered met
 //! tnr = 0.8                      #   with probability tpr when it is met and unmet with
 //! seed = 7                       #   probability tnr when not (P(yes) drawn on the answer's side),
@@ -58,7 +61,8 @@
 //! ```
 //!
 //! Tokens are counted as the mock's own tokenizer would: a prompt (its messages' contents joined
-//! by newlines) of B bytes is B/4 + 1 tokens; a prefix cache block is 4·block_tokens bytes.
+//! by newlines; of a message in content parts, its text parts) of B bytes is B/4 + 1 tokens
+//! (images are free); a prefix cache block is 4·block_tokens bytes.
 //!
 //! The Batch API: `POST /v1/files` (multipart, `purpose=batch`: a JSONL file of
 //! `{"custom_id", "method": "POST", "url": "/v1/chat/completions", "body"}` lines), `POST
@@ -226,6 +230,9 @@ pub struct Rule {
     /// A group judge's rule: rollouts score (and rank) by this regex's matches in them.
     #[serde(default)]
     pub rank_by: Option<String>,
+    /// A regex on the images the request shows (`sha256:HEX` of a data URI's bytes, or the URL).
+    #[serde(default)]
+    pub image: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
@@ -330,6 +337,7 @@ struct Matcher {
     model: Option<Regex>,
     prefer: Option<Regex>,
     rank_by: Option<Regex>,
+    image: Option<Regex>,
 }
 
 impl Matcher {
@@ -351,14 +359,16 @@ impl Matcher {
             model: regex("rule model", &rule.model)?,
             prefer: regex("rule prefer", &rule.prefer)?,
             rank_by: regex("rule rank_by", &rule.rank_by)?,
+            image: regex("rule image", &rule.image)?,
             rule,
         })
     }
 
-    fn matches(&self, criterion: &str, prompt: &str, model: &str) -> bool {
+    fn matches(&self, criterion: &str, prompt: &str, model: &str, images: &[String]) -> bool {
         self.criterion.as_ref().is_none_or(|r| r.is_match(criterion))
             && self.prompt.as_ref().is_none_or(|r| r.is_match(prompt))
             && self.model.as_ref().is_none_or(|r| r.is_match(model))
+            && self.image.as_ref().is_none_or(|r| images.iter().any(|i| r.is_match(i)))
     }
 }
 
@@ -968,14 +978,39 @@ async fn chat(st: Arc<State>, req: Request<Incoming>) -> Resp {
     answer(&st, sample, &body, &bytes, false).await
 }
 
+/// A message's text: its content, or the text parts of content in parts.
+fn message_text(m: &Json) -> Option<String> {
+    match m.get("content")? {
+        Json::String(s) => Some(s.clone()),
+        Json::Array(parts) => Some(
+            parts
+                .iter()
+                .filter(|p| p.get("type").and_then(Json::as_str) == Some("text"))
+                .filter_map(|p| p.get("text").and_then(Json::as_str))
+                .collect(),
+        ),
+        _ => None,
+    }
+}
+
+/// What names each image the messages show (`image_url` parts), in order: `sha256:HEX` of a
+/// data URI's decoded bytes, or the URL.
+fn request_images(messages: &[Json]) -> Vec<String> {
+    messages
+        .iter()
+        .filter_map(|m| m.get("content").and_then(Json::as_array))
+        .flatten()
+        .filter_map(|p| p.pointer("/image_url/url").and_then(Json::as_str))
+        .map(crate::image::identity_of_url)
+        .collect()
+}
+
 /// The reply to one chat-completions body (sample `sample`): a fault or the rules' answer. In
 /// a batch (`batch`), faults that stall or never end are failed lines instead.
 async fn answer(st: &Arc<State>, sample: usize, body: &Json, bytes: &[u8], batch: bool) -> Resp {
-    let prompt: String = body
-        .get("messages")
-        .and_then(Json::as_array)
-        .map(|ms| ms.iter().filter_map(|m| m.get("content").and_then(Json::as_str)).collect::<Vec<_>>().join("\n"))
-        .unwrap_or_default();
+    let messages = body.get("messages").and_then(Json::as_array).map(Vec::as_slice).unwrap_or_default();
+    let prompt: String = messages.iter().filter_map(message_text).collect::<Vec<_>>().join("\n");
+    let images = request_images(messages);
     let untagged_prompt = st.fence_tags.replace_all(&prompt, "<<<$1 $2 TAG>>>").into_owned();
     let entries = entries_of(body);
     let body_hash = {
@@ -1060,8 +1095,12 @@ async fn answer(st: &Arc<State>, sample: usize, body: &Json, bytes: &[u8], batch
                 toks.push(": ", None);
             }
             let asked = body.get("model").and_then(Json::as_str).unwrap_or("");
-            let rule =
-                st.rules.rules.iter().find(|r| r.matches(&e.criterion, &prompt, asked)).unwrap_or(&st.rules.default);
+            let rule = st
+                .rules
+                .rules
+                .iter()
+                .find(|r| r.matches(&e.criterion, &prompt, asked, &images))
+                .unwrap_or(&st.rules.default);
             let criterion = st.fence_tags.replace_all(&e.criterion, "<<<$1 $2 TAG>>>");
             let ask = Ask { sample, prompt: &prompt, untagged: &untagged_prompt, criterion: &criterion };
             emit_entry(&mut toks, e, rule, &ask, &flags);
@@ -1084,8 +1123,12 @@ async fn answer(st: &Arc<State>, sample: usize, body: &Json, bytes: &[u8], batch
     let reasoning: u64 = entries
         .iter()
         .filter_map(|e| {
-            let rule =
-                st.rules.rules.iter().find(|r| r.matches(&e.criterion, &prompt, &asked)).unwrap_or(&st.rules.default);
+            let rule = st
+                .rules
+                .rules
+                .iter()
+                .find(|r| r.matches(&e.criterion, &prompt, &asked, &images))
+                .unwrap_or(&st.rules.default);
             rule.rule.reasoning_tokens
         })
         .sum();

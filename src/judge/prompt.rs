@@ -10,6 +10,11 @@
 //! are computed over (never sent). Templates are filled in one pass: text substituted into a
 //! slot is never scanned for slots again, so a response that contains `{{reference}}` cannot
 //! pull in an input.
+//!
+//! An `Image` input (or `List[Image]`) is fenced like any input — the fence encloses a line
+//! per image naming its format, size and content hash — and the image itself follows right
+//! after the fence's end marker, as an `image_url` content part of the message
+//! ([`Message::images`]); a message without images serialises as before, one string.
 
 use super::{Ask, Criterion, SeenInput};
 use crate::ir::{CriterionKind, JudgeDecl, Order, Scoring, Type};
@@ -19,11 +24,95 @@ use serde_json::{json, Map, Value as Json};
 use sha2::{Digest, Sha256};
 use std::fmt::Write as _;
 
-/// One chat message.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// One chat message: its text and the images shown within it. Serialised as the
+/// chat-completions API has it: `{"role", "content": "TEXT"}` when there is no image (so every
+/// request without images is byte for byte what it always was), else `{"role", "content":
+/// [PART, ...]}` with `{"type": "text", "text"}` and `{"type": "image_url", "image_url":
+/// {"url"}}` parts in order.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Message {
     pub role: String,
+    /// The text: every text part, in order (what token counts and local judges read).
     pub content: String,
+    /// The images, each shown after byte `at` of `content`, in order of `at`.
+    pub images: Vec<ImagePart>,
+}
+
+/// An image shown within a message's text.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ImagePart {
+    /// The byte offset in the message's text after which the image is shown.
+    pub at: usize,
+    /// A data URI or an `http(s)` URL.
+    pub url: String,
+}
+
+impl Message {
+    /// A message of text alone.
+    pub fn text(role: impl Into<String>, content: impl Into<String>) -> Message {
+        Message { role: role.into(), content: content.into(), images: Vec::new() }
+    }
+
+    /// The content parts, in order: text (never empty) and images.
+    pub fn parts(&self) -> Vec<Json> {
+        let mut parts = Vec::new();
+        let mut from = 0;
+        for img in &self.images {
+            let at = img.at.clamp(from, self.content.len());
+            if let Some(text) = self.content.get(from..at).filter(|t| !t.is_empty()) {
+                parts.push(json!({"type": "text", "text": text}));
+            }
+            parts.push(json!({"type": "image_url", "image_url": {"url": img.url}}));
+            from = at;
+        }
+        if let Some(text) = self.content.get(from..).filter(|t| !t.is_empty()) {
+            parts.push(json!({"type": "text", "text": text}));
+        }
+        parts
+    }
+}
+
+impl Serialize for Message {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeStruct;
+        let mut st = s.serialize_struct("Message", 2)?;
+        st.serialize_field("role", &self.role)?;
+        if self.images.is_empty() {
+            st.serialize_field("content", &self.content)?;
+        } else {
+            st.serialize_field("content", &self.parts())?;
+        }
+        st.end()
+    }
+}
+
+impl<'de> Deserialize<'de> for Message {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Message, D::Error> {
+        #[derive(Deserialize)]
+        struct Raw {
+            role: String,
+            content: Json,
+        }
+        let raw = Raw::deserialize(d)?;
+        let mut m = Message::text(raw.role, String::new());
+        match raw.content {
+            Json::String(s) => m.content = s,
+            Json::Array(parts) => {
+                for p in parts {
+                    match p.get("type").and_then(Json::as_str) {
+                        Some("text") => m.content.push_str(p.get("text").and_then(Json::as_str).unwrap_or("")),
+                        Some("image_url") => {
+                            let url = p.pointer("/image_url/url").and_then(Json::as_str).unwrap_or("");
+                            m.images.push(ImagePart { at: m.content.len(), url: url.to_string() });
+                        }
+                        _ => return Err(serde::de::Error::custom("a content part is neither text nor image_url")),
+                    }
+                }
+            }
+            _ => return Err(serde::de::Error::custom("a message's content is neither text nor parts")),
+        }
+        Ok(m)
+    }
 }
 
 /// What a criterion's result is read as.
@@ -175,6 +264,14 @@ enum Material {
     Text(String),
     /// A conversation's `(role, content)` turns.
     Turns(Vec<(String, String)>),
+    /// Images: the fence encloses a line describing each, and the images follow it.
+    Images(Vec<ShownImage>),
+}
+
+/// An image as a fence shows it: its description (format, size, content hash) and its URL.
+struct ShownImage {
+    line: String,
+    url: String,
 }
 
 impl Material {
@@ -183,6 +280,9 @@ impl Material {
         match self {
             Material::Text(t) => t.as_str().into(),
             Material::Turns(turns) => turns.iter().map(|(r, c)| format!("{r}\0{c}\0")).collect::<String>().into(),
+            Material::Images(images) => {
+                images.iter().map(|i| format!("{}\0{}\0", i.line, i.url)).collect::<String>().into()
+            }
         }
     }
 
@@ -190,8 +290,56 @@ impl Material {
         match self {
             Material::Text(t) => t.contains(tag),
             Material::Turns(turns) => turns.iter().any(|(r, c)| r.contains(tag) || c.contains(tag)),
+            Material::Images(images) => images.iter().any(|i| i.line.contains(tag) || i.url.contains(tag)),
         }
     }
+
+    fn images(&self) -> &[ShownImage] {
+        match self {
+            Material::Images(images) => images,
+            _ => &[],
+        }
+    }
+}
+
+/// The images of a value of type `ty` (`Image`, `Image?`, `List[Image]`), or `None` for a
+/// value of another type.
+fn images_of(ty: &Type, v: &Value) -> Option<Vec<ShownImage>> {
+    let ty = ty.strip_optional();
+    let image = Type::image();
+    let values: Vec<&Value> = if *ty == image {
+        match v {
+            Value::Null => Vec::new(),
+            v => vec![v],
+        }
+    } else if *ty == Type::List(Box::new(image)) {
+        v.as_list()?.iter().collect()
+    } else {
+        return None;
+    };
+    let many = values.len() > 1;
+    let shown = values
+        .iter()
+        .enumerate()
+        .filter_map(|(i, v)| {
+            let Value::Record(r) = v else { return None };
+            let text = |k: &str| r.get(k).and_then(Value::as_text);
+            let url = text("url")?.to_string();
+            let mut line = if many { format!("image {}: ", i + 1) } else { "image: ".to_string() };
+            match (text("format"), text("sha256")) {
+                (Some(format), Some(sha)) => {
+                    let size = |k: &str| r.get(k).and_then(Value::as_number).map_or("?".into(), |n| n.to_string());
+                    let _ = write!(line, "{format}, {}x{} pixels, {sha}", size("width"), size("height"));
+                }
+                // Passed by URL, not read: the URL is all there is to say.
+                _ => {
+                    let _ = write!(line, "{url}");
+                }
+            }
+            Some(ShownImage { line, url })
+        })
+        .collect();
+    Some(shown)
 }
 
 /// One fence of a request: its name in the markers and what it encloses.
@@ -202,9 +350,10 @@ struct Fence {
 
 impl Fence {
     fn of_input(s: &SeenInput) -> Fence {
-        let material = match conversation(&s.ty, &s.value) {
-            Some(turns) => Material::Turns(turns),
-            None => Material::Text(value_text(&s.value)),
+        let material = match (conversation(&s.ty, &s.value), images_of(&s.ty, &s.value)) {
+            (Some(turns), _) => Material::Turns(turns),
+            (None, Some(images)) if !images.is_empty() => Material::Images(images),
+            (None, _) => Material::Text(value_text(&s.value)),
         };
         Fence { name: s.name.clone(), material }
     }
@@ -221,7 +370,24 @@ impl Fence {
                 format!("<<<BEGIN {name} {tag}>>>\n{body}<<<END {name} {tag}>>>")
             }
             Material::Text(text) => format!("<<<BEGIN {name} {tag}>>>\n{text}\n<<<END {name} {tag}>>>"),
+            Material::Images(images) => {
+                let lines: Vec<&str> = images.iter().map(|i| i.line.as_str()).collect();
+                let what = if images.len() > 1 { "the images follow" } else { "the image follows" };
+                format!("<<<BEGIN {name} {tag}>>>\n{}\n({what} this fence)\n<<<END {name} {tag}>>>", lines.join("\n"))
+            }
         }
+    }
+
+    /// Where the images of this fence go in `text`: after each of its end markers.
+    fn image_parts(&self, tag: &str, text: &str) -> Vec<ImagePart> {
+        let images = self.material.images();
+        if images.is_empty() {
+            return Vec::new();
+        }
+        let end = format!("<<<END {} {tag}>>>", self.name);
+        text.match_indices(&end)
+            .flat_map(|(at, m)| images.iter().map(move |i| ImagePart { at: at + m.len(), url: i.url.clone() }))
+            .collect()
     }
 }
 
@@ -505,11 +671,12 @@ fn render_as(
     }
     let default_system = if local { LOCAL_SYSTEM } else { DEFAULT_SYSTEM };
     let system = judge.system.clone().unwrap_or_else(|| default_system.to_string());
+    // Each image right after its fence, wherever the fence was placed (by the template, or by
+    // our layout); a fence placed twice shows its images twice.
+    let mut images: Vec<ImagePart> = all.iter().zip(&tags).flat_map(|(f, t)| f.image_parts(t, &user)).collect();
+    images.sort_by_key(|i| i.at);
     Rendered {
-        messages: vec![
-            Message { role: "system".into(), content: system },
-            Message { role: "user".into(), content: user },
-        ],
+        messages: vec![Message::text("system", system), Message { role: "user".into(), content: user, images }],
         schema,
         entries,
         multi,
@@ -1285,5 +1452,78 @@ mod tests {
         // Only constant criteria: no criterion fence, no notice about them.
         let r = render(&judge(None), &[&constant], &seen, &fences);
         assert!(!r.messages[1].content.contains("criterion-"), "{}", r.messages[1].content);
+    }
+
+    fn image_value(format: Option<&str>, url: &str) -> Value {
+        let mut m = std::collections::BTreeMap::new();
+        let text = |t: Option<&str>| t.map_or(Value::Null, Value::text);
+        m.insert(std::sync::Arc::from("format"), text(format));
+        m.insert(std::sync::Arc::from("width"), format.map_or(Value::Null, |_| Value::Number(4.0)));
+        m.insert(std::sync::Arc::from("height"), format.map_or(Value::Null, |_| Value::Number(3.0)));
+        m.insert(std::sync::Arc::from("sha256"), text(format.map(|_| "sha256:ab12")));
+        m.insert(std::sync::Arc::from("phash"), text(format.map(|_| "00ff00ff00ff00ff")));
+        m.insert(std::sync::Arc::from("url"), Value::text(url));
+        Value::Record(std::sync::Arc::new(m))
+    }
+
+    /// An image is a fence naming it, and an image part right after the fence's end marker,
+    /// wherever the template puts the slot (twice: twice); a message without images is one
+    /// string, as it always was.
+    #[test]
+    fn an_image_follows_its_fence_as_a_content_part() {
+        let mut j = judge(Some("Look: {{photo}} and again {{photo}}\nText: {{response}}\n{{criterion}}"));
+        j.evidence_from = None;
+        j.per_call = 1;
+        let seen = [
+            SeenInput { index: 0, name: "response".into(), ty: Type::Text, value: Value::text("a cat") },
+            SeenInput {
+                index: 1,
+                name: "photo".into(),
+                ty: Type::image(),
+                value: image_value(Some("png"), "data:image/png;base64,AAAA"),
+            },
+        ];
+        let c = Criterion {
+            id: "c".into(),
+            text: "Shows a cat".into(),
+            ask: Ask::Verdict(CriterionKind::Binary),
+            from_data: false,
+        };
+        let r = render(&j, &[&c], &seen, &Fences::Stable);
+        let user = &r.messages[1];
+        assert_eq!(user.images.len(), 2, "{user:?}");
+        for img in &user.images {
+            assert!(user.content[..img.at].ends_with(">>>"), "{}", &user.content[..img.at]);
+            let end = user.content[..img.at].rfind("<<<END photo ").unwrap();
+            assert_eq!(img.at, user.content[end..].find(">>>").unwrap() + end + 3);
+            assert_eq!(img.url, "data:image/png;base64,AAAA");
+        }
+        assert!(
+            user.content.contains("image: png, 4x3 pixels, sha256:ab12\n(the image follows this fence)"),
+            "{}",
+            user.content
+        );
+        assert!(!user.content.contains("AAAA"), "the bytes travel in the part only: {}", user.content);
+        let body = serde_json::to_value(&r.messages).unwrap();
+        let parts = body[1]["content"].as_array().unwrap();
+        let kinds: Vec<&str> = parts.iter().map(|p| p["type"].as_str().unwrap()).collect();
+        assert_eq!(kinds, ["text", "image_url", "text", "image_url", "text"]);
+        assert_eq!(parts[1]["image_url"]["url"], "data:image/png;base64,AAAA");
+        let text: String = parts.iter().filter_map(|p| p["text"].as_str()).collect();
+        assert_eq!(text, user.content);
+        assert_eq!(body[0], json!({"role": "system", "content": r.messages[0].content}));
+        // Parts read back to the same message.
+        let back: Message = serde_json::from_value(body[1].clone()).unwrap();
+        assert_eq!(&back, user);
+        // An image passed by URL is named by its URL; an absent optional image is `(none)`.
+        let by_url = SeenInput { value: image_value(None, "https://example.com/cat.png"), ..seen[1].clone() };
+        let f = fence_value("photo", &Type::image(), &by_url.value, &Fences::Stable);
+        assert!(f.contains("image: https://example.com/cat.png"), "{f}");
+        let none = fence_value("photo", &Type::optional(Type::image()), &Value::Null, &Fences::Stable);
+        assert!(none.contains("(none)"), "{none}");
+        // Without images, a request is the plain form.
+        let plain = render(&j, &[&c], &seen[..1], &Fences::Stable);
+        assert!(plain.messages[1].images.is_empty());
+        assert!(serde_json::to_value(&plain.messages).unwrap()[1]["content"].is_string());
     }
 }

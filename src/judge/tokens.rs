@@ -7,6 +7,10 @@
 //! A budget needs a bound, not a count: [`prompt_bound`] is the real count plus the reply
 //! schema's tokens and a margin where the family is known, and otherwise one token per byte
 //! (no subword tokenizer makes a token of less than one byte), plus the framing.
+//!
+//! Images are not counted: a count is of the text parts alone (what an image costs depends on
+//! the provider's resizing and tiling rules, which differ by model). A bound adds
+//! [`IMAGE_TOKENS_BOUND`] per image, the most any OpenAI chat model charges for one.
 
 use super::prompt::Message;
 
@@ -23,6 +27,12 @@ impl Count {
         self.tokenizer.is_some()
     }
 }
+
+/// The most prompt tokens one image costs on an OpenAI chat model: high detail, scaled to fit
+/// 2048×2048 and then to 768 on its short side, at most 2×4 tiles of 512 px; gpt-4o-mini
+/// charges 2833 + 5667 per tile (gpt-4o 85 + 170 per tile; the patch-based models at most
+/// 1536 patches × 1.72).
+pub const IMAGE_TOKENS_BOUND: u64 = 2833 + 5667 * 8;
 
 /// Tokens the chat format adds per message, and once to prime the reply.
 const PER_MESSAGE: u64 = 3;
@@ -68,16 +78,18 @@ pub fn count_prompt(model: &str, messages: &[Message]) -> Count {
 /// output counts its schema as prompt) when sent to `model`.
 pub fn prompt_bound(model: &str, messages: &[Message], schema: &str) -> u64 {
     let framing = REPLY_PRIMING + PER_MESSAGE * messages.len() as u64;
-    match bpe(model) {
-        Some((bpe, _)) => {
-            // The provider's own framing of a schema may differ a little from its text.
-            count_prompt(model, messages).tokens + bpe.count_with_special_tokens(schema) as u64 + 64
+    let images: u64 = messages.iter().map(|m| m.images.len() as u64).sum::<u64>() * IMAGE_TOKENS_BOUND;
+    images
+        + match bpe(model) {
+            Some((bpe, _)) => {
+                // The provider's own framing of a schema may differ a little from its text.
+                count_prompt(model, messages).tokens + bpe.count_with_special_tokens(schema) as u64 + 64
+            }
+            None => {
+                let bytes: usize = messages.iter().map(|m| m.content.len() + m.role.len()).sum();
+                bytes as u64 + schema.len() as u64 + framing
+            }
         }
-        None => {
-            let bytes: usize = messages.iter().map(|m| m.content.len() + m.role.len()).sum();
-            bytes as u64 + schema.len() as u64 + framing
-        }
-    }
 }
 
 #[cfg(test)]
@@ -85,7 +97,7 @@ mod tests {
     use super::*;
 
     fn user(content: &str) -> Message {
-        Message { role: "user".into(), content: content.into() }
+        Message::text("user", content)
     }
 
     #[test]
@@ -102,7 +114,7 @@ mod tests {
 
     #[test]
     fn other_models_are_estimated_and_bounded_by_bytes() {
-        let ms = [Message { role: "system".into(), content: "be brief".into() }, user(&"word ".repeat(100))];
+        let ms = [Message::text("system", "be brief"), user(&"word ".repeat(100))];
         let c = count_prompt("Qwen/Qwen2.5-7B-Instruct", &ms);
         assert_eq!(c.tokenizer, None);
         assert_eq!(c.tokens, (8 + 1 + 500) / 4 + 1);
@@ -112,5 +124,15 @@ mod tests {
         let real = count_prompt("gpt-4o", &ms).tokens;
         assert!(prompt_bound("gpt-4o", &ms, "{}") >= real);
         assert!(real < 200, "{real}");
+    }
+
+    #[test]
+    fn images_are_not_counted_but_are_bounded() {
+        let mut m = user("look");
+        let plain = count_prompt("gpt-4o", std::slice::from_ref(&m));
+        m.images.push(crate::judge::prompt::ImagePart { at: 4, url: "data:image/png;base64,AAAA".into() });
+        assert_eq!(count_prompt("gpt-4o", std::slice::from_ref(&m)), plain);
+        let without = prompt_bound("gpt-4o", &[user("look")], "{}");
+        assert_eq!(prompt_bound("gpt-4o", &[m], "{}"), without + IMAGE_TOKENS_BOUND);
     }
 }

@@ -13,7 +13,8 @@
 //! `sha256`, the hash of the items (their canonical JSON, [`items_hash`]), which the records
 //! of `rubric run` repeat for the items they used.
 
-use super::bind::{bind_row, convert};
+use super::bind::{bind_row_in, convert};
+use super::rows_dir;
 use crate::ir::{GeneratorDecl, Program};
 use crate::judge::{Ask, Criterion, Dispatcher, Task};
 use serde_json::{json, Map, Value as Json};
@@ -134,7 +135,7 @@ pub fn generate(
         let line = lines.next().transpose().map_err(|e| format!("cannot read `{}`: {e}", input.display()))?;
         let done = line.is_none();
         if let Some(line) = line.filter(|l| !l.trim().is_empty()) {
-            chunk.push(prepare(program, &judges, &line));
+            chunk.push(prepare(program, &judges, &line, rows_dir(input)));
         }
         if chunk.len() >= CHUNK || (done && !chunk.is_empty()) {
             let rows = std::mem::take(&mut chunk);
@@ -168,7 +169,7 @@ pub fn plan(
     let mut rows = 0u64;
     for line in text.lines().filter(|l| !l.trim().is_empty()) {
         rows += 1;
-        tasks.extend(prepare(program, &judges, line).asks.into_iter().flatten());
+        tasks.extend(prepare(program, &judges, line, rows_dir(input)).asks.into_iter().flatten());
     }
     let asked = tasks.len() as u64;
     Ok((dispatcher.dry_run(&tasks), rows, asked))
@@ -188,8 +189,8 @@ fn generator_judges(program: &Program) -> Vec<Arc<crate::ir::JudgeDecl>> {
         .collect()
 }
 
-/// Parse a line and make the tasks its missing inputs need.
-fn prepare(program: &Program, judges: &[Arc<crate::ir::JudgeDecl>], line: &str) -> Pending {
+/// Parse a line (of a rows file in `dir`) and make the tasks its missing inputs need.
+fn prepare(program: &Program, judges: &[Arc<crate::ir::JudgeDecl>], line: &str, dir: &Path) -> Pending {
     let bad = |why: String| Pending { row: Err((line.to_string(), why)), unbound: None, asks: vec![] };
     let row = match serde_json::from_str::<Json>(line) {
         Ok(Json::Object(m)) => m,
@@ -204,7 +205,7 @@ fn prepare(program: &Program, judges: &[Arc<crate::ir::JudgeDecl>], line: &str) 
             bound.entry(input.name.clone()).or_insert_with(|| json!([]));
         }
     }
-    let values = bind_row(program, &Json::Object(bound));
+    let values = bind_row_in(program, &Json::Object(bound), Some(dir));
     let asks = program
         .generators
         .iter()

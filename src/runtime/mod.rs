@@ -12,7 +12,7 @@ pub mod generate;
 pub mod groups;
 pub mod verdicts;
 
-pub use bind::{bind_row, BindError};
+pub use bind::{bind_row, bind_row_in, BindError};
 pub use verdicts::{Unmatched, VerdictFile};
 
 use crate::engine::{Engine, RowResult, TrapInfo, VerdictSource};
@@ -44,6 +44,9 @@ pub struct Identity {
     /// The row field that names a row in records and verdict files (`--id-field`; `id` when
     /// unset).
     pub id_field: Option<String>,
+    /// The directory of the rows file, which `Image` paths are relative to; `None` (rows that
+    /// come from no file: `rubric serve`, the Python binding) refuses image paths.
+    pub rows_dir: Option<std::path::PathBuf>,
 }
 
 impl Identity {
@@ -56,7 +59,19 @@ impl Identity {
             bundle: None,
             sites: sites.clone(),
             id_field: None,
+            rows_dir: None,
         }
+    }
+
+    /// Rows come from a file in `dir`: `Image` paths are read relative to it.
+    pub fn with_rows_dir(mut self, dir: Option<&std::path::Path>) -> Identity {
+        self.rows_dir = dir.map(std::path::Path::to_path_buf);
+        self
+    }
+
+    /// [`Identity::with_rows_dir`] for the rows file `rows` ([`rows_dir`]).
+    pub fn with_rows_file(self, rows: &std::path::Path) -> Identity {
+        self.with_rows_dir(Some(rows_dir(rows)))
     }
 
     /// Records and verdict files name rows by this field instead of `id`.
@@ -69,6 +84,15 @@ impl Identity {
     pub fn with_bundle(mut self, bundle: &str) -> Identity {
         self.bundle = Some(bundle.to_string());
         self
+    }
+}
+
+/// The directory `Image` paths in the rows file `rows` are relative to: its parent, or `.` for
+/// a bare file name and for standard input (`-`).
+pub fn rows_dir(rows: &std::path::Path) -> &std::path::Path {
+    match rows.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => std::path::Path::new("."),
     }
 }
 
@@ -458,7 +482,7 @@ pub fn prepare_row(
         // The generated items this record scored (`rubric generate`'s `generated.*.sha256`).
         out.insert("generated".into(), hashes);
     }
-    let inputs = match bind_row(program, row) {
+    let inputs = match bind_row_in(program, row, ident.rows_dir.as_deref()) {
         Ok(v) => v,
         Err(e) => {
             // An input `rubric generate` could not write: say why, not only that it is missing.

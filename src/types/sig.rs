@@ -72,7 +72,7 @@ impl crate::ir::validate::Intrinsics for Catalogue {
 
 /// Built-in type names.
 pub const TYPE_NAMES: &[&str] =
-    &["Text", "Number", "Bool", "Json", "Conversation", "Message", "Trajectory", "Step", "ToolCall"];
+    &["Text", "Number", "Bool", "Json", "Conversation", "Message", "Image", "Trajectory", "Step", "ToolCall"];
 
 /// Convert a written type. `generic` admits the type variable `T` (signatures only).
 pub fn lower_type(t: &TypeExpr, generic: bool) -> Result<Type, (crate::source::Span, String)> {
@@ -87,6 +87,7 @@ pub fn lower_type(t: &TypeExpr, generic: bool) -> Result<Type, (crate::source::S
             "Trajectory" => Type::trajectory(),
             "Step" => Type::step(),
             "ToolCall" => Type::tool_call(),
+            "Image" => Type::image(),
             "T" | "U" if generic => Type::Var(n.text.clone()),
             other => return Err((n.span, format!("unknown type `{other}`"))),
         },

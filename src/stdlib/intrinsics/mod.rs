@@ -10,6 +10,7 @@
 
 mod exec;
 mod ifeval;
+mod images;
 mod json;
 mod json_patch;
 mod lists;
@@ -167,6 +168,11 @@ pub static ALL: &[Intrinsic] = &[
     trajectory::TRAJECTORY_MATCH_BOTH,
     // the `Trajectory` type from chat messages (the functions above take one too)
     trajectory::TRAJECTORY,
+    // images (`Image` inputs): header facts and perceptual-hash similarity
+    images::IMAGE_FORMAT,
+    images::IMAGE_WIDTH,
+    images::IMAGE_HEIGHT,
+    images::IMAGE_SIMILARITY,
 ];
 
 // ---------------------------------------------------------------- argument access

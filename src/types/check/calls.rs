@@ -170,15 +170,29 @@ impl Checker<'_> {
             self.unknown_intrinsic(name);
             return self.bad();
         }
-        // Check arguments once without expectations, then pick the first overload they fit.
+        // Check arguments once without expectations, then pick the first overload they fit;
+        // except that a record literal given for a record parameter of an intrinsic without
+        // overloads is checked against it, so that it may leave out fields of optional type
+        // (`image_width({url: u, width: 640})`), as a user function's argument may.
+        let only = match overloads.as_slice() {
+            [(index, _)] => intrinsic_sig(*index),
+            _ => None,
+        };
         let mut arg_exprs = Vec::new();
-        for a in args {
+        for (position, a) in args.iter().enumerate() {
             if matches!(a.value.kind, ast::ExprKind::Lambda(..)) {
                 self.report(diagnostics::type_lambda_position(a.value.span, Some(&name.text)));
                 return self.bad();
             }
-            // A literal list argument takes its element type from the first overload.
-            arg_exprs.push((a.name.as_ref(), self.expr(&a.value, scope, None), a.value.span));
+            let param = only.and_then(|sig| match &a.name {
+                Some(n) => sig.params.iter().find(|(p, _, _)| *p == n.text),
+                None => sig.params.get(position),
+            });
+            let want = match (&a.value.kind, param) {
+                (ast::ExprKind::Record(_), Some((_, t @ Type::Record(_), _))) => Some(t),
+                _ => None,
+            };
+            arg_exprs.push((a.name.as_ref(), self.expr(&a.value, scope, want), a.value.span));
         }
         let mut errors = Vec::new();
         for (k, (index, _)) in overloads.iter().enumerate() {

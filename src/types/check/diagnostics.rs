@@ -9,6 +9,7 @@
 mod types;
 
 use crate::diag::{did_you_mean, Diagnostic};
+use crate::ir;
 use crate::source::Span;
 use crate::syntax::ast;
 
@@ -605,6 +606,22 @@ pub(super) fn judge_local_setting(judge: &str, setting: &str, at: Span, local: S
     error("rubric::judge::local_setting", message, at, "not for a local judge")
         .with_label(local, "a local model")
         .with_help("remove the setting, or drop `local` to call the judge over HTTP")
+}
+
+/// Judge `judge`, a local model (`local`), sees `input`, which holds images, at `at`.
+pub(super) fn judge_local_image(judge: &str, input: &str, ty: &ir::Type, at: Span, local: Span) -> Diagnostic {
+    let message = format!("judge `{judge}` is a local model, which cannot see the images of `{input}: {ty}`");
+    error("rubric::judge::local_image", message, at, "holds images")
+        .with_label(local, "a local model reads text only")
+        .with_help("remove the input from `sees`, or drop `local` to ask a vision model over HTTP")
+}
+
+/// Judge `judge` sees `input`, whose type holds images elsewhere than as `Image`, `Image?` or
+/// `List[Image]`, at `at`.
+pub(super) fn judge_image_input(judge: &str, input: &str, ty: &ir::Type, at: Span) -> Diagnostic {
+    let message = format!("judge `{judge}` cannot be shown the images inside `{input}: {ty}`");
+    error("rubric::judge::image_input", message, at, "images nested here")
+        .with_help("a judge is shown an input of type `Image`, `Image?` or `List[Image]`; declare the images as an input of their own and let the judge see it")
 }
 
 // ------------------------------------------------------------------ examples

@@ -39,6 +39,8 @@ struct SettingSpans {
     /// `rollouts X`, `order ...` and `per_call N` (what a group judge refuses).
     rollouts: Option<Span>,
     order: Option<Span>,
+    /// The `sees` entries whose inputs hold images: where, the input's name and its type.
+    images: Vec<(Span, String, ir::Type)>,
 }
 
 /// A judge with every setting at its default.
@@ -89,6 +91,16 @@ impl Checker<'_> {
                 spans.not_jury.push((s.span, what));
             }
             self.judge_setting(&mut d, s, &mut spans);
+        }
+        let list_of_images = ir::Type::List(Box::new(ir::Type::image()));
+        for (span, input, ty) in &spans.images {
+            match spans.local {
+                Some(local) => self.report(diagnostics::judge_local_image(&j.name.text, input, ty, *span, local)),
+                None if *ty.strip_optional() != ir::Type::image() && *ty.strip_optional() != list_of_images => {
+                    self.report(diagnostics::judge_image_input(&j.name.text, input, ty, *span))
+                }
+                None => {}
+            }
         }
         if let Some(local) = spans.local {
             for (span, what) in &spans.not_local {
@@ -722,6 +734,10 @@ impl Checker<'_> {
                     if let Some(i) = self.input_named(n) {
                         if !d.sees.contains(&i) {
                             d.sees.push(i)
+                        }
+                        let ty = &self.p.inputs[i as usize].ty;
+                        if ty.holds_image() {
+                            spans.images.push((n.span, n.text.clone(), ty.clone()));
                         }
                     }
                 }
