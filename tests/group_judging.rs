@@ -12,7 +12,7 @@ use crate::common::{crate_root, mock_get, TempDir};
 use crate::pairwise::{comparable, records};
 
 /// The text between the markers of fence `name` in `user`, if it has one.
-fn fenced<'a>(user: &'a str, name: &str) -> Option<&'a str> {
+pub(crate) fn fenced<'a>(user: &'a str, name: &str) -> Option<&'a str> {
     let begin = user.find(&format!("<<<BEGIN {name} "))?;
     let body = begin + user[begin..].find(">>>\n")? + 4;
     let end = body + user[body..].find(&format!("<<<END {name} "))?;

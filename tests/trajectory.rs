@@ -186,6 +186,7 @@ fn unknown_modes_and_malformed_trajectories_trap() {
 
 use crate::cli::{describe, rubric};
 use crate::common::{crate_root, json_lines, mock_judge, TempDir};
+use crate::group_judging::fenced;
 use crate::pairwise::{comparable, records};
 
 const ENGINES: [&str; 3] = ["interp", "wasm", "jit"];
@@ -261,14 +262,6 @@ fn records_or_errors(path: &std::path::Path) -> Vec<Json> {
             r
         })
         .collect()
-}
-
-/// The text between the markers of fence `name` in `user`, if it has one.
-fn fenced<'a>(user: &'a str, name: &str) -> Option<&'a str> {
-    let begin = user.find(&format!("<<<BEGIN {name} "))?;
-    let body = begin + user[begin..].find(">>>\n")? + 4;
-    let end = body + user[body..].find(&format!("<<<END {name} "))?;
-    Some(user[body..end].trim_end_matches('\n'))
 }
 
 /// `examples/agent-trajectory` over HTTP: one request per judged step, each showing the task,
