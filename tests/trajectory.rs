@@ -182,6 +182,74 @@ fn unknown_modes_and_malformed_trajectories_trap() {
     }
 }
 
+/// Per-tool argument rules (`overrides`, agentevals' `tool_args_match_overrides` without
+/// functions): agentevals' two published cases of key-path overrides
+/// (`python/tests/test_trajectory_async.py`, `test_trajectory_match_with_nested_field_overrides`
+/// and `..._requires_key`), then mode overrides, rules read as false, and bad rules, on every
+/// engine.
+#[test]
+fn argument_overrides_follow_agentevals() {
+    let nested_out = r#"json("""[{"role": "user", "content": "Hi there, what time is my flight?"}, {"role": "assistant", "content": "", "tool_calls": [{"function": {"name": "lookup_policy", "arguments": "{\"query\": \"flight upgrades\", \"time\": {\"start\": \"2025-03-22T18:34:40Z\", \"end\": \"2025-03-22T20:34:40Z\"}}"}}]}, {"role": "assistant", "content": "No upgrades available."}]""")"#;
+    let nested_ref = r#"json("""[{"role": "user", "content": "Hi there, what time is my flight?"}, {"role": "assistant", "content": "", "tool_calls": [{"function": {"name": "lookup_policy", "arguments": "{\"query\": \"foo\", \"time\": {\"start\": \"2025-03-22T18:34:40Z\", \"end\": \"baz\"}}"}}]}, {"role": "assistant", "content": "Upgrades possible."}]""")"#;
+    let end_only = r#"json("""[{"role": "assistant", "content": "", "tool_calls": [{"function": {"name": "lookup_policy", "arguments": "{\"time\": {\"end\": \"2025-03-22T20:34:40Z\"}}"}}]}]""")"#;
+    let keys = r#"overrides: json("""{"lookup_policy": ["time.start"]}""")"#;
+    let (a1, a2) = (one_call("f", r#"{"a": 1, "b": 2}"#), one_call("f", r#"{"a": 1, "b": 3}"#));
+    let checks: Vec<(String, String)> = [
+        (
+            "agentevals: nested field override",
+            format!("trajectory_match({nested_out}, {nested_ref}, \"strict\", {keys})"),
+        ),
+        (
+            "agentevals: override requires the key",
+            format!("not trajectory_match({end_only}, {end_only}, \"strict\", {keys})"),
+        ),
+        ("without the override the args differ", format!("not trajectory_match({nested_out}, {nested_ref})")),
+        ("key list", format!(r#"trajectory_match({a1}, {a2}, overrides: json("""{{"f": ["a"]}}"""))"#)),
+        (
+            "key list, a differing key",
+            format!(r#"not trajectory_match({a1}, {a2}, overrides: json("""{{"f": ["a", "b"]}}"""))"#),
+        ),
+        (
+            "mode override",
+            format!(r#"trajectory_match({a1}, {a2}, "unordered", "exact", json("""{{"f": "ignore"}}"""))"#),
+        ),
+        (
+            "override of another tool",
+            format!(r#"not trajectory_match({a1}, {a2}, overrides: json("""{{"g": "ignore"}}"""))"#),
+        ),
+        (
+            "a rule read as false keeps the default",
+            format!(r#"not trajectory_match({a1}, {a2}, overrides: json("""{{"f": []}}"""))"#),
+        ),
+        (
+            "default mode under an override elsewhere",
+            format!(r#"trajectory_match({a1}, {a1}, overrides: json("""{{"g": ["x"]}}"""))"#),
+        ),
+    ]
+    .into_iter()
+    .map(|(n, e)| (n.to_string(), e))
+    .collect();
+    let failed = failing("overrides", &checks);
+    assert!(failed.is_empty(), "{failed:#?}");
+    let t = one_call("f", "{}");
+    let src = format!(
+        "rubric t.overrides @ 0.0.0\n\
+         criterion mode \"mode\" check trajectory_match({t}, {t}, overrides: json(\"\"\"{{\"f\": \"fuzzy\"}}\"\"\"))\n\
+         criterion kind \"kind\" check trajectory_match({t}, {t}, overrides: json(\"\"\"{{\"f\": 3}}\"\"\"))\n\
+         criterion shape \"shape\" check trajectory_match({t}, {t}, overrides: json(\"[1]\"))\n\
+         score = fraction(all)\n"
+    );
+    let result = crate::common::evaluate_on_every_engine("<override traps>", &src);
+    for name in ["mode", "kind", "shape"] {
+        let r = result.criterion(name).unwrap();
+        let reason = r.reason.clone().unwrap_or_default();
+        assert!(
+            r.status == Status::Unscored && reason.starts_with("rubric::trap::invalid_argument"),
+            "{name}: {reason}"
+        );
+    }
+}
+
 // ---------------------------------------------------------------- the `Trajectory` type
 
 use crate::cli::{describe, rubric};

@@ -166,6 +166,9 @@ pub static ALL: &[Intrinsic] = &[
     trajectory::TRAJECTORY_MATCH,
     trajectory::TRAJECTORY_MATCH_OF,
     trajectory::TRAJECTORY_MATCH_BOTH,
+    trajectory::TRAJECTORY_MATCH_OVERRIDES,
+    trajectory::TRAJECTORY_MATCH_OF_OVERRIDES,
+    trajectory::TRAJECTORY_MATCH_BOTH_OVERRIDES,
     // the `Trajectory` type from chat messages (the functions above take one too)
     trajectory::TRAJECTORY,
     // images (`Image` inputs): header facts and perceptual-hash similarity

@@ -86,7 +86,7 @@ pub(super) const TRAJECTORY_MATCH: Intrinsic = Intrinsic {
           arguments; `\"subset\"` and `\"superset\"`: every key of one side's arguments is on \
           the other with an equal value, sides as agentevals orders them (see \
           [trajectories.md](trajectories.md)). Calls are matched greedily, first fit, as \
-          agentevals does. Per-tool argument overrides are not supported. An unknown `mode` or \
+          agentevals does. Per-tool argument rules: the overload with `overrides`. An unknown `mode` or \
           `args` traps (`rubric::trap::invalid_argument`).",
     examples: &[
         r#"trajectory_match(json("""[{"role": "user", "content": "Weather in SF?"}, {"role": "assistant", "tool_calls": [{"function": {"name": "get_weather", "arguments": "{\"city\": \"SF\"}"}}]}]"""), json("""[{"role": "user", "content": "What is the weather?"}, {"role": "assistant", "tool_calls": [{"name": "get_weather", "args": {"city": "SF"}}]}]"""))"#,
@@ -183,6 +183,47 @@ pub(super) const TRAJECTORY_MATCH_BOTH: Intrinsic = Intrinsic {
     doc: TRAJ_DOC,
     examples: &[
         r#"trajectory_match(trajectory(json("""[{"role": "assistant", "tool_calls": [{"name": "a", "args": {}}, {"name": "b", "args": {}}]}]""")), trajectory(json("""[{"role": "assistant", "tool_calls": [{"name": "b", "args": {}}]}]""")), mode: "superset")"#,
+    ],
+    imp: trajectory_match,
+};
+
+pub(super) const TRAJECTORY_MATCH_OVERRIDES: Intrinsic = Intrinsic {
+    name: "trajectory_match",
+    sig: "(outputs: Json?, reference: Json?, mode: Text = \"strict\", args: Text = \"exact\", overrides: Json? = null) -> Bool",
+    doc: "`trajectory_match` with per-tool argument rules, as agentevals' \
+          `tool_args_match_overrides`: `overrides` is an object from tool names to a mode \
+          (`\"exact\"`, `\"ignore\"`, `\"subset\"`, `\"superset\"`), used for that tool's calls \
+          in place of `args`, or to a list of key paths (`[\"time.start\", \"query\"]`): the \
+          calls match when every path is on both calls' arguments with equal values, whatever \
+          the other arguments (a path missing from either call does not match, as agentevals' \
+          latest Python tests have it). A rule agentevals reads as false (`null`, `false`, \
+          `\"\"`, `[]`) leaves the tool to `args`. Python functions cannot be given; an unknown \
+          mode or a rule of another kind traps (`rubric::trap::invalid_argument`), where \
+          agentevals reads an unknown mode as `ignore`. See [trajectories.md](trajectories.md).",
+    examples: &[
+        r#"trajectory_match(json("""[{"role": "assistant", "tool_calls": [{"name": "search", "args": {"q": "weather SF", "n": 5}}]}]"""), json("""[{"role": "assistant", "tool_calls": [{"name": "search", "args": {"q": "SF weather", "n": 5}}]}]"""), overrides: json("""{"search": ["n"]}"""))"#,
+        r#"trajectory_match(json("""[{"role": "assistant", "tool_calls": [{"name": "search", "args": {"q": "a"}}]}]"""), json("""[{"role": "assistant", "tool_calls": [{"name": "search", "args": {"q": "b"}}]}]"""), overrides: json("""{"search": "ignore"}"""))"#,
+        r#"not trajectory_match(json("""[{"role": "assistant", "tool_calls": [{"name": "f", "args": {"t": {"end": 2}}}]}]"""), json("""[{"role": "assistant", "tool_calls": [{"name": "f", "args": {"t": {"end": 2}}}]}]"""), overrides: json("""{"f": ["t.start"]}"""))"#,
+    ],
+    imp: trajectory_match,
+};
+
+pub(super) const TRAJECTORY_MATCH_OF_OVERRIDES: Intrinsic = Intrinsic {
+    name: "trajectory_match",
+    sig: "(outputs: Trajectory?, reference: Json?, mode: Text = \"strict\", args: Text = \"exact\", overrides: Json? = null) -> Bool",
+    doc: TRAJ_DOC,
+    examples: &[
+        r#"trajectory_match(trajectory(json("""[{"role": "assistant", "tool_calls": [{"name": "a", "args": {"x": 1}}]}]""")), json("""[{"role": "assistant", "tool_calls": [{"name": "a", "args": {"x": 2}}]}]"""), overrides: json("""{"a": "ignore"}"""))"#,
+    ],
+    imp: trajectory_match,
+};
+
+pub(super) const TRAJECTORY_MATCH_BOTH_OVERRIDES: Intrinsic = Intrinsic {
+    name: "trajectory_match",
+    sig: "(outputs: Trajectory?, reference: Trajectory?, mode: Text = \"strict\", args: Text = \"exact\", overrides: Json? = null) -> Bool",
+    doc: TRAJ_DOC,
+    examples: &[
+        r#"not trajectory_match(trajectory(json("""[{"role": "assistant", "tool_calls": [{"name": "a", "args": {"x": 1}}]}]""")), trajectory(json("""[{"role": "assistant", "tool_calls": [{"name": "a", "args": {"x": 2}}]}]""")), overrides: json("""{"a": ["x"]}"""))"#,
     ],
     imp: trajectory_match,
 };
@@ -475,6 +516,88 @@ impl ArgsMode {
     }
 }
 
+/// How one tool's arguments are compared, in place of the default mode (agentevals'
+/// `tool_args_match_overrides`, without its Python functions).
+enum Override {
+    Mode(ArgsMode),
+    /// Key paths (`"time.start"`): each must be on both calls' arguments, with equal values.
+    Keys(Vec<Vec<String>>),
+}
+
+/// The argument comparison of a match: the `args` mode, and the rules of the tools the
+/// `overrides` name.
+struct Matcher {
+    default: ArgsMode,
+    overrides: Vec<(String, Override)>,
+}
+
+impl Matcher {
+    fn matches(&self, name: &str, call: &Json, reference: &Json) -> bool {
+        match self.overrides.iter().find(|(n, _)| n == name).map(|(_, r)| r) {
+            None => self.default.matches(call, reference),
+            Some(Override::Mode(m)) => m.matches(call, reference),
+            Some(Override::Keys(paths)) => paths.iter().all(
+                |path| matches!((key_path(call, path), key_path(reference, path)), (Some(x), Some(y)) if py_eq(x, y)),
+            ),
+        }
+    }
+}
+
+/// The value at a key path of JSON objects, if every key is there.
+fn key_path<'j>(j: &'j Json, path: &[String]) -> Option<&'j Json> {
+    path.iter().try_fold(j, |cur, part| cur.as_object()?.get(part))
+}
+
+fn args_mode(name: &str, what: &str) -> Result<ArgsMode, Trap> {
+    Ok(match name {
+        "exact" => ArgsMode::Exact,
+        "ignore" => ArgsMode::Ignore,
+        "subset" => ArgsMode::Subset,
+        "superset" => ArgsMode::Superset,
+        other => {
+            return Err(invalid(format!(
+                "trajectory_match: {what} is \"exact\", \"ignore\", \"subset\" or \"superset\", not {other:?}"
+            )))
+        }
+    })
+}
+
+/// The `overrides` argument: an object from tool names to a mode or a list of key paths. A
+/// value agentevals reads as false (`null`, `false`, `""`, `[]`) leaves that tool to the
+/// default mode, as there.
+fn overrides(j: Option<&Json>) -> Result<Vec<(String, Override)>, Trap> {
+    let Some(j) = j.filter(|j| !j.is_null()) else { return Ok(Vec::new()) };
+    let Json::Object(o) = j else {
+        return Err(invalid(format!("trajectory_match: `overrides` is an object from tool names to rules, not {j}")));
+    };
+    let mut out = Vec::new();
+    for (name, rule) in o {
+        let rule = match rule {
+            Json::Null | Json::Bool(false) => continue,
+            Json::String(s) if s.is_empty() => continue,
+            Json::Array(keys) if keys.is_empty() => continue,
+            Json::String(mode) => Override::Mode(args_mode(mode, &format!("the override of `{name}`"))?),
+            Json::Array(keys) => Override::Keys(
+                keys.iter()
+                    .map(|k| match k {
+                        Json::String(path) => Ok(path.split('.').map(str::to_string).collect()),
+                        other => Err(invalid(format!(
+                            "trajectory_match: the key paths of `{name}` are texts (\"time.start\"), not {other}"
+                        ))),
+                    })
+                    .collect::<Result<_, _>>()?,
+            ),
+            other => {
+                return Err(invalid(format!(
+                    "trajectory_match: the override of `{name}` is a mode (\"exact\", \"ignore\", \"subset\", \"superset\") or a list of key paths, not {other}"
+                )))
+            }
+        };
+        out.push((name.clone(), rule));
+    }
+    Ok(out)
+}
+
 /// JSON equality as Python's `==` on the values `json.loads` gives: numbers by value (`1 ==
 /// 1.0`, integers exactly), `true == 1` and `false == 0`, lists item by item, objects by their
 /// key sets and values.
@@ -524,7 +647,7 @@ fn py_number(v: &Json) -> Option<PyNumber> {
 /// Whether every call of `reference` is matched by a distinct call of `outputs` of the same
 /// name whose arguments match (`args.matches(output's, reference's)`): for each reference
 /// call in order, the first unused output call that matches.
-fn is_superset(outputs: &[Call], reference: &[Call], args: ArgsMode, ctx: &mut EvalCtx) -> Result<bool, Trap> {
+fn is_superset(outputs: &[Call], reference: &[Call], args: &Matcher, ctx: &mut EvalCtx) -> Result<bool, Trap> {
     ctx.work(outputs.len().saturating_mul(reference.len()))?;
     let mut used = vec![false; outputs.len()];
     for r in reference {
@@ -544,14 +667,14 @@ fn is_superset(outputs: &[Call], reference: &[Call], args: ArgsMode, ctx: &mut E
 }
 
 /// Whether `call`'s arguments match `reference`'s, the comparison charged first.
-fn pair(call: &Call, reference: &Call, args: ArgsMode, ctx: &mut EvalCtx) -> Result<bool, Trap> {
+fn pair(call: &Call, reference: &Call, args: &Matcher, ctx: &mut EvalCtx) -> Result<bool, Trap> {
     ctx.work(call.weight.min(reference.weight))?;
-    Ok(args.matches(&call.args, &reference.args))
+    Ok(args.matches(&reference.name, &call.args, &reference.args))
 }
 
 /// Position by position: the same role, tool calls on both or neither, and each output call
 /// matched to a distinct reference call of the same message (first fit, in output order).
-fn strict(outputs: &[Message], reference: &[Message], args: ArgsMode, ctx: &mut EvalCtx) -> Result<bool, Trap> {
+fn strict(outputs: &[Message], reference: &[Message], args: &Matcher, ctx: &mut EvalCtx) -> Result<bool, Trap> {
     if outputs.len() != reference.len() {
         return Ok(false);
     }
@@ -587,17 +710,15 @@ fn strict(outputs: &[Message], reference: &[Message], args: ArgsMode, ctx: &mut 
 
 fn trajectory_match(a: &[Value], ctx: &mut EvalCtx) -> Result<Value, Trap> {
     let mode = text_arg(a, 2)?;
-    let args = match &**text_arg(a, 3)? {
-        "exact" => ArgsMode::Exact,
-        "ignore" => ArgsMode::Ignore,
-        "subset" => ArgsMode::Subset,
-        "superset" => ArgsMode::Superset,
-        other => {
-            return Err(invalid(format!(
-                "trajectory_match: `args` is \"exact\", \"ignore\", \"subset\" or \"superset\", not {other:?}"
-            )))
-        }
+    let args = Matcher {
+        default: args_mode(text_arg(a, 3)?, "`args`")?,
+        overrides: match a.len() {
+            // The overloads without `overrides`.
+            0..=4 => Vec::new(),
+            _ => overrides(opt_json_arg(a, 4)?.as_deref())?,
+        },
     };
+    let args = &args;
     let outputs = messages(traj_arg(a, 0)?.as_deref(), ctx)?;
     let reference = messages(traj_arg(a, 1)?.as_deref(), ctx)?;
     let matched = match &**mode {
