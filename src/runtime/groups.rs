@@ -43,6 +43,20 @@ pub struct GroupStats {
     pub flagged: bool,
 }
 
+/// The mean and the standard deviation the rubric declares (`std sample`, n − 1, or `std
+/// population`, n; 0 for one value) of `xs`; `None` when it is empty.
+fn mean_std(decl: &RewardDecl, xs: &[f64]) -> Option<(f64, f64)> {
+    let n = xs.len();
+    let mean = (n > 0).then(|| xs.iter().sum::<f64>() / n as f64)?;
+    let ss = xs.iter().map(|x| (x - mean) * (x - mean)).sum::<f64>();
+    let std = match decl.std {
+        _ if n < 2 => 0.0,
+        StdForm::Sample => (ss / (n - 1) as f64).sqrt(),
+        StdForm::Population => (ss / n as f64).sqrt(),
+    };
+    Some((mean, std))
+}
+
 /// Each member's advantage (`None`: left out), and the group's statistics.
 pub fn advantages(decl: &RewardDecl, rewards: &[Option<f64>]) -> (Vec<Option<f64>>, GroupStats) {
     let rewards: Vec<Option<f64>> = match decl.unscored {
@@ -52,15 +66,10 @@ pub fn advantages(decl: &RewardDecl, rewards: &[Option<f64>]) -> (Vec<Option<f64
     let flagged = decl.unscored == RewardUnscored::FlagGroup && rewards.iter().any(Option::is_none);
     let xs: Vec<f64> = rewards.iter().flatten().copied().collect();
     let n = xs.len();
-    let mean = (n > 0).then(|| xs.iter().sum::<f64>() / n as f64);
-    let std = mean.map(|m| {
-        let ss = xs.iter().map(|x| (x - m) * (x - m)).sum::<f64>();
-        match decl.std {
-            _ if n < 2 => 0.0,
-            StdForm::Sample => (ss / (n - 1) as f64).sqrt(),
-            StdForm::Population => (ss / n as f64).sqrt(),
-        }
-    });
+    let (mean, std) = match mean_std(decl, &xs) {
+        Some((m, s)) => (Some(m), Some(s)),
+        None => (None, None),
+    };
     let stats = GroupStats { n, mean, std, flagged };
     if flagged || n == 0 {
         return (vec![None; rewards.len()], stats);
@@ -208,17 +217,7 @@ pub fn step_advantages(
         })
         .collect();
     let xs: Vec<f64> = steps.iter().flatten().flatten().flatten().copied().collect();
-    if flagged || xs.is_empty() {
-        return vec![None; scored.len()];
-    }
-    let n = xs.len();
-    let mean = xs.iter().sum::<f64>() / n as f64;
-    let ss = xs.iter().map(|x| (x - mean) * (x - mean)).sum::<f64>();
-    let std = match decl.std {
-        _ if n < 2 => 0.0,
-        StdForm::Sample => (ss / (n - 1) as f64).sqrt(),
-        StdForm::Population => (ss / n as f64).sqrt(),
-    };
+    let Some((mean, std)) = mean_std(decl, &xs).filter(|_| !flagged) else { return vec![None; scored.len()] };
     steps
         .into_iter()
         .map(|member| {
