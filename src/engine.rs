@@ -68,8 +68,8 @@ impl Status {
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct CriterionResult {
-    pub id: String,
-    pub text: Option<String>,
+    pub id: std::sync::Arc<str>,
+    pub text: Option<std::sync::Arc<str>>,
     /// `binary`, `ordinal`, `nominal` or `continuous`.
     pub kind: &'static str,
     pub status: Status,
@@ -83,9 +83,9 @@ pub struct CriterionResult {
     pub axis: Option<String>,
     pub tags: Vec<String>,
     /// `check`, `value`, `judge:NAME` or `extract:NAME`.
-    pub source: String,
+    pub source: std::sync::Arc<str>,
     pub evidence: Option<String>,
-    pub extracted: Option<Json>,
+    pub extracted: Option<Box<Json>>,
     /// P(yes) / (P(yes) + P(no)) of a binary criterion whose judge scores by log-probability
     /// (`scoring logprob`, local judges): the mean over the samples that voted.
     pub p_yes: Option<f64>,
@@ -101,8 +101,8 @@ pub struct CriterionResult {
     /// A preference (a criterion decided by a comparing judge): what each request answered
     /// and which candidate the result prefers.
     pub preference: Option<Box<Preference>>,
-    /// Names of the sets the criterion belongs to directly.
-    pub sets: Vec<String>,
+    /// Names of the sets the criterion belongs to directly (shared by every row's result).
+    pub sets: std::sync::Arc<[std::sync::Arc<str>]>,
     /// An `each` instance waiting for its verdict whose block `shows` its judge something: the
     /// values, in `shows` order (what the request fences beside the inputs). Not in records.
     pub shown: Vec<crate::value::Value>,
@@ -185,7 +185,7 @@ impl CriterionResult {
             m.insert("evidence".into(), json!(e));
         }
         if let Some(x) = &self.extracted {
-            m.insert("extracted".into(), x.clone());
+            m.insert("extracted".into(), (**x).clone());
         }
         if let Some(p) = self.p_yes {
             m.insert("p_yes".into(), number_to_json(p));
@@ -285,7 +285,7 @@ pub struct NamedScoreResult {
 
 impl RowResult {
     pub fn criterion(&self, id: &str) -> Option<&CriterionResult> {
-        self.criteria.iter().find(|c| c.id == id)
+        self.criteria.iter().find(|c| &*c.id == id)
     }
 
     /// Each step's reward, when criteria are about steps (`CriterionResult::step`): the

@@ -213,7 +213,7 @@ fn healthbench_rows_match_simple_evals() {
         );
         assert_eq!(result.criteria.len(), rubrics.len(), "`{}`", path.display());
         for (i, (c, m)) in result.criteria.iter().zip(&met).enumerate() {
-            assert_eq!(c.id, format!("items[{i}]"));
+            assert_eq!(&*c.id, format!("items[{i}]"));
             assert_eq!(c.status, if *m { Status::Met } else { Status::Unmet }, "`{}` items[{i}]", path.display());
             assert_eq!(c.points, Some(points[i]), "`{}` items[{i}]", path.display());
         }
@@ -478,7 +478,7 @@ fn paperbench_graded_trees_reproduce_published_scores() {
         leaf_verdicts(&tree, &mut verdicts);
         let result = evaluate(&program, &json!({ "submission": "" }), &verdicts);
         for c in &result.criteria {
-            let want = if verdicts[&c.id] == "met" { Status::Met } else { Status::Unmet };
+            let want = if verdicts[&*c.id] == "met" { Status::Met } else { Status::Unmet };
             assert_eq!(c.status, want, "`{}`: leaf `{}`", path.display(), c.id);
         }
         let groups: HashMap<&str, Option<f64>> = result.groups.iter().map(|(n, v)| (n.as_str(), *v)).collect();

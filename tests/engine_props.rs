@@ -70,7 +70,13 @@ fn num_lit() -> impl Strategy<Value = String> {
 }
 
 fn text_lit() -> impl Strategy<Value = String> {
-    select(vec!["\"\"", "\"a\"", "\"yes\"", "\"Hello world\"", "\"b c\""]).prop_map(String::from)
+    select(vec!["\"\"", "\"a\"", "\"yes\"", "\"Hello world\"", "\"b c\"", "\"WORLD\"", "\"oo\"", "\"ΣΑΣ\""])
+        .prop_map(String::from)
+}
+
+fn pattern_lit() -> impl Strategy<Value = String> {
+    select(vec![r#""(?i)hello""#, r#""\\bw\\w*""#, r#""^$""#, r#""(?i)σ""#, r#""o+""#, r#""(?m)^b""#])
+        .prop_map(String::from)
 }
 
 fn num_expr(s: Scope) -> BoxedStrategy<String> {
@@ -179,6 +185,19 @@ fn bool_expr(s: Scope) -> BoxedStrategy<String> {
             .prop_map(|(a, b, op)| format!("({a} {op} {b})"))
             .boxed(),
         (text_expr(d.clone()), text_lit()).prop_map(|(a, b)| format!("contains({a}, {b})")).boxed(),
+        // The one-pass scans (`stdlib::scan`): constant needles and patterns, which the
+        // interpreter and the JIT answer from one pass per text and Wasm (under limits) one by one.
+        (text_expr(d.clone()), select(vec!["contains_ci", "contains"]), text_lit(), text_lit())
+            .prop_map(|(a, f, b, c)| format!("({f}({a}, {b}) or {f}({a}, {c}))"))
+            .boxed(),
+        (text_expr(d.clone()), pattern_lit(), pattern_lit())
+            .prop_map(|(a, p, q)| format!("(matches({a}, {p}) != matches({a}, {q}))"))
+            .boxed(),
+        (text_expr(d.clone()), text_lit(), text_lit())
+            .prop_map(|(a, b, c)| {
+                format!("(count_occurrences({a}, {b}) < count_occurrences({a}, {c}) + letter_count({a}, \"o\"))")
+            })
+            .boxed(),
         (num_expr(d.clone()), num_expr(d.clone()), num_expr(d.clone()), select(vec!["==", "!="]))
             .prop_map(|(a, b, c, op)| format!("([{a}, {b}] {op} [{c}, {b}])"))
             .boxed(),
@@ -243,7 +262,20 @@ fn verdict() -> impl Strategy<Value = Json> {
 fn row() -> impl Strategy<Value = (Json, Map<String, Json>)> {
     let num = || select(vec![0.0, 1.0, 2.0, 0.5, -3.0, 1e300, 7.25, 100.0]);
     (
-        (num(), num(), select(vec!["", "Hello world", "a b c", "yes yes no", "Ünïcode ✓ text"]), any::<bool>()),
+        (
+            num(),
+            num(),
+            select(vec![
+                "",
+                "Hello world",
+                "a b c",
+                "yes yes no",
+                "Ünïcode ✓ text",
+                "oooo WORLD words",
+                "ΣΑΣ σας İstanbul",
+            ]),
+            any::<bool>(),
+        ),
         (
             proptest::collection::vec(num(), 0..4),
             proptest::collection::vec(select(vec!["a", "b", "Hello", "yes", ""]), 0..4),

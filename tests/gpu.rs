@@ -151,7 +151,7 @@ fn result(seed: u64, id: String, r: usize, k: usize) -> CriterionResult {
     };
     let scored = matches!(status, Status::Met | Status::Unmet);
     CriterionResult {
-        id,
+        id: id.into(),
         text: None,
         kind: "continuous",
         status,
@@ -173,7 +173,7 @@ fn result(seed: u64, id: String, r: usize, k: usize) -> CriterionResult {
         preference: None,
         shown: Vec::new(),
         step: None,
-        sets: vec![],
+        sets: Default::default(),
     }
 }
 

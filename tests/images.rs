@@ -202,9 +202,9 @@ score = mean(all, unscored: skip)
     let got: Vec<String> = r.criteria.iter().map(|c| format!("{} {:?}", c.id, c.status)).collect();
     let text = format!("{got:?}");
     assert!(text.contains("fmt Met") && text.contains("dims Met") && text.contains("field Met"), "{text}");
-    let alike = r.criteria.iter().find(|c| c.id == "alike").unwrap();
+    let alike = r.criteria.iter().find(|c| &*c.id == "alike").unwrap();
     assert_eq!(alike.value, Some(1.0 - 4.0 / 64.0), "{alike:?}");
-    let by_url = r.criteria.iter().find(|c| c.id == "by_url").unwrap();
+    let by_url = r.criteria.iter().find(|c| &*c.id == "by_url").unwrap();
     assert_eq!(by_url.status, rubric::engine::Status::Unscored, "{by_url:?}");
     assert!(by_url.reason.as_deref().unwrap_or("").contains("passed by URL and not read"), "{by_url:?}");
 }

@@ -61,7 +61,7 @@ fn tasks(program: &Program, row: &Json) -> Vec<Task> {
             _ => continue,
         };
         let ExprKind::Const(Const::Text(text)) = &d.text.kind else { panic!("static criteria only") };
-        let c = Criterion::for_decl(program, d, d.id.clone(), text.clone()).unwrap();
+        let c = Criterion::for_decl(program, d, d.id.clone(), text.to_string()).unwrap();
         by_judge.entry(judge).or_default().push(c);
     }
     by_judge.into_iter().map(|(j, cs)| Task::for_program(program, j, cs, &inputs).unwrap()).collect()
@@ -78,7 +78,7 @@ fn score(program: &Program, row: &Json, vs: &[Vec<CriterionVerdict>]) -> RowResu
 }
 
 fn criterion<'a>(r: &'a RowResult, id: &str) -> &'a rubric::engine::CriterionResult {
-    r.criteria.iter().find(|c| c.id == id).unwrap_or_else(|| panic!("no criterion {id}"))
+    r.criteria.iter().find(|c| &*c.id == id).unwrap_or_else(|| panic!("no criterion {id}"))
 }
 
 pub(crate) fn rules(toml: &str) -> MockRules {
@@ -303,7 +303,7 @@ score = mean(all)
         assert_eq!(criterion(&r, "tone").value, Some(0.5));
         let dose = criterion(&r, "dose_ok");
         assert_eq!(dose.status, Status::Met);
-        assert_eq!(dose.extracted, Some(json!(7)));
+        assert_eq!(dose.extracted.as_deref(), Some(&json!(7)));
     });
 }
 
@@ -993,7 +993,7 @@ verdict = "met"
     for row in &pending {
         let planned = row.result.as_ref().unwrap();
         let skipped: Vec<&str> =
-            planned.criteria.iter().filter(|c| c.status == Status::Skipped).map(|c| c.id.as_str()).collect();
+            planned.criteria.iter().filter(|c| c.status == Status::Skipped).map(|c| &*c.id).collect();
         for met in [true, false] {
             let mut all = row.verdicts.clone();
             all.extend(skipped.iter().map(|id| (id.to_string(), json!({ "verdict": met }))));

@@ -62,7 +62,7 @@ fn dispatch(program: &Program, row: &Json, d: &Dispatcher) -> Vec<(String, Strin
     }];
     evaluate_chunk(&Interpreter, program, &mut pending, d);
     let result = pending[0].result.as_ref().unwrap();
-    result.criteria.iter().map(|c| (c.id.clone(), c.status.as_str().to_string())).collect()
+    result.criteria.iter().map(|c| (c.id.to_string(), c.status.as_str().to_string())).collect()
 }
 
 /// Every request body the mock judge received for `row` (a dispatcher of its own).

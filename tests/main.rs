@@ -25,6 +25,7 @@ mod engine_props;
 mod exec;
 #[cfg(all(feature = "exec", target_os = "linux"))]
 mod exec_sandbox;
+mod fast_path;
 mod forged;
 mod fuzz;
 mod generate;

@@ -52,6 +52,11 @@ pub fn bench_command(file: &Path, opts: &BenchOptions<'_>) -> ExitCode {
         opts.runs.max(1),
         threads
     );
+    let shares = crate::interp::prepared(program).scan.shares();
+    println!(
+        "scan plan: {} exact and {} case-folded needles in one pass each, {} regexes in one set, {} intrinsics memoised per row",
+        shares.exact, shares.folded, shares.patterns, shares.memoised
+    );
     let mut oracle: Option<Vec<RowResult>> = None;
     let mut measured = Vec::new();
     for kind in opts.engines {

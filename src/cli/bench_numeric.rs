@@ -106,7 +106,7 @@ fn criterion_result(p: &Program, c: usize, (status, value): (u8, f64)) -> Criter
     };
     let scored = matches!(status, Status::Met | Status::Unmet);
     CriterionResult {
-        id: d.id.clone(),
+        id: d.id.as_str().into(),
         text: None,
         kind: "binary",
         status,
@@ -128,7 +128,7 @@ fn criterion_result(p: &Program, c: usize, (status, value): (u8, f64)) -> Criter
         preference: None,
         shown: Vec::new(),
         step: None,
-        sets: vec![],
+        sets: Default::default(),
     }
 }
 
@@ -411,7 +411,7 @@ pub fn command(o: &Options) -> ExitCode {
                 .map(|r| {
                     let mut d = Decided::new(p);
                     for (c, x) in list(r).into_iter().enumerate() {
-                        d.criteria[c] = Some(x);
+                        d.set_criterion(c as u32, x);
                     }
                     d
                 })

@@ -180,10 +180,13 @@ pub fn roots(p: &Program) -> Vec<(Root, &Expr)> {
 /// The criteria decided so far in a row: what criterion values and aggregations read.
 #[derive(Debug, Clone, Default)]
 pub struct Decided {
-    /// By static criterion index.
-    pub criteria: Vec<Option<CriterionResult>>,
-    /// Results of each `Each` step, by step index.
-    pub each: Vec<Vec<CriterionResult>>,
+    /// Every result in the order it was decided (step order: the order of the row's record),
+    /// so that the row takes them as they are.
+    results: Vec<CriterionResult>,
+    /// By static criterion index: its place in `results`.
+    criteria: Vec<Option<u32>>,
+    /// By step index: the places of an `each` step's results.
+    each: Vec<std::ops::Range<u32>>,
     /// `skipped` criteria that an expression needed (read, or aggregated by something a
     /// skipped member could still change): while planning, these are the verdicts to ask for.
     pub demand: std::cell::RefCell<Vec<String>>,
@@ -192,10 +195,45 @@ pub struct Decided {
 impl Decided {
     pub fn new(p: &Program) -> Decided {
         Decided {
+            results: Vec::with_capacity(p.criteria.len()),
             criteria: vec![None; p.criteria.len()],
-            each: vec![Vec::new(); p.steps.len()],
+            each: vec![0..0; p.steps.len()],
             demand: Default::default(),
         }
+    }
+
+    /// The result of static criterion `c`, once decided.
+    pub fn criterion(&self, c: u32) -> Option<&CriterionResult> {
+        let at = (*self.criteria.get(c as usize)?)?;
+        self.results.get(at as usize)
+    }
+
+    /// The results of the `each` step `step` (none before it ran).
+    pub fn each(&self, step: u32) -> &[CriterionResult] {
+        let r = self.each.get(step as usize).cloned().unwrap_or(0..0);
+        self.results.get(r.start as usize..r.end as usize).unwrap_or(&[])
+    }
+
+    /// Decide static criterion `c` (a criterion is decided once).
+    pub fn set_criterion(&mut self, c: u32, r: CriterionResult) {
+        if let Some(slot) = self.criteria.get_mut(c as usize) {
+            *slot = Some(self.results.len() as u32);
+            self.results.push(r);
+        }
+    }
+
+    /// Decide the instances of the `each` step `step`, in order.
+    pub fn set_each(&mut self, step: u32, rs: Vec<CriterionResult>) {
+        if let Some(slot) = self.each.get_mut(step as usize) {
+            let start = self.results.len() as u32;
+            self.results.extend(rs);
+            *slot = start..self.results.len() as u32;
+        }
+    }
+
+    /// Every result, in the order decided.
+    pub fn into_results(self) -> Vec<CriterionResult> {
+        self.results
     }
 
     fn demand(&self, id: &str) {
@@ -268,6 +306,10 @@ impl Driver<'_, '_> {
         if let Some((t, _)) = &self.limit {
             return Err(t.clone());
         }
+        // A constant root (a criterion's text, its weight) is its value: no engine is asked.
+        if let ExprKind::Const(c) = &e.kind {
+            return Ok(super::ops::const_value(c));
+        }
         let r = self.ev.eval(root, e, locals, &mut self.decided, &mut self.trace);
         if let Err(t) = &r {
             if t.kind == TrapKind::Limit {
@@ -277,8 +319,11 @@ impl Driver<'_, '_> {
         r
     }
 
-    fn set_step(&mut self, name: String) {
-        self.trace.step = name;
+    /// Name the step being evaluated, for the trace (the name is made only while tracing).
+    fn set_step(&mut self, name: impl FnOnce() -> String) {
+        if self.trace.is_on() {
+            self.trace.step = name();
+        }
     }
 
     fn run(mut self) -> RowResult {
@@ -304,7 +349,7 @@ impl Driver<'_, '_> {
                         });
                         continue;
                     }
-                    self.set_step(format!("gate {}", g.name));
+                    self.set_step(|| format!("gate {}", g.name));
                     let mut locals = Vec::new();
                     let cond = self.eval(Root::Gate { step: step_no, part: GatePart::Cond }, &g.cond, &mut locals);
                     self.trace.note(p, None, || cond.as_ref().map_or_else(trap_reason, |v| v.to_string()));
@@ -387,12 +432,12 @@ impl Driver<'_, '_> {
                     let owner = Owner::Criterion(*ci);
                     let mut locals = Vec::new();
                     let r = if let Some(gate) = &stopped {
-                        self.skipped(owner, decl, &decl.id, gate, &mut locals)
+                        self.skipped(owner, decl, None, gate, &mut locals)
                     } else {
-                        self.set_step(format!("criterion {}", decl.id));
-                        self.criterion(owner, decl, &decl.id, &mut locals)
+                        self.set_step(|| format!("criterion {}", decl.id));
+                        self.criterion(owner, decl, None, &mut locals)
                     };
-                    self.decided.criteria[*ci as usize] = Some(r);
+                    self.decided.set_criterion(*ci, r);
                 }
                 Step::Each(e) => {
                     let (Some(set), true) = (p.sets.get(e.set as usize), e.local < e.locals && e.locals <= MAX_LOCALS)
@@ -401,7 +446,7 @@ impl Driver<'_, '_> {
                     };
                     let mut locals = vec![Value::Null; e.locals as usize];
                     let name = &set.name;
-                    self.set_step(format!("criteria {name}"));
+                    self.set_step(|| format!("criteria {name}"));
                     let list = self.eval(Root::EachList { step: step_no }, &e.list, &mut locals);
                     let owner = Owner::Each(step_no);
                     let mut out = Vec::new();
@@ -412,12 +457,12 @@ impl Driver<'_, '_> {
                         Ok(Value::List(items)) => {
                             for (i, item) in items.iter().enumerate() {
                                 locals[e.local as usize] = item.clone();
-                                let id = format!("{name}[{i}]");
+                                let id: Arc<str> = Arc::from(format!("{name}[{i}]"));
                                 let r = match &stopped {
-                                    Some(gate) => self.skipped(owner, &e.template, &id, gate, &mut locals),
+                                    Some(gate) => self.skipped(owner, &e.template, Some(id), gate, &mut locals),
                                     None => {
-                                        self.set_step(format!("criterion {id}"));
-                                        let mut r = self.criterion(owner, &e.template, &id, &mut locals);
+                                        self.set_step(|| format!("criterion {id}"));
+                                        let mut r = self.criterion(owner, &e.template, Some(id), &mut locals);
                                         if !e.shows.is_empty() && r.source.starts_with("judge:") {
                                             self.shown(owner, e, &mut r, &mut locals);
                                         }
@@ -445,13 +490,13 @@ impl Driver<'_, '_> {
                             result.unscored_reason.get_or_insert(format!("criteria `{name}`: {}", trap_reason(&t)));
                         }
                     }
-                    self.decided.each[si] = out;
+                    self.decided.set_each(step_no, out);
                 }
             }
         }
         if stopped.is_none() && result.unscored_reason.is_none() {
             result.score_evaluated = true;
-            self.set_step("score".into());
+            self.set_step(|| "score".into());
             let mut locals = Vec::new();
             match self.eval(Root::Score, &p.score, &mut locals) {
                 Ok(Value::Number(n)) if n.is_finite() => {
@@ -477,7 +522,7 @@ impl Driver<'_, '_> {
             } else if let (false, Some(r)) = (result.score_evaluated, &result.unscored_reason) {
                 (None, Some(r.clone()))
             } else {
-                self.set_step(format!("score {}", s.name));
+                self.set_step(|| format!("score {}", s.name));
                 let mut locals = Vec::new();
                 match self.eval(Root::NamedScore(i as u32), &s.expr, &mut locals) {
                     Ok(Value::Number(n)) if n.is_finite() => (Some(caps.iter().fold(n, |acc, c| acc.min(*c))), None),
@@ -495,7 +540,7 @@ impl Driver<'_, '_> {
                 (None, _) => None,
                 (Some(s), None) => Some(s),
                 (Some(s), Some(e)) => {
-                    self.set_step("reward".into());
+                    self.set_step(|| "reward".into());
                     let mut locals = Vec::new();
                     match self.eval(Root::Penalty, e, &mut locals) {
                         Ok(Value::Number(n)) if n.is_finite() => Some(s - n),
@@ -526,23 +571,13 @@ impl Driver<'_, '_> {
                 result.groups.push((s.name.clone(), v));
             }
         }
-        // Criteria in step order, moved out: nothing reads the decided results after this.
-        result.criteria.reserve(p.criteria.len());
-        for (si, step) in p.steps.iter().enumerate() {
-            match step {
-                Step::Criterion(ci) => {
-                    if let Some(r) = self.decided.criteria.get_mut(*ci as usize).and_then(Option::take) {
-                        result.criteria.push(r);
-                    }
-                }
-                Step::Each(_) => result.criteria.append(&mut self.decided.each[si]),
-                Step::Gate(_) => {}
-            }
-        }
+        // Criteria in step order (the order they were decided), moved out as one vector:
+        // nothing reads the decided results after this.
         let mut demanded = self.decided.demand.take();
         demanded.sort();
         demanded.dedup();
         result.demanded = demanded;
+        result.criteria = std::mem::take(&mut self.decided).into_results();
         // A resource limit ends the row: whatever ran after it saw the same trap, and the row
         // is unscored with the trap at the root that hit it.
         if let Some((t, root)) = &self.limit {
@@ -558,11 +593,35 @@ impl Driver<'_, '_> {
         result
     }
 
-    fn base_result(&mut self, owner: Owner, d: &CriterionDecl, id: &str, locals: &mut Vec<Value>) -> CriterionResult {
-        let p = self.p;
+    /// The shared metadata of `owner` (computed afresh for a program the prepared facts do not
+    /// describe).
+    fn meta(&self, owner: Owner, d: &CriterionDecl) -> (Arc<str>, Arc<str>, Arc<[Arc<str>]>) {
+        let prepared = super::prepared(self.p);
+        let meta = match owner {
+            Owner::Criterion(c) => prepared.criteria.get(c as usize),
+            Owner::Each(s) => prepared.each.get(s as usize).and_then(Option::as_ref),
+        };
+        match meta {
+            Some(m) if m.id.len() == d.id.len() => (m.id.clone(), m.source.clone(), m.sets.clone()),
+            _ => {
+                let m = super::prepared::CriterionMeta::of(self.p, d);
+                (m.id, m.source, m.sets)
+            }
+        }
+    }
+
+    /// A result of `d` as yet undecided; `id` is an `each` instance's (`None`: `d`'s own).
+    fn base_result(
+        &mut self,
+        owner: Owner,
+        d: &CriterionDecl,
+        id: Option<Arc<str>>,
+        locals: &mut Vec<Value>,
+    ) -> CriterionResult {
         let root = |attr| Root::Criterion { owner, attr };
+        let (own_id, source, sets) = self.meta(owner, d);
         let text = match self.eval(root(Attr::Text), &d.text, locals) {
-            Ok(Value::Text(t)) => Some(t.to_string()),
+            Ok(Value::Text(t)) => Some(t),
             _ => None,
         };
         let num = |this: &mut Self, attr: Attr, e: &Option<Expr>, locals: &mut Vec<Value>| -> Option<f64> {
@@ -576,15 +635,8 @@ impl Driver<'_, '_> {
         };
         // An axis may also come from an `axis:NAME` tag (HealthBench rows carry their axes so).
         let axis = d.axis.clone().or_else(|| tags.iter().find_map(|t| t.strip_prefix("axis:").map(str::to_string)));
-        let judge_name = |j: u32| p.judges.get(j as usize).map_or("?", |j| j.name.as_str());
-        let source = match &d.verifier {
-            Verifier::Judge { judge } => format!("judge:{}", judge_name(*judge)),
-            Verifier::Extract { judge, .. } => format!("extract:{}", judge_name(*judge)),
-            Verifier::Check { .. } => "check".into(),
-            Verifier::Value { .. } => "value".into(),
-        };
         CriterionResult {
-            id: id.to_string(),
+            id: id.unwrap_or(own_id),
             text,
             kind: match d.kind {
                 CriterionKind::Binary => "binary",
@@ -612,7 +664,7 @@ impl Driver<'_, '_> {
             preference: None,
             shown: Vec::new(),
             step: None,
-            sets: d.sets.iter().filter_map(|s| p.sets.get(*s as usize)).map(|s| s.name.clone()).collect(),
+            sets,
         }
     }
 
@@ -647,7 +699,7 @@ impl Driver<'_, '_> {
         &mut self,
         owner: Owner,
         d: &CriterionDecl,
-        id: &str,
+        id: Option<Arc<str>>,
         gate: &str,
         locals: &mut Vec<Value>,
     ) -> CriterionResult {
@@ -656,10 +708,18 @@ impl Driver<'_, '_> {
         r
     }
 
-    fn criterion(&mut self, owner: Owner, d: &CriterionDecl, id: &str, locals: &mut Vec<Value>) -> CriterionResult {
+    fn criterion(
+        &mut self,
+        owner: Owner,
+        d: &CriterionDecl,
+        id: Option<Arc<str>>,
+        locals: &mut Vec<Value>,
+    ) -> CriterionResult {
         let p = self.p;
         let root = |attr| Root::Criterion { owner, attr };
         let mut r = self.base_result(owner, d, id, locals);
+        let id = r.id.clone();
+        let id = &*id;
         let pass = match d.pass.as_ref().map(|e| self.eval(root(Attr::Pass), e, locals)) {
             Some(Ok(Value::Number(n))) => Some(n),
             _ => None,
@@ -698,7 +758,7 @@ impl Driver<'_, '_> {
                     .and_then(|i| self.inputs.get(i as usize))
                     .and_then(|v| v.as_text().map(str::to_string));
                 // A block's instances (`items[3]`) share the block's calibration key `items[]`.
-                let key = if id == d.id { d.id.clone() } else { format!("{}[]", d.id) };
+                let key = if *id == d.id { d.id.clone() } else { format!("{}[]", d.id) };
                 let name = |i: u32| p.inputs.get(i as usize).map(|x| x.name.as_str());
                 let candidates = j.compares.as_ref().and_then(|c| Some([name(c.first)?, name(c.second)?]));
                 verdict::apply(
@@ -716,7 +776,7 @@ impl Driver<'_, '_> {
                 let j = &p.judges[*judge as usize];
                 match verdict::extracted(j, ty, self.verdicts.verdict(id)) {
                     Ok(v) => {
-                        r.extracted = Some(v.to_json());
+                        r.extracted = Some(Box::new(v.to_json()));
                         if locals.len() <= *local as usize {
                             locals.resize(*local as usize + 1, Value::Null);
                         }
@@ -757,7 +817,7 @@ fn trap_info(p: &Program, t: &Trap, site: u32) -> TrapInfo {
 
 /// A criterion as a value (`er.met`, `er.value`...): a record of its decided result.
 pub fn verdict_value(decided: &Decided, c: u32) -> Value {
-    let Some(Some(r)) = decided.criteria.get(c as usize) else {
+    let Some(r) = decided.criterion(c) else {
         return unscored("criterion not evaluated");
     };
     if r.status == Status::Skipped {
@@ -796,16 +856,16 @@ fn invalid_program(why: String) -> RowResult {
 
 /// The results of a set's criteria, flattened in member order (members that do not exist, and
 /// sets nested deeper than groups may nest, are left out).
-fn members(p: &Program, decided: &Decided, set: u32, out: &mut Vec<CriterionResult>, depth: usize) {
+fn members<'d>(p: &Program, decided: &'d Decided, set: u32, out: &mut Vec<&'d CriterionResult>, depth: usize) {
     let Some(s) = p.sets.get(set as usize).filter(|_| depth <= MAX_GROUP_DEPTH) else { return };
     for m in &s.members {
         match m {
             Member::Criterion(c) => {
-                if let Some(Some(r)) = decided.criteria.get(*c as usize) {
-                    out.push(r.clone());
+                if let Some(r) = decided.criterion(*c) {
+                    out.push(r);
                 }
             }
-            Member::Each(step) => out.extend(decided.each.get(*step as usize).into_iter().flatten().cloned()),
+            Member::Each(step) => out.extend(decided.each(*step)),
             Member::Set(s) => members(p, decided, *s, out, depth + 1),
         }
     }
@@ -832,7 +892,7 @@ pub fn aggregate(
     let name = &p.sets[set as usize].name;
     let mut rs: Vec<(bool, f64, f64, f64)> = Vec::new(); // (met, value, weight, points)
     let mut skipped: Vec<&str> = Vec::new();
-    for r in &all {
+    for r in all {
         match r.status {
             Status::Skipped => skipped.push(&r.id),
             Status::Unscored => match policy {
@@ -967,7 +1027,7 @@ fn tree(p: &Program, decided: &Decided, set: u32, policy: Policy, depth: usize) 
     let mut den = 0.0;
     for m in &node.members {
         let (score, weight): (Option<f64>, f64) = match m {
-            Member::Criterion(c) => match decided.criteria.get(*c as usize).and_then(Option::as_ref) {
+            Member::Criterion(c) => match decided.criterion(*c) {
                 Some(r) if r.status == Status::Skipped => {
                     decided.demand(&r.id);
                     return Ok(unscored(format!("criterion `{}` is waiting for its verdict", r.id)));
@@ -998,7 +1058,7 @@ fn tree(p: &Program, decided: &Decided, set: u32, policy: Policy, depth: usize) 
                 }
             }
             Member::Each(step) => {
-                for r in decided.each.get(*step as usize).into_iter().flatten() {
+                for r in decided.each(*step) {
                     let (s, w) = match r.status {
                         Status::Skipped => {
                             decided.demand(&r.id);

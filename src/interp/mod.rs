@@ -9,10 +9,12 @@
 
 pub mod driver;
 pub mod ops;
+pub mod prepared;
 pub(crate) mod verdict;
 
 pub use driver::{aggregate, roots, run_row, verdict_value, Attr, Decided, Evaluator, GatePart, Owner, Root, Trace};
 pub use ops::compare;
+pub use prepared::prepared;
 
 use crate::engine::{Engine, RowResult, VerdictSource};
 use crate::ir::validate::MAX_LOCALS;
@@ -86,7 +88,7 @@ pub fn evaluate_within(
     };
     let _meter = crate::meter::RowMeter::open();
     let mut walker = Walker::new(p, inputs);
-    walker.ctx.budget = Budget::new(limits);
+    walker.ctx = EvalCtx::with_budget(Budget::new(limits));
     run_row(p, inputs, verdicts, &mut walker, trace)
 }
 
@@ -116,11 +118,14 @@ struct Walker<'a> {
     /// Function calls in progress (a validated program's calls form no cycle, so this stays
     /// below the number of functions).
     calls: usize,
+    /// Expressions being evaluated, innermost included.
+    depth: u32,
 }
 
 impl<'a> Walker<'a> {
     fn new(p: &'a Program, inputs: &'a [Value]) -> Walker<'a> {
-        Walker { p, inputs, ctx: EvalCtx::new(), lets: vec![None; p.lets.len()], calls: 0 }
+        let ctx = EvalCtx::for_row(Budget::unlimited(), &prepared(p).scan);
+        Walker { p, inputs, ctx, lets: vec![None; p.lets.len()], calls: 0, depth: 0 }
     }
 }
 
@@ -157,7 +162,16 @@ impl Walk<'_, '_, '_> {
 
     fn eval(&mut self, e: &Expr, locals: &mut Vec<Value>) -> Result<Value, Trap> {
         self.w.ctx.budget.work(1)?;
-        stacker::maybe_grow(128 * 1024, 4 * 1024 * 1024, || self.eval_inner(e, locals))
+        // The stack is looked at every 8 levels of nesting (a level takes far less than an
+        // eighth of the red zone).
+        self.w.depth += 1;
+        let v = if self.w.depth.is_multiple_of(8) {
+            stacker::maybe_grow(128 * 1024, 4 * 1024 * 1024, || self.eval_inner(e, locals))
+        } else {
+            self.eval_inner(e, locals)
+        };
+        self.w.depth -= 1;
+        v
     }
 
     fn eval_inner(&mut self, e: &Expr, locals: &mut Vec<Value>) -> Result<Value, Trap> {
@@ -248,7 +262,7 @@ impl Walk<'_, '_, '_> {
                 Err(u) => u,
             },
             ExprKind::Intrinsic { name, overload, args, site } => {
-                let mut vals = Vec::with_capacity(args.len());
+                let mut vals: smallvec::SmallVec<[Value; 4]> = smallvec::SmallVec::with_capacity(args.len());
                 for a in args {
                     vals.push(self.eval(a, locals)?);
                 }

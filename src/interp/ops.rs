@@ -25,7 +25,7 @@ pub fn const_value(c: &Const) -> Value {
         Const::Null => Value::Null,
         Const::Bool(b) => Value::Bool(*b),
         Const::Number(n) => Value::Number(*n),
-        Const::Text(t) => Value::Text(Arc::from(t.as_str())),
+        Const::Text(t) => Value::Text(t.clone()),
     }
 }
 
@@ -194,9 +194,9 @@ fn work_of(v: &Value) -> usize {
 /// Call `intr`, charging the row's budget for what it reads before the call and for what it
 /// made after (an intrinsic that can make more than its inputs checks that itself, as it
 /// works). With an unlimited budget this is the bare call.
-fn call_metered(intr: &Intrinsic, args: &[Value], ctx: &mut EvalCtx) -> Result<Value, Trap> {
+fn call_metered(intr: &'static Intrinsic, args: &[Value], ctx: &mut EvalCtx) -> Result<Value, Trap> {
     if ctx.budget.limits().is_none() {
-        return (intr.imp)(args, ctx);
+        return ctx.call_memoised(intr, args);
     }
     ctx.work(1 + args.iter().map(work_of).sum::<usize>())?;
     let v = (intr.imp)(args, ctx)?;
@@ -207,15 +207,24 @@ fn call_metered(intr: &Intrinsic, args: &[Value], ctx: &mut EvalCtx) -> Result<V
 /// Intrinsic `name`#`overload` of the catalogue, for an engine that resolves its calls once,
 /// ahead of time, and then calls them with [`call_resolved`].
 pub fn resolve_intrinsic(name: &str, overload: u32) -> Result<&'static Intrinsic, Trap> {
-    stdlib::lookup(name)
-        .nth(overload as usize)
-        .map(|(_, i)| i)
+    /// Every intrinsic by name, its overloads in rank order: built once per process.
+    static BY_NAME: std::sync::LazyLock<rustc_hash::FxHashMap<&'static str, Vec<&'static Intrinsic>>> =
+        std::sync::LazyLock::new(|| {
+            let mut m: rustc_hash::FxHashMap<&'static str, Vec<&'static Intrinsic>> = Default::default();
+            for i in stdlib::intrinsics() {
+                m.entry(i.name).or_default().push(i);
+            }
+            m
+        });
+    BY_NAME
+        .get(name)
+        .and_then(|v| v.get(overload as usize).copied())
         .ok_or_else(|| Trap::new(TrapKind::Type, format!("unknown intrinsic `{name}`#{overload}")))
 }
 
 /// [`call_intrinsic`] of an intrinsic already resolved: the same rule (an unscored argument is
 /// the result), without the lookup by name.
-pub fn call_resolved(intr: &Intrinsic, args: &[Value], ctx: &mut EvalCtx) -> Result<Value, Trap> {
+pub fn call_resolved(intr: &'static Intrinsic, args: &[Value], ctx: &mut EvalCtx) -> Result<Value, Trap> {
     if let Some(u) = args.iter().find(|v| v.is_unscored()) {
         return Ok(u.clone());
     }

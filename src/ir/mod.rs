@@ -65,6 +65,10 @@ pub struct Program {
     /// How many sites the program's nodes name: every `SiteId` in it is below this. Where
     /// they lie is the `SiteTable` beside the program (same length), not part of the IR.
     pub site_count: u32,
+    /// What the engines compute once for this program at run time (`interp::prepared`):
+    /// never serialised, empty in a clone.
+    #[serde(skip)]
+    pub prepared: PreparedCell,
 }
 
 /// Reward shaping declared in the rubric, hence part of its hash (docs/rl.md has the formulas).
@@ -1118,7 +1122,7 @@ pub enum Const {
     Null,
     Bool(bool),
     Number(f64),
-    Text(String),
+    Text(std::sync::Arc<str>),
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -1240,6 +1244,40 @@ impl Expr {
             ExprKind::Const(Const::Text(t)) => Some(t),
             _ => None,
         }
+    }
+}
+
+/// A slot for what the engines derive from a program at run time, once (`interp::prepared`
+/// fills it): it is not part of the program, so it is equal to every other slot, empty in a
+/// clone and never serialised.
+#[derive(Default)]
+pub struct PreparedCell(std::sync::OnceLock<std::sync::Arc<dyn std::any::Any + Send + Sync>>);
+
+impl PreparedCell {
+    /// The value in the slot, made by `make` on first use.
+    pub fn get_or_init(
+        &self,
+        make: impl FnOnce() -> std::sync::Arc<dyn std::any::Any + Send + Sync>,
+    ) -> &std::sync::Arc<dyn std::any::Any + Send + Sync> {
+        self.0.get_or_init(make)
+    }
+}
+
+impl Clone for PreparedCell {
+    fn clone(&self) -> PreparedCell {
+        PreparedCell::default()
+    }
+}
+
+impl PartialEq for PreparedCell {
+    fn eq(&self, _: &PreparedCell) -> bool {
+        true
+    }
+}
+
+impl std::fmt::Debug for PreparedCell {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("PreparedCell")
     }
 }
 

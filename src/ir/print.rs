@@ -762,6 +762,7 @@ mod tests {
             generators: vec![],
             examples: vec![],
             site_count: 4,
+            prepared: Default::default(),
         }
     }
 
@@ -812,7 +813,7 @@ sites 4
 
     #[test]
     fn long_expressions_break_one_child_per_line() {
-        let long = Expr::constant(Const::Text("x".repeat(60)));
+        let long = Expr::constant(Const::Text("x".repeat(60).into()));
         let cat = e(
             ExprKind::Binary { op: BinOp::Concat, lhs: Box::new(long.clone()), rhs: Box::new(long), site: 0 },
             Type::Text,

@@ -122,7 +122,7 @@ impl Scores {
                 let b = (rest / SPAN).floor() as usize;
                 let set_name = || p.sets.get(a).map_or("?", |s| s.name.as_str());
                 let criterion = |col: usize| m.entry_at(row, col).and_then(|e| criteria.get(e));
-                let id = |col: usize| criterion(col).map_or("?", |c| c.id.as_str()).to_string();
+                let id = |col: usize| criterion(col).map_or("?", |c| &*c.id).to_string();
                 let reason = |col: usize, none: &str| {
                     criterion(col).and_then(|c| c.reason.clone()).unwrap_or_else(|| none.to_string())
                 };

@@ -85,7 +85,7 @@ fn result(id: String, c: &Cell) -> CriterionResult {
     let status = [Status::Met, Status::Unmet, Status::Unscored, Status::Skipped][status as usize];
     let scored = matches!(status, Status::Met | Status::Unmet);
     CriterionResult {
-        id,
+        id: id.into(),
         text: None,
         kind: "binary",
         status,
@@ -107,7 +107,7 @@ fn result(id: String, c: &Cell) -> CriterionResult {
         preference: None,
         shown: Vec::new(),
         step: None,
-        sets: vec![],
+        sets: Default::default(),
     }
 }
 
@@ -119,13 +119,13 @@ fn decide(p: &Program, (statics, each): &(Vec<Cell>, Vec<Cell>)) -> (Decided, Ve
         match step {
             Step::Criterion(c) => {
                 let r = result(p.criteria[*c as usize].id.clone(), &statics[*c as usize % statics.len()]);
-                d.criteria[*c as usize] = Some(r.clone());
+                d.set_criterion(*c, r.clone());
                 list.push(r);
             }
             Step::Each(_) => {
                 let rs: Vec<CriterionResult> =
                     each.iter().enumerate().map(|(i, c)| result(format!("item[{i}]"), c)).collect();
-                d.each[si] = rs.clone();
+                d.set_each(si as u32, rs.clone());
                 list.extend(rs);
             }
             Step::Gate(_) => {}

@@ -492,7 +492,7 @@ const MAX_ROUNDS: u64 = 64;
 /// what its block `shows` the judge of this instance (empty for most).
 fn criterion_for(program: &Program, id: &str, result: &RowResult) -> Option<(u32, Criterion, Vec<SeenInput>)> {
     let found = result.criterion(id);
-    let text = found.and_then(|c| c.text.clone()).unwrap_or_default();
+    let text = found.and_then(|c| c.text.as_deref()).unwrap_or_default().to_string();
     let (decl, shown) = match id.split_once('[') {
         Some((name, _)) => program.steps.iter().find_map(|s| match s {
             Step::Each(e) if program.sets[e.set as usize].name == name => {

@@ -384,7 +384,7 @@ pub fn score_row(
         Ok(row) => {
             let result = Contained(engine).evaluate(program, &row.inputs, &row.verdicts);
             if let Some(v) = verdicts {
-                v.note_result(&row.verdicts, result.criteria.iter().map(|c| c.id.as_str()));
+                v.note_result(&row.verdicts, result.criteria.iter().map(|c| &*c.id));
             }
             finish_record(row.out, ident, engine.name(), &result)
         }
@@ -1326,7 +1326,7 @@ fn timed_out(r: &mut RowResult, program: &Program) {
         .criteria
         .iter()
         .filter(|c| c.reason.as_deref().is_some_and(|x| DEADLINE_REASONS.iter().any(|p| x.contains(p))))
-        .map(|c| c.id.as_str())
+        .map(|c| &*c.id)
         .collect();
     if cut.is_empty() {
         return;
@@ -1424,7 +1424,7 @@ fn score_chunk_results(
                     continue;
                 };
                 if let Some(v) = verdicts {
-                    v.note_result(&r.verdicts, result.criteria.iter().map(|c| c.id.as_str()));
+                    v.note_result(&r.verdicts, result.criteria.iter().map(|c| &*c.id));
                 }
                 let mut record = finish_record(r.out, ident, engine.name(), &result);
                 let (mut usd, mut unknown, mut dispatched) = (0.0, 0u64, false);

@@ -5,9 +5,12 @@
 //! Pipeline position: consulted by `types` (signatures) and called by `interp` (implementations).
 
 mod intrinsics;
+pub mod scan;
 pub mod text_index;
 
 use crate::value::Value;
+use rustc_hash::FxHashMap;
+use scan::{Memo, ScanPlan, TextScans};
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -294,8 +297,14 @@ impl Budget {
 /// compiled regular expressions, and the row's [`Budget`].
 #[derive(Default)]
 pub struct EvalCtx {
-    texts: HashMap<(usize, usize), (Arc<str>, Arc<TextIndex>)>,
+    texts: FxHashMap<(usize, usize), (Arc<str>, Arc<TextIndex>)>,
     regexes: HashMap<String, Arc<regex::Regex>>,
+    /// The program's scan plan (`scan`): only under an unlimited budget.
+    plan: Option<Arc<ScanPlan>>,
+    /// Each distinct text's scans, by the `Arc`'s address and length (the scans keep it alive).
+    scans: FxHashMap<(usize, usize), TextScans>,
+    /// Results of the intrinsic calls the plan memoises.
+    memo: Memo,
     /// How many times a text was lexed (for tests proving sharing).
     pub lex_count: usize,
     pub budget: Budget,
@@ -309,6 +318,75 @@ impl EvalCtx {
     /// A context whose intrinsics spend from `budget`.
     pub fn with_budget(budget: Budget) -> EvalCtx {
         EvalCtx { budget, ..EvalCtx::default() }
+    }
+
+    /// A context for a row of the program whose scan plan is `plan`: the plan is used only
+    /// under an unlimited `budget` (a row with limits computes and charges every call as
+    /// written).
+    pub fn for_row(budget: Budget, plan: &Arc<ScanPlan>) -> EvalCtx {
+        let plan = budget.limits().is_none().then(|| plan.clone());
+        EvalCtx { budget, plan, ..EvalCtx::default() }
+    }
+
+    fn scans_of(&mut self, text: &Arc<str>) -> (Option<&ScanPlan>, &mut TextScans) {
+        let key = (Arc::as_ptr(text) as *const u8 as usize, text.len());
+        (self.plan.as_deref(), self.scans.entry(key).or_insert_with(|| TextScans::new(text)))
+    }
+
+    /// `text` lowercased, once per row and text (only with a plan).
+    pub fn lowered(&mut self, text: &Arc<str>) -> Option<Arc<str>> {
+        self.plan.as_ref()?;
+        Some(self.scans_of(text).1.lower(text))
+    }
+
+    /// How many times `c` occurs in `text` lowercased, from one count of every character
+    /// (only with a plan).
+    pub fn lowercase_letter_count(&mut self, text: &Arc<str>, c: char) -> Option<u32> {
+        self.plan.as_ref()?;
+        Some(self.scans_of(text).1.lowercase_letter(text, c))
+    }
+
+    /// `count_occurrences(text, needle)` from the text's one pass, when the plan holds `needle`.
+    pub fn planned_count(&mut self, text: &Arc<str>, needle: &str) -> Option<u32> {
+        match self.scans_of(text) {
+            (Some(plan), scans) => plan.count(scans, text, needle),
+            (None, _) => None,
+        }
+    }
+
+    /// `contains_ci(text, needle)` from the lowercased text's one pass, when the plan holds
+    /// `needle`.
+    pub fn planned_contains_ci(&mut self, text: &Arc<str>, needle: &str) -> Option<bool> {
+        if !self.plan.as_ref()?.holds_folded(needle) {
+            return None;
+        }
+        let (plan, scans) = self.scans_of(text);
+        let lowered = scans.lower(text);
+        plan?.contains_folded(scans, &lowered, needle)
+    }
+
+    /// `matches(text, pattern)` from the text's one pass of the program's regex set, when the
+    /// plan holds `pattern`.
+    pub fn planned_matches(&mut self, text: &Arc<str>, pattern: &str) -> Option<bool> {
+        match self.scans_of(text) {
+            (Some(plan), scans) => plan.matches(scans, text, pattern),
+            (None, _) => None,
+        }
+    }
+
+    /// Call `f` on `args`, through the row's memo when the plan memoises `f`.
+    pub fn call_memoised(&mut self, f: &'static Intrinsic, args: &[Value]) -> Result<Value, Trap> {
+        let key = match &self.plan {
+            Some(plan) if plan.memoises(f) => Memo::key(f, args),
+            _ => None,
+        };
+        let Some(key) = key else { return (f.imp)(args, self) };
+        if let Some(v) = self.memo.get(key, f, args) {
+            return Ok(v);
+        }
+        let v = (f.imp)(args, self)?;
+        self.memo.insert(key, f, args, v.clone());
+        Ok(v)
     }
 
     /// Charge `units` of work to the row's budget ([`Budget::work`]).
@@ -340,6 +418,9 @@ impl EvalCtx {
     /// A compiled regex: cached per row, and process-wide so that a fixed pattern is compiled
     /// once per process, not once per row (the shared cache is bounded).
     pub fn regex(&mut self, pattern: &str) -> Result<Arc<regex::Regex>, Trap> {
+        if let Some(r) = self.plan.as_ref().and_then(|p| p.regex(pattern)) {
+            return Ok(r.clone());
+        }
         if let Some(r) = self.regexes.get(pattern) {
             return Ok(r.clone());
         }
@@ -355,10 +436,7 @@ impl EvalCtx {
                 // bounded (a pattern can ask for far more states than it has characters).
                 self.budget.work(pattern.len() as u64)?;
                 let re = Arc::new(
-                    regex::RegexBuilder::new(pattern)
-                        .size_limit(REGEX_SIZE_LIMIT)
-                        .dfa_size_limit(REGEX_SIZE_LIMIT)
-                        .build()
+                    compile_regex(pattern)
                         .map_err(|e| Trap::new(TrapKind::Regex, format!("invalid regex `{pattern}`: {e}")))?,
                 );
                 if let Ok(mut m) = shared.lock() {
@@ -373,4 +451,9 @@ impl EvalCtx {
         self.regexes.insert(pattern.to_string(), re.clone());
         Ok(re)
     }
+}
+
+/// A rubric's regular expression, compiled under the size limits every engine applies.
+pub(crate) fn compile_regex(pattern: &str) -> Result<regex::Regex, regex::Error> {
+    regex::RegexBuilder::new(pattern).size_limit(REGEX_SIZE_LIMIT).dfa_size_limit(REGEX_SIZE_LIMIT).build()
 }

@@ -36,7 +36,7 @@ pub fn parse_sig(src: &str) -> Result<IntrinsicSig, String> {
                 ExprKind::Number(n) => Some(Const::Number(-n)),
                 _ => return Err(format!("default of `{}` is not a literal", p.name.text)),
             },
-            Some(ExprKind::Str(s)) => Some(Const::Text(s.clone())),
+            Some(ExprKind::Str(s)) => Some(Const::Text(s.as_str().into())),
             Some(_) => return Err(format!("default of `{}` is not a literal", p.name.text)),
         };
         out.push((p.name.text, ty, default));

@@ -311,6 +311,7 @@ mod tests {
             generators: vec![],
             examples: vec![],
             site_count: 1,
+            prepared: Default::default(),
         }
     }
 

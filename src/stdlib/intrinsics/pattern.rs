@@ -15,8 +15,11 @@ pub(super) const MATCHES: Intrinsic = Intrinsic {
           A pattern that does not compile is a `regex` trap.",
     examples: &[r##"matches("Order #123", "#\\d+")"##, r#"matches("ABC", "(?i)^abc$")"#],
     imp: |a, ctx| {
-        let t = text_arg(a, 0)?;
-        Ok(Value::Bool(ctx.regex(text_arg(a, 1)?)?.is_match(t)))
+        let (t, p) = (text_arg(a, 0)?, text_arg(a, 1)?);
+        if let Some(found) = ctx.planned_matches(t, p) {
+            return Ok(Value::Bool(found));
+        }
+        Ok(Value::Bool(ctx.regex(p)?.is_match(t)))
     },
 };
 

@@ -138,7 +138,10 @@ pub(super) const LOWER: Intrinsic = Intrinsic {
     sig: "(text: Text) -> Text",
     doc: "`text` in lowercase (Unicode case mapping).",
     examples: &[r##"lower("Hello WORLD") == "hello world""##],
-    imp: |a, _| Ok(Value::text(text_arg(a, 0)?.to_lowercase())),
+    imp: |a, ctx| {
+        let t = text_arg(a, 0)?;
+        Ok(Value::Text(ctx.lowered(t).unwrap_or_else(|| Arc::from(t.to_lowercase()))))
+    },
 };
 
 pub(super) const UPPER: Intrinsic = Intrinsic {
@@ -204,7 +207,13 @@ pub(super) const CONTAINS_TEXT: Intrinsic = Intrinsic {
     doc: "Whether `needle` occurs in `text` (case-sensitive substring; the empty text occurs \
           everywhere). See `contains_ci` and `keyword_count` for looser matches.",
     examples: &[r##""hello world".contains("lo w")"##, r##"not contains("Hello", "hello")"##],
-    imp: |a, _| Ok(Value::Bool(text_arg(a, 0)?.contains(&**text_arg(a, 1)?))),
+    imp: |a, ctx| {
+        let (t, n) = (text_arg(a, 0)?, text_arg(a, 1)?);
+        Ok(Value::Bool(match ctx.planned_count(t, n) {
+            Some(count) => count > 0,
+            None => t.contains(&**n),
+        }))
+    },
 };
 
 pub(super) const CONTAINS_CI: Intrinsic = Intrinsic {
@@ -212,9 +221,13 @@ pub(super) const CONTAINS_CI: Intrinsic = Intrinsic {
     sig: "(text: Text, needle: Text) -> Bool",
     doc: "Whether `needle` occurs in `text`, ignoring case (both are lowercased first).",
     examples: &[r##"contains_ci("Hello World", "WORLD")"##],
-    imp: |a, _| {
-        let t = text_arg(a, 0)?.to_lowercase();
-        Ok(Value::Bool(t.contains(&text_arg(a, 1)?.to_lowercase())))
+    imp: |a, ctx| {
+        let (t, n) = (text_arg(a, 0)?, text_arg(a, 1)?);
+        if let Some(found) = ctx.planned_contains_ci(t, n) {
+            return Ok(Value::Bool(found));
+        }
+        let t = ctx.lowered(t).unwrap_or_else(|| Arc::from(t.to_lowercase()));
+        Ok(Value::Bool(t.contains(&n.to_lowercase())))
     },
 };
 
@@ -250,10 +263,13 @@ pub(super) const COUNT_OCCURRENCES: Intrinsic = Intrinsic {
           (case-sensitive substring, like Python's `str.count`). An empty `needle` is an invalid \
           argument.",
     examples: &[r##"count_occurrences("banana", "an") == 2"##, r##"count_occurrences("aaaa", "aa") == 2"##],
-    imp: |a, _| {
+    imp: |a, ctx| {
         let t = text_arg(a, 0)?;
         let n = nonempty(text_arg(a, 1)?, "the text to count")?;
-        Ok(number(t.matches(n).count()))
+        Ok(match ctx.planned_count(t, n) {
+            Some(count) => number(count as usize),
+            None => number(t.matches(n).count()),
+        })
     },
 };
 
@@ -424,7 +440,7 @@ pub(super) const LETTER_COUNT: Intrinsic = Intrinsic {
           lowercased, as IFEval's `keywords:letter_frequency` does). `letter` must be exactly one \
           character.",
     examples: &[r##"letter_count("Banana bread", "B") == 2"##, r##"letter_count("Banana", "a") == 3"##],
-    imp: |a, _| {
+    imp: |a, ctx| {
         let t = text_arg(a, 0)?;
         let l = text_arg(a, 1)?;
         let mut chars = l.chars();
@@ -432,7 +448,13 @@ pub(super) const LETTER_COUNT: Intrinsic = Intrinsic {
             return Err(invalid(format!("`{l}` is not a single character")));
         };
         let target: String = c.to_lowercase().collect();
-        let lowered = t.to_lowercase();
+        let mut lower = target.chars();
+        if let (Some(one), None) = (lower.next(), lower.next()) {
+            if let Some(n) = ctx.lowercase_letter_count(t, one) {
+                return Ok(number(n as usize));
+            }
+        }
+        let lowered = ctx.lowered(t).unwrap_or_else(|| Arc::from(t.to_lowercase()));
         Ok(number(lowered.matches(target.as_str()).count()))
     },
 };

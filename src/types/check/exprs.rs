@@ -33,7 +33,7 @@ impl Checker<'_> {
         use ast::ExprKind as A;
         match &e.kind {
             A::Number(n) => Expr::constant(Const::Number(*n)),
-            A::Str(s) => Expr::constant(Const::Text(s.clone())),
+            A::Str(s) => Expr::constant(Const::Text(s.as_str().into())),
             A::Bool(b) => Expr::constant(Const::Bool(*b)),
             A::Null => Expr::constant(Const::Null),
             A::List(items) => self.list_literal(items, scope, expected),

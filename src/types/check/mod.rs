@@ -156,6 +156,7 @@ fn empty_program(rubric: ir::RubricInfo) -> Program {
         generators: vec![],
         examples: vec![],
         site_count: 0,
+        prepared: Default::default(),
     }
 }
 

@@ -1,0 +1,100 @@
+//! What the engines compute once per program and share across its rows: each criterion's
+//! result metadata as shared strings (its id, its source, the names of its sets: every row's
+//! result points at them instead of copying them) and the scan plan of the constant patterns
+//! and repeated intrinsic calls of the program (`stdlib::scan`).
+//!
+//! Pipeline position: built from an `ir::Program` on first use ([`prepared`], kept in the
+//! program's `prepared` slot) by the first row any engine evaluates; read by `driver` and, as
+//! the plan of each row's `stdlib::EvalCtx`, by the intrinsics. It is never serialised and never
+//! part of a program's bytes or hash; a clone of a program starts with an empty slot.
+
+use crate::ir::{walk, CriterionDecl, Expr, ExprKind, Program, Step, Verifier};
+use crate::stdlib::scan::{PlannedCall, ScanPlan};
+use std::sync::Arc;
+
+/// A criterion's result metadata, shared by every row's result.
+#[derive(Debug)]
+pub struct CriterionMeta {
+    pub id: Arc<str>,
+    /// `check`, `value`, `judge:NAME` or `extract:NAME`.
+    pub source: Arc<str>,
+    pub sets: Arc<[Arc<str>]>,
+}
+
+impl CriterionMeta {
+    pub fn of(p: &Program, d: &CriterionDecl) -> CriterionMeta {
+        let judge_name = |j: u32| p.judges.get(j as usize).map_or("?", |j| j.name.as_str());
+        let source = match &d.verifier {
+            Verifier::Judge { judge } => format!("judge:{}", judge_name(*judge)),
+            Verifier::Extract { judge, .. } => format!("extract:{}", judge_name(*judge)),
+            Verifier::Check { .. } => "check".into(),
+            Verifier::Value { .. } => "value".into(),
+        };
+        CriterionMeta {
+            id: Arc::from(d.id.as_str()),
+            source: Arc::from(source),
+            sets: d.sets.iter().filter_map(|s| p.sets.get(*s as usize)).map(|s| Arc::from(s.name.as_str())).collect(),
+        }
+    }
+}
+
+/// The per-program facts of one program.
+pub struct Prepared {
+    /// By static criterion index.
+    pub criteria: Vec<CriterionMeta>,
+    /// By step index: the template of each `each` step (instances get ids of their own).
+    pub each: Vec<Option<CriterionMeta>>,
+    pub scan: Arc<ScanPlan>,
+}
+
+impl Prepared {
+    pub fn of(p: &Program) -> Prepared {
+        Prepared {
+            criteria: p.criteria.iter().map(|d| CriterionMeta::of(p, d)).collect(),
+            each: p
+                .steps
+                .iter()
+                .map(|s| match s {
+                    Step::Each(e) => Some(CriterionMeta::of(p, &e.template)),
+                    _ => None,
+                })
+                .collect(),
+            scan: Arc::new(scan_plan(p)),
+        }
+    }
+}
+
+/// The prepared facts of `p`, computed on its first use.
+pub fn prepared(p: &Program) -> &Prepared {
+    let any = p.prepared.get_or_init(|| Arc::new(Prepared::of(p)));
+    match any.downcast_ref::<Prepared>() {
+        Some(prepared) => prepared,
+        None => unreachable!("a program's prepared slot holds only `Prepared`"),
+    }
+}
+
+/// Every intrinsic call of `p` (every root, `let` and function body), as the scan plan reads
+/// them: its constant second argument, and its arguments' form (calls of one intrinsic on equal
+/// forms are what the memo serves).
+fn scan_plan(p: &Program) -> ScanPlan {
+    let mut calls = Vec::new();
+    let mut visit = |e: &Expr| {
+        let ExprKind::Intrinsic { name, overload, args, .. } = &e.kind else { return };
+        let needle = match args.get(1).map(|a| &a.kind) {
+            Some(ExprKind::Const(crate::ir::Const::Text(t))) => Some(t.clone()),
+            _ => None,
+        };
+        let form = serde_json::to_string(args).unwrap_or_default();
+        calls.push(PlannedCall { name: name.clone(), overload: *overload, needle, form });
+    };
+    for (_, e) in super::roots(p) {
+        walk(e, &mut visit);
+    }
+    for l in &p.lets {
+        walk(&l.value, &mut visit);
+    }
+    for f in &p.functions {
+        walk(&f.body, &mut visit);
+    }
+    ScanPlan::new(&calls)
+}

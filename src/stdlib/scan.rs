@@ -1,0 +1,358 @@
+//! One pass over each text for every constant pattern a program applies to it, and a per-row
+//! memo of the intrinsic calls a program repeats.
+//!
+//! A [`ScanPlan`] is built once per program (`interp::prepared`) from its intrinsic calls: every constant
+//! needle of `contains`, `contains_ci` and `count_occurrences` goes into an Aho-Corasick
+//! automaton (case-sensitive needles in one, lowercased needles of `contains_ci` in another),
+//! every constant pattern of `matches` into one `RegexSet`, and every constant regex is
+//! compiled once. At run time, the first planned check on a text runs the whole family's
+//! automaton over it once ([`TextScans`], per row, per distinct text) and every check of that
+//! family reads its answer from that pass. A needle or pattern the plan does not hold (built at
+//! run time, or a regex that does not compile) takes the intrinsic's own path, so the plan
+//! decides only what is computed together, never an answer: each answer is the one the
+//! intrinsic's definition gives for the needle asked.
+//!
+//! The memo: intrinsics that a program calls more than once on structurally equal arguments
+//! (`word_count(response)` in twenty criteria, `lower(response)` in ten) are memoised per row,
+//! keyed by the intrinsic and its argument values (texts by content up to 64 bytes, by
+//! identity beyond; lists, records and JSON by identity), so each is computed once a row.
+//!
+//! Pipeline position: consulted by `stdlib::EvalCtx` for the text intrinsics and by
+//! `interp::ops` around every intrinsic call, only under an unlimited budget (the interpreter
+//! and the JIT on trusted rubrics): a row with limits (the Wasm sandbox) charges and computes
+//! every call as written.
+
+use super::Intrinsic;
+use crate::value::Value;
+use aho_corasick::{AhoCorasick, MatchKind};
+use rustc_hash::{FxHashMap, FxHashSet};
+use std::hash::{Hash, Hasher};
+use std::sync::Arc;
+
+/// The most bytes a set of the program's regexes may compile to (each alone is bounded by
+/// `REGEX_SIZE_LIMIT`); a larger set is left out and its patterns run one by one.
+const SET_SIZE_LIMIT: usize = 16 << 20;
+
+/// Texts up to this many bytes are memo keys by content; longer ones by identity.
+const SHORT_TEXT: usize = 64;
+
+/// A family of constant needles with one automaton over all of them.
+struct Needles {
+    /// The needle as the rubric wrote it, to its pattern number.
+    index: FxHashMap<Box<str>, u32>,
+    automaton: AhoCorasick,
+}
+
+impl Needles {
+    /// `None` when there are fewer than two needles (one scan per needle is then one scan).
+    fn new(needles: Vec<(Box<str>, String)>) -> Option<Needles> {
+        if needles.len() < 2 {
+            return None;
+        }
+        let mut index = FxHashMap::default();
+        let mut patterns: Vec<String> = Vec::new();
+        for (asked, searched) in needles {
+            if searched.is_empty() || index.contains_key(&asked) {
+                continue;
+            }
+            let k = match patterns.iter().position(|p| *p == searched) {
+                Some(k) => k,
+                None => {
+                    patterns.push(searched);
+                    patterns.len() - 1
+                }
+            };
+            index.insert(asked, k as u32);
+        }
+        let automaton = AhoCorasick::builder().match_kind(MatchKind::Standard).build(&patterns).ok()?;
+        Some(Needles { index, automaton })
+    }
+
+    /// Every needle's count of non-overlapping occurrences in `text`, scanning left to right
+    /// (what `str::matches(..).count()` gives for each alone): the overlapping matches of one
+    /// needle come in order of their start, and a match counts when it starts at or after the
+    /// end of the last one counted.
+    fn counts(&self, text: &str) -> Box<[u32]> {
+        let n = self.automaton.patterns_len();
+        let mut counts = vec![0u32; n];
+        let mut next = vec![0usize; n];
+        for m in self.automaton.find_overlapping_iter(text) {
+            let p = m.pattern().as_usize();
+            if m.start() >= next[p] {
+                counts[p] += 1;
+                next[p] = m.end();
+            }
+        }
+        counts.into_boxed_slice()
+    }
+}
+
+/// The constant regexes of `matches`, as one set.
+struct Patterns {
+    index: FxHashMap<Box<str>, u32>,
+    set: regex::RegexSet,
+}
+
+/// What a program's constant patterns share: built once per program.
+#[derive(Default)]
+pub struct ScanPlan {
+    /// Needles of `contains` and `count_occurrences`.
+    exact: Option<Needles>,
+    /// Needles of `contains_ci`, lowercased.
+    folded: Option<Needles>,
+    /// Patterns of `matches`.
+    patterns: Option<Patterns>,
+    /// Every constant regex of the program that compiles, compiled once.
+    regexes: FxHashMap<Box<str>, Arc<regex::Regex>>,
+    /// The intrinsics (by address) worth memoising: called twice or more on equal arguments.
+    memo: FxHashSet<usize>,
+}
+
+/// The scans of one text in one row, each run on first use.
+#[derive(Default)]
+pub struct TextScans {
+    /// Keeps the text alive while its address is a key.
+    _text: Option<Arc<str>>,
+    lower: Option<Arc<str>>,
+    exact: Option<Box<[u32]>>,
+    folded: Option<Box<[u32]>>,
+    patterns: Option<Box<[bool]>>,
+    /// How often each character occurs in the lowercased text.
+    letters: Option<Box<Letters>>,
+}
+
+/// Character counts: ASCII in a table, the rest in a map.
+struct Letters {
+    ascii: [u32; 128],
+    other: FxHashMap<char, u32>,
+}
+
+/// One intrinsic call of a program, as the plan reads it (`interp::prepared` lists them).
+pub struct PlannedCall {
+    pub name: String,
+    pub overload: u32,
+    /// Its second argument, when that is a constant text (a needle or a pattern).
+    pub needle: Option<Arc<str>>,
+    /// Its arguments' form (any text that is equal exactly when the argument expressions are):
+    /// calls of one intrinsic on one form are what the memo serves.
+    pub form: String,
+}
+
+/// How much of a program a plan shares (for `rubric bench`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Shares {
+    /// Distinct constant needles in the automata (case-sensitive, then lowercased).
+    pub exact: usize,
+    pub folded: usize,
+    /// Constant patterns of `matches` in the set.
+    pub patterns: usize,
+    /// Intrinsics memoised.
+    pub memoised: usize,
+}
+
+impl ScanPlan {
+    pub fn new(calls: &[PlannedCall]) -> ScanPlan {
+        let mut exact = Vec::new();
+        let mut folded = Vec::new();
+        let mut patterns: Vec<Arc<str>> = Vec::new();
+        // Patterns of the other regex intrinsics: compiled once, not in the set.
+        let mut others: Vec<Arc<str>> = Vec::new();
+        let mut forms: FxHashMap<(&str, u32), FxHashMap<&str, usize>> = FxHashMap::default();
+        for c in calls {
+            match (c.name.as_str(), c.overload, &c.needle) {
+                ("contains" | "count_occurrences", 0, Some(n)) => exact.push((Box::from(&**n), n.to_string())),
+                ("contains_ci", 0, Some(n)) => folded.push((Box::from(&**n), n.to_lowercase())),
+                ("matches", 0, Some(n)) if !patterns.contains(n) => patterns.push(n.clone()),
+                ("find_all" | "count_matches", 0, Some(n)) if !others.contains(n) => others.push(n.clone()),
+                _ => {}
+            }
+            // `exec` runs programs: each call is a run of its own.
+            if c.name != "exec" {
+                *forms.entry((c.name.as_str(), c.overload)).or_default().entry(c.form.as_str()).or_default() += 1;
+            }
+        }
+        let mut regexes = FxHashMap::default();
+        let mut compiled = Vec::new();
+        for pat in &patterns {
+            if let Ok(re) = super::compile_regex(pat) {
+                regexes.insert(Box::from(&**pat), Arc::new(re));
+                compiled.push(pat.clone());
+            }
+        }
+        for pat in &others {
+            if let Ok(re) = super::compile_regex(pat) {
+                regexes.entry(Box::from(&**pat)).or_insert_with(|| Arc::new(re));
+            }
+        }
+        let patterns = (compiled.len() >= 2)
+            .then(|| {
+                let set = regex::RegexSetBuilder::new(compiled.iter().map(|p| &**p))
+                    .size_limit(SET_SIZE_LIMIT)
+                    .dfa_size_limit(SET_SIZE_LIMIT)
+                    .build()
+                    .ok()?;
+                let index = compiled.iter().enumerate().map(|(i, p)| (Box::from(&**p), i as u32)).collect();
+                Some(Patterns { index, set })
+            })
+            .flatten();
+        let memo = forms
+            .into_iter()
+            .filter(|(_, by_form)| by_form.values().any(|n| *n >= 2))
+            .filter_map(|((name, overload), _)| {
+                super::lookup(name).nth(overload as usize).map(|(_, i)| i as *const Intrinsic as usize)
+            })
+            .collect();
+        ScanPlan { exact: Needles::new(exact), folded: Needles::new(folded), patterns, regexes, memo }
+    }
+
+    pub fn shares(&self) -> Shares {
+        let needles = |n: &Option<Needles>| n.as_ref().map_or(0, |n| n.automaton.patterns_len());
+        Shares {
+            exact: needles(&self.exact),
+            folded: needles(&self.folded),
+            patterns: self.patterns.as_ref().map_or(0, |p| p.set.len()),
+            memoised: self.memo.len(),
+        }
+    }
+
+    /// A constant regex of the program, compiled.
+    pub fn regex(&self, pattern: &str) -> Option<&Arc<regex::Regex>> {
+        self.regexes.get(pattern)
+    }
+
+    pub fn memoises(&self, f: &'static Intrinsic) -> bool {
+        self.memo.contains(&(f as *const Intrinsic as usize))
+    }
+
+    /// How often `needle` occurs in `text` (non-overlapping), when the plan holds it.
+    pub fn count(&self, scans: &mut TextScans, text: &str, needle: &str) -> Option<u32> {
+        let family = self.exact.as_ref()?;
+        let k = *family.index.get(needle)?;
+        let counts = scans.exact.get_or_insert_with(|| family.counts(text));
+        counts.get(k as usize).copied()
+    }
+
+    /// Whether the lowercased `needle` occurs in `lowered`, when the plan holds it.
+    pub fn contains_folded(&self, scans: &mut TextScans, lowered: &str, needle: &str) -> Option<bool> {
+        let family = self.folded.as_ref()?;
+        let k = *family.index.get(needle)?;
+        let counts = scans.folded.get_or_insert_with(|| family.counts(lowered));
+        counts.get(k as usize).map(|c| *c > 0)
+    }
+
+    pub fn holds_folded(&self, needle: &str) -> bool {
+        self.folded.as_ref().is_some_and(|f| f.index.contains_key(needle))
+    }
+
+    /// Whether `pattern` matches anywhere in `text`, when the plan holds it.
+    pub fn matches(&self, scans: &mut TextScans, text: &str, pattern: &str) -> Option<bool> {
+        let family = self.patterns.as_ref()?;
+        let k = *family.index.get(pattern)?;
+        let hits = scans.patterns.get_or_insert_with(|| {
+            let found = family.set.matches(text);
+            (0..family.set.len()).map(|i| found.matched(i)).collect()
+        });
+        hits.get(k as usize).copied()
+    }
+}
+
+impl TextScans {
+    pub fn new(text: &Arc<str>) -> TextScans {
+        TextScans { _text: Some(text.clone()), ..TextScans::default() }
+    }
+
+    /// The text lowercased (Unicode case mapping), once.
+    pub fn lower(&mut self, text: &str) -> Arc<str> {
+        self.lower.get_or_insert_with(|| Arc::from(text.to_lowercase())).clone()
+    }
+
+    /// How often the character `c` occurs in the lowercased text.
+    pub fn lowercase_letter(&mut self, text: &str, c: char) -> u32 {
+        let lower = self.lower(text);
+        let letters = self.letters.get_or_insert_with(|| {
+            let mut l = Box::new(Letters { ascii: [0; 128], other: FxHashMap::default() });
+            for ch in lower.chars() {
+                match l.ascii.get_mut(ch as usize) {
+                    Some(n) => *n += 1,
+                    None => *l.other.entry(ch).or_insert(0) += 1,
+                }
+            }
+            l
+        });
+        match letters.ascii.get(c as usize) {
+            Some(n) => *n,
+            None => letters.other.get(&c).copied().unwrap_or(0),
+        }
+    }
+}
+
+/// The results of the intrinsic calls a plan memoises, for one row: keyed by the intrinsic and
+/// its argument values, compared as [`ScanPlan`] says (texts by content up to [`SHORT_TEXT`]
+/// bytes, by identity beyond; lists, records and JSON by identity). Entries keep their
+/// arguments alive, so an address in a key is not reused while it is one.
+#[derive(Default)]
+pub struct Memo {
+    by_hash: FxHashMap<u64, smallvec::SmallVec<[Entry; 1]>>,
+}
+
+/// A memoised call: the intrinsic's address, its arguments, its result.
+type Entry = (usize, Box<[Value]>, Value);
+
+impl Memo {
+    /// `None` for calls the memo does not key on (a number that is not equal to itself).
+    fn hash(f: usize, args: &[Value]) -> Option<u64> {
+        let mut h = rustc_hash::FxHasher::default();
+        f.hash(&mut h);
+        for a in args {
+            std::mem::discriminant(a).hash(&mut h);
+            match a {
+                Value::Null => {}
+                Value::Bool(b) => b.hash(&mut h),
+                Value::Number(n) if n.is_nan() => return None,
+                Value::Number(n) => n.to_bits().hash(&mut h),
+                Value::Text(t) if t.len() <= SHORT_TEXT => t.hash(&mut h),
+                Value::Text(t) => (Arc::as_ptr(t) as *const u8 as usize, t.len()).hash(&mut h),
+                Value::List(l) => (Arc::as_ptr(l) as usize).hash(&mut h),
+                Value::Record(r) => (Arc::as_ptr(r) as usize).hash(&mut h),
+                Value::Json(j) => (Arc::as_ptr(j) as usize).hash(&mut h),
+                Value::Unscored(u) => u.hash(&mut h),
+            }
+        }
+        Some(h.finish())
+    }
+
+    /// The result memoised for `f` on `args` (hashed to `hash`).
+    pub fn get(&self, hash: u64, f: &'static Intrinsic, args: &[Value]) -> Option<Value> {
+        let f = f as *const Intrinsic as usize;
+        self.by_hash.get(&hash)?.iter().find_map(|(g, a, v)| {
+            (*g == f && a.len() == args.len() && a.iter().zip(args).all(|(x, y)| arg_eq(x, y))).then(|| v.clone())
+        })
+    }
+
+    pub fn insert(&mut self, hash: u64, f: &'static Intrinsic, args: &[Value], v: Value) {
+        let f = f as *const Intrinsic as usize;
+        self.by_hash.entry(hash).or_default().push((f, args.into(), v));
+    }
+
+    /// The key hash of `f` on `args`; `None` for calls the memo does not key on (a number
+    /// that is not equal to itself).
+    pub fn key(f: &'static Intrinsic, args: &[Value]) -> Option<u64> {
+        Memo::hash(f as *const Intrinsic as usize, args)
+    }
+}
+
+fn arg_eq(a: &Value, b: &Value) -> bool {
+    match (a, b) {
+        (Value::Null, Value::Null) => true,
+        (Value::Bool(x), Value::Bool(y)) => x == y,
+        (Value::Number(x), Value::Number(y)) => x.to_bits() == y.to_bits(),
+        (Value::Text(x), Value::Text(y)) => {
+            x.len() == y.len() && (std::ptr::eq(x.as_ptr(), y.as_ptr()) || (x.len() <= SHORT_TEXT && x == y))
+        }
+        (Value::List(x), Value::List(y)) => Arc::ptr_eq(x, y),
+        (Value::Record(x), Value::Record(y)) => Arc::ptr_eq(x, y),
+        (Value::Json(x), Value::Json(y)) => Arc::ptr_eq(x, y),
+        (Value::Unscored(x), Value::Unscored(y)) => x == y,
+        _ => false,
+    }
+}
