@@ -6,6 +6,7 @@
 # Punkt model) on the same rows, in the same run.
 #
 #   bash bench/ifeval.sh            # RUNS=5 repetitions of each, best time kept
+#   REPEAT=10 bash bench/ifeval.sh  # the 540 rows ten times over (5,400 rows)
 #
 # Needs python3 with venv and pip access to PyPI. Work files go to target/bench-ifeval/.
 # Both sides are timed as whole processes (start-up, imports, loading models, reading and
@@ -28,6 +29,11 @@ RUBRIC=target/release/rubric
 echo "== rows: the one-line preparation step of examples/ifeval/README.md"
 python3 -c 'import json,sys; R={r["prompt"]:r["response"] for r in map(json.loads,open(sys.argv[2]))}; [print(json.dumps({"id":d["key"],"prompt":d["prompt"],"response":R[d["prompt"]],"instructions":[dict(k,id=i) for i,k in zip(d["instruction_id_list"],d["kwargs"])]})) for d in map(json.loads,open(sys.argv[1])) if d["prompt"] in R]' \
     "$DATA/input_data.jsonl" "$DATA/responses_gpt4.jsonl" > "$WORK/rows.jsonl"
+REPEAT=${REPEAT:-1}
+if [ "$REPEAT" -gt 1 ]; then
+    for _ in $(seq "$REPEAT"); do cat "$WORK/rows.jsonl"; done > "$WORK/rows-x$REPEAT.jsonl"
+    mv "$WORK/rows-x$REPEAT.jsonl" "$WORK/rows.jsonl"
+fi
 ROWS=$(wc -l < "$WORK/rows.jsonl")
 echo "$ROWS rows"
 

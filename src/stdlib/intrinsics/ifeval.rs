@@ -373,14 +373,26 @@ pub(super) const PYTHON_JSON_VALID: Intrinsic = Intrinsic {
     imp: |a, _| Ok(Value::Bool(python_json_valid(text_arg(a, 0)?))),
 };
 
-/// `langdetect` with its 55 built-in profiles, as CPython 3.11 runs it, seeded with 0.
-#[expect(clippy::expect_used, reason = "the profiles are built into langdetect; the IFEval tests load them")]
+/// langdetect's 55 built-in profiles as `build.rs` loaded them (CPython 3.11 compatibility), in
+/// langdetect's serialised form: restoring them takes a fraction of building them.
+static PROFILES: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/langdetect-profiles.bin"));
+
+/// `langdetect` with its 55 built-in profiles, as CPython 3.11 runs it, seeded with 0: restored
+/// from [`PROFILES`] on first use (only by rubrics that detect a language), built from the
+/// profiles should that ever fail.
 static DETECTOR: LazyLock<DetectorFactory> = LazyLock::new(|| {
-    let mut f = DetectorFactory::new(Compat::python(11));
-    f.load_builtin(&DetectorFactory::builtin_files()).expect("langdetect's built-in profiles load");
+    let mut f = DetectorFactory::from_bytes(PROFILES).unwrap_or_else(|_| built_detector());
     f.seed = Seed::Int(0);
     f
 });
+
+/// The detector built from langdetect's profiles, as `build.rs` builds it.
+#[expect(clippy::expect_used, reason = "the profiles are built into langdetect; the IFEval tests load them")]
+fn built_detector() -> DetectorFactory {
+    let mut f = DetectorFactory::new(Compat::python(11));
+    f.load_builtin(&DetectorFactory::builtin_files()).expect("langdetect's built-in profiles load");
+    f
+}
 
 /// The language `langdetect.detect` finds in `text` (with `DetectorFactory.seed = 0`), or `None`
 /// when the text has no features to detect a language from.
@@ -411,6 +423,32 @@ pub(super) const DETECT_LANGUAGE: Intrinsic = Intrinsic {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The detector restored from the profiles `build.rs` saved gives the answers and the
+    /// probabilities of one built from langdetect's profiles, text for text.
+    #[test]
+    fn restored_profiles_detect_as_built_ones() {
+        let mut built = built_detector();
+        built.seed = Seed::Int(0);
+        let restored = DetectorFactory::from_bytes(PROFILES);
+        assert!(restored.is_ok(), "the saved profiles restore");
+        for t in [
+            "This is an English sentence about the weather.",
+            "Dies ist ein deutscher Satz über das Wetter.",
+            "Ceci est une phrase française sur la météo.",
+            "यह मौसम के बारे में एक हिंदी वाक्य है।",
+            "这是一个关于天气的中文句子。",
+            "Это русское предложение о погоде.",
+            "ok",
+            "12345 !!!",
+        ] {
+            assert_eq!(DETECTOR.detect(t).ok(), built.detect(t).ok(), "{t}");
+            let p = |f: &DetectorFactory| {
+                f.detect_langs(t).map(|l| l.iter().map(|x| format!("{x:?}")).collect::<Vec<_>>()).ok()
+            };
+            assert_eq!(p(&DETECTOR), p(&built), "{t}");
+        }
+    }
 
     #[test]
     fn word_runs_follow_python() {
