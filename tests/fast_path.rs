@@ -1,17 +1,20 @@
 //! The fast path (issue 22): the one pass per text of `stdlib::scan` and its memo give the
-//! answers each intrinsic gives alone. The interpreter without limits uses the program's scan
-//! plan; under limits (as the Wasm engine runs) it computes every call as written, so the two
-//! are compared on texts where case mapping, overlapping needles and Unicode bite. The engine
-//! property test (`engine_props`) also generates planned checks.
+//! answers each intrinsic gives alone. The JIT (no limits) runs rows with the program's scan
+//! plan; the interpreter, the oracle, computes every call as written, so the two are compared
+//! on texts where case mapping, overlapping needles and Unicode bite. The engine property test
+//! (`engine_props`) also generates planned checks.
 
 use rubric::engine::{Engine, NoVerdicts};
-use rubric::interp::{Interpreter, LimitedInterpreter};
-use rubric::stdlib::Limits;
+use rubric::interp::Interpreter;
 use rubric::value::Value;
 
-/// Every planned intrinsic on constant needles, answered from one pass per text (the
-/// interpreter, unlimited) and one by one (the interpreter under limits, which has no plan):
-/// the answers must be the same on texts where case mapping, overlaps and Unicode bite.
+#[cfg(feature = "jit")]
+const FAST: rubric::backend::jit::JitEngine = rubric::backend::jit::JitEngine::new();
+
+/// Every planned intrinsic on constant needles, answered from one pass per text (the JIT) and
+/// one by one (the interpreter): the answers must be the same on texts where case mapping,
+/// overlaps and Unicode bite.
+#[cfg(feature = "jit")]
 #[test]
 fn planned_answers_are_the_intrinsics_answers() {
     let needles = ["aa", "a", "ab", "b", "σ", "ΣΑΣ", "İ", "i̇", "ß", "SS", "é", "naïve", "\n", "oo"];
@@ -48,15 +51,15 @@ fn planned_answers_are_the_intrinsics_answers() {
         "b\nb\n\nwords World WORD 12",
         "oooooo",
     ];
-    let limited = LimitedInterpreter { limits: Limits::DEFAULT };
+
     for t in texts {
         let row = [Value::text(t)];
-        let planned = Interpreter.evaluate(&p, &row, &NoVerdicts);
-        let alone = limited.evaluate(&p, &row, &NoVerdicts);
+        let planned = FAST.evaluate(&p, &row, &NoVerdicts);
+        let alone = Interpreter.evaluate(&p, &row, &NoVerdicts);
         assert_eq!(format!("{planned:?}"), format!("{alone:?}"), "text {t:?}");
         assert!(planned.score.is_some(), "{planned:?}");
     }
-    let four_a = Interpreter.evaluate(&p, &[Value::text("aaaa")], &NoVerdicts);
+    let four_a = FAST.evaluate(&p, &[Value::text("aaaa")], &NoVerdicts);
     let c0 = four_a.criterion("c0").and_then(|c| c.value);
     assert_eq!(c0, Some(0.2), "`aa` occurs twice in `aaaa` without overlapping");
 }

@@ -483,10 +483,10 @@ impl HostCore {
         handles.iter().map(|h| self.value(*h)).collect()
     }
 
-    /// The last `n` pushed arguments, in push order.
-    pub fn pop_args(&mut self, n: usize) -> Result<Vec<Value>, Trap> {
+    /// The last `n` pushed arguments, in push order (inline up to four: no allocation per call).
+    pub fn pop_args(&mut self, n: usize) -> Result<smallvec::SmallVec<[Value; 4]>, Trap> {
         let at = self.args.len().checked_sub(n).ok_or_else(|| type_trap("missing call arguments"))?;
-        Ok(self.args.split_off(at))
+        Ok(self.args.drain(at..).collect())
     }
 
     /// An intrinsic on `args`: the one implementation (`resolved`, else looked up by name as

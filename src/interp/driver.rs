@@ -718,8 +718,10 @@ impl Driver<'_, '_> {
         let p = self.p;
         let root = |attr| Root::Criterion { owner, attr };
         let mut r = self.base_result(owner, d, id, locals);
-        let id = r.id.clone();
-        let id = &*id;
+        // Only a judged criterion looks its verdict up by id (a check needs no copy of it).
+        let judged = matches!(d.verifier, Verifier::Judge { .. } | Verifier::Extract { .. });
+        let id = judged.then(|| r.id.clone());
+        let id = id.as_deref().unwrap_or_default();
         let pass = match d.pass.as_ref().map(|e| self.eval(root(Attr::Pass), e, locals)) {
             Some(Ok(Value::Number(n))) => Some(n),
             _ => None,

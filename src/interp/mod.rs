@@ -124,8 +124,8 @@ struct Walker<'a> {
 
 impl<'a> Walker<'a> {
     fn new(p: &'a Program, inputs: &'a [Value]) -> Walker<'a> {
-        let ctx = EvalCtx::for_row(Budget::unlimited(), &prepared(p).scan);
-        Walker { p, inputs, ctx, lets: vec![None; p.lets.len()], calls: 0, depth: 0 }
+        // The oracle computes every intrinsic call as written: no scan plan, no memo.
+        Walker { p, inputs, ctx: EvalCtx::new(), lets: vec![None; p.lets.len()], calls: 0, depth: 0 }
     }
 }
 

@@ -73,6 +73,22 @@ pub fn prepared(p: &Program) -> &Prepared {
     }
 }
 
+/// Whether `e` is a leaf, or a field, list or intrinsic call of a few small expressions, at
+/// most three levels deep (so that deciding it is cheap however deep `e` is).
+fn small(e: &Expr, depth: u32) -> bool {
+    if depth > 3 {
+        return false;
+    }
+    match &e.kind {
+        ExprKind::Const(_) | ExprKind::Input(_) | ExprKind::Local(_) | ExprKind::Let(_) => true,
+        ExprKind::Field { base, .. } | ExprKind::Narrowed(base) => small(base, depth + 1),
+        ExprKind::Intrinsic { args, .. } | ExprKind::List(args) => {
+            args.len() <= 4 && args.iter().all(|a| small(a, depth + 1))
+        }
+        _ => false,
+    }
+}
+
 /// Every intrinsic call of `p` (every root, `let` and function body), as the scan plan reads
 /// them: its constant second argument, and its arguments' form (calls of one intrinsic on equal
 /// forms are what the memo serves).
@@ -84,7 +100,13 @@ fn scan_plan(p: &Program) -> ScanPlan {
             Some(ExprKind::Const(crate::ir::Const::Text(t))) => Some(t.clone()),
             _ => None,
         };
-        let form = serde_json::to_string(args).unwrap_or_default();
+        // Only calls on small arguments get a form (the memo is for `f(response)`, not for a
+        // call on a deep expression, whose form would cost its whole subtree to write).
+        let form = if args.iter().all(|a| small(a, 0)) {
+            serde_json::to_string(args).unwrap_or_default()
+        } else {
+            String::new()
+        };
         calls.push(PlannedCall { name: name.clone(), overload: *overload, needle, form });
     };
     for (_, e) in super::roots(p) {

@@ -133,8 +133,9 @@ pub struct PlannedCall {
     pub overload: u32,
     /// Its second argument, when that is a constant text (a needle or a pattern).
     pub needle: Option<Arc<str>>,
-    /// Its arguments' form (any text that is equal exactly when the argument expressions are):
-    /// calls of one intrinsic on one form are what the memo serves.
+    /// Its arguments' form (any text that is equal exactly when the argument expressions are),
+    /// or empty for arguments too large to compare: calls of one intrinsic on one form are what
+    /// the memo serves.
     pub form: String,
 }
 
@@ -166,8 +167,9 @@ impl ScanPlan {
                 ("find_all" | "count_matches", 0, Some(n)) if !others.contains(n) => others.push(n.clone()),
                 _ => {}
             }
-            // `exec` runs programs: each call is a run of its own.
-            if c.name != "exec" {
+            // `exec` runs programs: each call is a run of its own. A call without a form is
+            // never memoised.
+            if c.name != "exec" && !c.form.is_empty() {
                 *forms.entry((c.name.as_str(), c.overload)).or_default().entry(c.form.as_str()).or_default() += 1;
             }
         }

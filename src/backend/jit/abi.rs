@@ -110,12 +110,19 @@ pub enum HostFn {
     Aggregate,
     /// `()`: a compiled function found the stack below its limit (always a trap).
     StackExhausted,
+    /// `(intrinsic, handle) -> handle`: an intrinsic of one argument, passed directly (no
+    /// `Arg` call before it).
+    Intrinsic1,
+    /// `(intrinsic, handle, handle) -> handle`: an intrinsic of two arguments.
+    Intrinsic2,
+    /// `(intrinsic, handle, handle, handle) -> handle`: an intrinsic of three arguments.
+    Intrinsic3,
 }
 
 use Ty::{F64 as F, I32 as I};
 
 impl HostFn {
-    pub const ALL: [HostFn; 36] = [
+    pub const ALL: [HostFn; 39] = [
         HostFn::BoxNum,
         HostFn::BoxBool,
         HostFn::UnboxNum,
@@ -152,6 +159,9 @@ impl HostFn {
         HostFn::Intrinsic,
         HostFn::Aggregate,
         HostFn::StackExhausted,
+        HostFn::Intrinsic1,
+        HostFn::Intrinsic2,
+        HostFn::Intrinsic3,
     ];
 
     /// The position in [`HostFn::ALL`].
@@ -198,6 +208,9 @@ impl HostFn {
             HostFn::Intrinsic => "rubric_jit_intrinsic",
             HostFn::Aggregate => "rubric_jit_aggregate",
             HostFn::StackExhausted => "rubric_jit_stack_exhausted",
+            HostFn::Intrinsic1 => "rubric_jit_intrinsic1",
+            HostFn::Intrinsic2 => "rubric_jit_intrinsic2",
+            HostFn::Intrinsic3 => "rubric_jit_intrinsic3",
         }
     }
 
@@ -218,6 +231,9 @@ impl HostFn {
             HostFn::FoldStep | HostFn::FoldStepBool => (&[I], &[I]),
             HostFn::Intrinsic => (&[I], &[I]),
             HostFn::Aggregate => (&[I, I, I, I], &[I]),
+            HostFn::Intrinsic1 => (&[I, I], &[I]),
+            HostFn::Intrinsic2 => (&[I, I, I], &[I]),
+            HostFn::Intrinsic3 => (&[I, I, I, I], &[I]),
         }
     }
 

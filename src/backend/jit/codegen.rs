@@ -678,6 +678,17 @@ impl FnGen<'_, '_, '_> {
                     },
                 )
             }
+            ExprKind::Intrinsic { name, overload, args, .. } if (1..=3).contains(&args.len()) => {
+                // Up to three arguments go straight to the call (one host call, not one per
+                // argument and one for the call).
+                let index = self.m.intrinsic(name, *overload, args.len());
+                let mut call = vec![self.i32(index as i64)];
+                for a in args {
+                    call.push(self.expr_as(a, Repr::Handle)?.word());
+                }
+                let f = [HostFn::Intrinsic1, HostFn::Intrinsic2, HostFn::Intrinsic3][args.len() - 1];
+                Ok(Val::Handle(self.host1(f, &call)))
+            }
             ExprKind::Intrinsic { name, overload, args, .. } => {
                 let index = self.m.intrinsic(name, *overload, args.len());
                 for a in args {

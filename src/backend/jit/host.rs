@@ -124,12 +124,27 @@ impl Ctx {
     }
 
     fn intrinsic(&mut self, i: i32) -> Result<i32, Trap> {
-        let tables = self.tables.clone().ok_or_else(|| type_trap("no program is bound to the JIT context"))?;
+        // The tables are borrowed beside the core, not cloned (an atomic count per call).
+        let tables = self.tables.as_ref().ok_or_else(|| type_trap("no program is bound to the JIT context"))?;
         let entry = usize::try_from(i)
             .ok()
             .and_then(|i| tables.intrinsics.get(i))
             .ok_or_else(|| type_trap(format!("unknown intrinsic entry {i}")))?;
         let args = self.core.pop_args(entry.arity)?;
+        self.core.intrinsic(entry.resolved, &entry.name, entry.overload, &args)
+    }
+
+    /// An intrinsic on the values of `handles`, passed directly.
+    fn intrinsic_of(&mut self, i: i32, handles: &[i32]) -> Result<i32, Trap> {
+        let tables = self.tables.as_ref().ok_or_else(|| type_trap("no program is bound to the JIT context"))?;
+        let entry = usize::try_from(i)
+            .ok()
+            .and_then(|i| tables.intrinsics.get(i))
+            .ok_or_else(|| type_trap(format!("unknown intrinsic entry {i}")))?;
+        let mut args: smallvec::SmallVec<[Value; 4]> = smallvec::SmallVec::new();
+        for h in handles {
+            args.push(self.core.get(*h)?.clone());
+        }
         self.core.intrinsic(entry.resolved, &entry.name, entry.overload, &args)
     }
 
@@ -350,6 +365,18 @@ extern "C" fn intrinsic(ctx: *mut Ctx, i: i32) -> i32 {
     enter(ctx, 0, |c| c.intrinsic(i))
 }
 
+extern "C" fn intrinsic1(ctx: *mut Ctx, i: i32, a: i32) -> i32 {
+    enter(ctx, 0, |c| c.intrinsic_of(i, &[a]))
+}
+
+extern "C" fn intrinsic2(ctx: *mut Ctx, i: i32, a: i32, b: i32) -> i32 {
+    enter(ctx, 0, |c| c.intrinsic_of(i, &[a, b]))
+}
+
+extern "C" fn intrinsic3(ctx: *mut Ctx, i: i32, a: i32, b: i32, c3: i32) -> i32 {
+    enter(ctx, 0, |c| c.intrinsic_of(i, &[a, b, c3]))
+}
+
 extern "C" fn aggregate_fn(ctx: *mut Ctx, op: i32, set: i32, policy: i32, n: i32) -> i32 {
     enter(ctx, 0, |c| c.aggregate(op, set, policy, n))
 }
@@ -409,6 +436,9 @@ pub fn address(f: HostFn) -> *const u8 {
         HostFn::Intrinsic => intrinsic as H1r as *const u8,
         HostFn::Aggregate => aggregate_fn as H4r as *const u8,
         HostFn::StackExhausted => stack_exhausted as H0 as *const u8,
+        HostFn::Intrinsic1 => intrinsic1 as H2r as *const u8,
+        HostFn::Intrinsic2 => intrinsic2 as H3r as *const u8,
+        HostFn::Intrinsic3 => intrinsic3 as H4r as *const u8,
     }
 }
 
