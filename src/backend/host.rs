@@ -499,11 +499,31 @@ impl HostCore {
         overload: u32,
         args: &[Value],
     ) -> Result<i32, Trap> {
-        let v = match resolved {
-            Some(intr) => ops::call_resolved(intr, args, &mut self.eval)?,
-            None => ops::call_intrinsic(name, overload, args, &mut self.eval)?,
-        };
+        let v = self.intrinsic_value(resolved, name, overload, args)?;
         self.reg(v)
+    }
+
+    /// [`HostCore::intrinsic`]'s value, not yet in the table.
+    pub fn intrinsic_value(
+        &mut self,
+        resolved: Option<&'static Intrinsic>,
+        name: &str,
+        overload: u32,
+        args: &[Value],
+    ) -> Result<Value, Trap> {
+        match resolved {
+            Some(intr) => ops::call_resolved(intr, args, &mut self.eval),
+            None => ops::call_intrinsic(name, overload, args, &mut self.eval),
+        }
+    }
+
+    /// A Number value as compiled code holds one: `(n, 0)`, or `(0, handle)` for anything else
+    /// (unscored, null), which goes into the table.
+    pub fn num_word(&mut self, v: Value) -> Result<(f64, i32), Trap> {
+        match v {
+            Value::Number(n) => Ok((n, 0)),
+            other => Ok((0.0, self.reg(other)?)),
+        }
     }
 
     /// An aggregation over a set of the decided criteria.

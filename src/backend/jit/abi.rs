@@ -117,12 +117,19 @@ pub enum HostFn {
     Intrinsic2,
     /// `(intrinsic, handle, handle, handle) -> handle`: an intrinsic of three arguments.
     Intrinsic3,
+    /// `(intrinsic, handle) -> i32` and `num_out`: an intrinsic of one argument whose result
+    /// is a Number, as `UnboxNum` gives one (no handle for a plain number).
+    IntrinsicNum1,
+    /// `(intrinsic, handle, handle) -> i32` and `num_out`.
+    IntrinsicNum2,
+    /// `(intrinsic, handle, handle, handle) -> i32` and `num_out`.
+    IntrinsicNum3,
 }
 
 use Ty::{F64 as F, I32 as I};
 
 impl HostFn {
-    pub const ALL: [HostFn; 39] = [
+    pub const ALL: [HostFn; 42] = [
         HostFn::BoxNum,
         HostFn::BoxBool,
         HostFn::UnboxNum,
@@ -162,6 +169,9 @@ impl HostFn {
         HostFn::Intrinsic1,
         HostFn::Intrinsic2,
         HostFn::Intrinsic3,
+        HostFn::IntrinsicNum1,
+        HostFn::IntrinsicNum2,
+        HostFn::IntrinsicNum3,
     ];
 
     /// The position in [`HostFn::ALL`].
@@ -211,6 +221,9 @@ impl HostFn {
             HostFn::Intrinsic1 => "rubric_jit_intrinsic1",
             HostFn::Intrinsic2 => "rubric_jit_intrinsic2",
             HostFn::Intrinsic3 => "rubric_jit_intrinsic3",
+            HostFn::IntrinsicNum1 => "rubric_jit_intrinsic_num1",
+            HostFn::IntrinsicNum2 => "rubric_jit_intrinsic_num2",
+            HostFn::IntrinsicNum3 => "rubric_jit_intrinsic_num3",
         }
     }
 
@@ -231,9 +244,9 @@ impl HostFn {
             HostFn::FoldStep | HostFn::FoldStepBool => (&[I], &[I]),
             HostFn::Intrinsic => (&[I], &[I]),
             HostFn::Aggregate => (&[I, I, I, I], &[I]),
-            HostFn::Intrinsic1 => (&[I, I], &[I]),
-            HostFn::Intrinsic2 => (&[I, I, I], &[I]),
-            HostFn::Intrinsic3 => (&[I, I, I, I], &[I]),
+            HostFn::Intrinsic1 | HostFn::IntrinsicNum1 => (&[I, I], &[I]),
+            HostFn::Intrinsic2 | HostFn::IntrinsicNum2 => (&[I, I, I], &[I]),
+            HostFn::Intrinsic3 | HostFn::IntrinsicNum3 => (&[I, I, I, I], &[I]),
         }
     }
 

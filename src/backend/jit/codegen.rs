@@ -686,6 +686,13 @@ impl FnGen<'_, '_, '_> {
                 for a in args {
                     call.push(self.expr_as(a, Repr::Handle)?.word());
                 }
+                if natural == Repr::Num {
+                    // A Number result comes back in `num_out`, not through the value table.
+                    let f = [HostFn::IntrinsicNum1, HostFn::IntrinsicNum2, HostFn::IntrinsicNum3][args.len() - 1];
+                    let word = self.host1(f, &call);
+                    let n = self.b.ins().load(types::F64, MemFlagsData::trusted(), self.ctx, NUM_OUT_OFFSET);
+                    return Ok(Val::Num(n, word));
+                }
                 let f = [HostFn::Intrinsic1, HostFn::Intrinsic2, HostFn::Intrinsic3][args.len() - 1];
                 Ok(Val::Handle(self.host1(f, &call)))
             }

@@ -136,6 +136,18 @@ impl Ctx {
 
     /// An intrinsic on the values of `handles`, passed directly.
     fn intrinsic_of(&mut self, i: i32, handles: &[i32]) -> Result<i32, Trap> {
+        let v = self.intrinsic_value(i, handles)?;
+        self.core.reg(v)
+    }
+
+    /// [`Ctx::intrinsic_of`] for a Number result: the number in `num_out`, the word returned.
+    fn intrinsic_num_of(&mut self, i: i32, handles: &[i32]) -> Result<i32, Trap> {
+        let v = self.intrinsic_value(i, handles)?;
+        let word = self.core.num_word(v)?;
+        Ok(self.num_out(word))
+    }
+
+    fn intrinsic_value(&mut self, i: i32, handles: &[i32]) -> Result<Value, Trap> {
         let tables = self.tables.as_ref().ok_or_else(|| type_trap("no program is bound to the JIT context"))?;
         let entry = usize::try_from(i)
             .ok()
@@ -145,7 +157,7 @@ impl Ctx {
         for h in handles {
             args.push(self.core.get(*h)?.clone());
         }
-        self.core.intrinsic(entry.resolved, &entry.name, entry.overload, &args)
+        self.core.intrinsic_value(entry.resolved, &entry.name, entry.overload, &args)
     }
 
     fn aggregate(&mut self, op: i32, set: i32, policy: i32, n: i32) -> Result<i32, Trap> {
@@ -377,6 +389,18 @@ extern "C" fn intrinsic3(ctx: *mut Ctx, i: i32, a: i32, b: i32, c3: i32) -> i32 
     enter(ctx, 0, |c| c.intrinsic_of(i, &[a, b, c3]))
 }
 
+extern "C" fn intrinsic_num1(ctx: *mut Ctx, i: i32, a: i32) -> i32 {
+    enter(ctx, 0, |c| c.intrinsic_num_of(i, &[a]))
+}
+
+extern "C" fn intrinsic_num2(ctx: *mut Ctx, i: i32, a: i32, b: i32) -> i32 {
+    enter(ctx, 0, |c| c.intrinsic_num_of(i, &[a, b]))
+}
+
+extern "C" fn intrinsic_num3(ctx: *mut Ctx, i: i32, a: i32, b: i32, c3: i32) -> i32 {
+    enter(ctx, 0, |c| c.intrinsic_num_of(i, &[a, b, c3]))
+}
+
 extern "C" fn aggregate_fn(ctx: *mut Ctx, op: i32, set: i32, policy: i32, n: i32) -> i32 {
     enter(ctx, 0, |c| c.aggregate(op, set, policy, n))
 }
@@ -439,6 +463,9 @@ pub fn address(f: HostFn) -> *const u8 {
         HostFn::Intrinsic1 => intrinsic1 as H2r as *const u8,
         HostFn::Intrinsic2 => intrinsic2 as H3r as *const u8,
         HostFn::Intrinsic3 => intrinsic3 as H4r as *const u8,
+        HostFn::IntrinsicNum1 => intrinsic_num1 as H2r as *const u8,
+        HostFn::IntrinsicNum2 => intrinsic_num2 as H3r as *const u8,
+        HostFn::IntrinsicNum3 => intrinsic_num3 as H4r as *const u8,
     }
 }
 
