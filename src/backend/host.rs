@@ -240,8 +240,13 @@ impl HostCore {
     }
 
     pub fn input(&mut self, i: i32) -> Result<i32, Trap> {
-        let v = usize::try_from(i).ok().and_then(|i| self.inputs.get(i)).cloned().unwrap_or(Value::Null);
+        let v = self.input_value(i);
         self.reg(v)
+    }
+
+    /// Input `i` (null when there is none).
+    pub fn input_value(&self, i: i32) -> Value {
+        usize::try_from(i).ok().and_then(|i| self.inputs.get(i)).cloned().unwrap_or(Value::Null)
     }
 
     pub fn local(&mut self, i: i32) -> Result<i32, Trap> {

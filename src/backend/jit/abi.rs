@@ -111,7 +111,8 @@ pub enum HostFn {
     /// `()`: a compiled function found the stack below its limit (always a trap).
     StackExhausted,
     /// `(intrinsic, handle) -> handle`: an intrinsic of one argument, passed directly (no
-    /// `Arg` call before it).
+    /// `Arg` call before it). Here and in the other `Intrinsic*` calls, an argument that is
+    /// an input is passed as `-i - 1` (input `i`), not as a handle.
     Intrinsic1,
     /// `(intrinsic, handle, handle) -> handle`: an intrinsic of two arguments.
     Intrinsic2,

@@ -684,7 +684,11 @@ impl FnGen<'_, '_, '_> {
                 let index = self.m.intrinsic(name, *overload, args.len());
                 let mut call = vec![self.i32(index as i64)];
                 for a in args {
-                    call.push(self.expr_as(a, Repr::Handle)?.word());
+                    let w = match &a.kind {
+                        ExprKind::Input(i) => self.i32(-(*i as i64) - 1),
+                        _ => self.expr_as(a, Repr::Handle)?.word(),
+                    };
+                    call.push(w);
                 }
                 if natural == Repr::Num {
                     // A Number result comes back in `num_out`, not through the value table.

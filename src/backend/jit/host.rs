@@ -155,7 +155,8 @@ impl Ctx {
             .ok_or_else(|| type_trap(format!("unknown intrinsic entry {i}")))?;
         let mut args: smallvec::SmallVec<[Value; 4]> = smallvec::SmallVec::new();
         for h in handles {
-            args.push(self.core.get(*h)?.clone());
+            // A negative word is input `-w - 1`, read in place (no `Input` call, no handle).
+            args.push(if *h < 0 { self.core.input_value(-(*h + 1)) } else { self.core.get(*h)?.clone() });
         }
         self.core.intrinsic_value(entry.resolved, &entry.name, entry.overload, &args)
     }
