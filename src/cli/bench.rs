@@ -57,7 +57,9 @@ pub fn bench_command(file: &Path, opts: &BenchOptions<'_>) -> ExitCode {
         "scan plan: {} exact and {} case-folded needles in one pass each, {} regexes in one set, {} intrinsics memoised per row",
         shares.exact, shares.folded, shares.patterns, shares.memoised
     );
-    let mut oracle: Option<Vec<RowResult>> = None;
+    // The first engine's results as a digest of each row's whole result (`Debug`: every float
+    // and NaN exactly), not the results themselves: a million rows of results do not fit.
+    let mut oracle: Option<Vec<u64>> = None;
     let mut measured = Vec::new();
     for kind in opts.engines {
         let start = Instant::now();
@@ -65,7 +67,7 @@ pub fn bench_command(file: &Path, opts: &BenchOptions<'_>) -> ExitCode {
         let cold_ms = start.elapsed().as_secs_f64() * 1000.0;
         let one = |inputs: &BoundRow| engine.evaluate(program, inputs, &NoVerdicts);
         // Agreement first (also the warm-up: per-thread instances, caches).
-        let results: Vec<RowResult> = rows.par_iter().map(one).collect();
+        let results: Vec<u64> = rows.par_iter().map(|r| digest(&one(r))).collect();
         let disagree = match &oracle {
             Some(o) => o.iter().zip(&results).filter(|(a, b)| a != b).count(),
             None => 0,
@@ -149,4 +151,12 @@ fn load_rows(program: &crate::ir::Program, input: &Path, want: usize) -> Result<
     let distinct = bound.len();
     let rows = (0..want.max(1)).map(|i| bound[i % distinct].clone()).collect();
     Ok(rows)
+}
+
+/// A row's whole result as a number: equal results give equal digests.
+fn digest(r: &RowResult) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    format!("{r:?}").hash(&mut h);
+    h.finish()
 }
