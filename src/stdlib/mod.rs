@@ -328,30 +328,32 @@ impl EvalCtx {
         EvalCtx { budget, plan, ..EvalCtx::default() }
     }
 
-    fn scans_of(&mut self, text: &Arc<str>) -> (Option<&ScanPlan>, &mut TextScans) {
+    /// The plan and `text`'s scans in this row; `None` without a plan (nothing is kept then).
+    fn scans_of(&mut self, text: &Arc<str>) -> Option<(&ScanPlan, &mut TextScans)> {
+        let plan = self.plan.as_deref()?;
         let key = (Arc::as_ptr(text) as *const u8 as usize, text.len());
-        (self.plan.as_deref(), self.scans.entry(key).or_insert_with(|| TextScans::new(text)))
+        Some((plan, self.scans.entry(key).or_insert_with(|| TextScans::new(text))))
     }
 
-    /// `text` lowercased, once per row and text (only with a plan).
-    pub fn lowered(&mut self, text: &Arc<str>) -> Option<Arc<str>> {
-        self.plan.as_ref()?;
-        Some(self.scans_of(text).1.lower(text))
+    /// `text` lowercased: with a plan once per row and text, else afresh.
+    pub fn lowered(&mut self, text: &Arc<str>) -> Arc<str> {
+        match self.scans_of(text) {
+            Some((_, scans)) => scans.lower(text),
+            None => Arc::from(text.to_lowercase()),
+        }
     }
 
     /// How many times `c` occurs in `text` lowercased, from one count of every character
     /// (only with a plan).
     pub fn lowercase_letter_count(&mut self, text: &Arc<str>, c: char) -> Option<u32> {
-        self.plan.as_ref()?;
-        Some(self.scans_of(text).1.lowercase_letter(text, c))
+        let (_, scans) = self.scans_of(text)?;
+        Some(scans.lowercase_letter(text, c))
     }
 
     /// `count_occurrences(text, needle)` from the text's one pass, when the plan holds `needle`.
     pub fn planned_count(&mut self, text: &Arc<str>, needle: &str) -> Option<u32> {
-        match self.scans_of(text) {
-            (Some(plan), scans) => plan.count(scans, text, needle),
-            (None, _) => None,
-        }
+        let (plan, scans) = self.scans_of(text)?;
+        plan.count(scans, text, needle)
     }
 
     /// `contains_ci(text, needle)` from the lowercased text's one pass, when the plan holds
@@ -360,18 +362,16 @@ impl EvalCtx {
         if !self.plan.as_ref()?.holds_folded(needle) {
             return None;
         }
-        let (plan, scans) = self.scans_of(text);
+        let (plan, scans) = self.scans_of(text)?;
         let lowered = scans.lower(text);
-        plan?.contains_folded(scans, &lowered, needle)
+        plan.contains_folded(scans, &lowered, needle)
     }
 
     /// `matches(text, pattern)` from the text's one pass of the program's regex set, when the
     /// plan holds `pattern`.
     pub fn planned_matches(&mut self, text: &Arc<str>, pattern: &str) -> Option<bool> {
-        match self.scans_of(text) {
-            (Some(plan), scans) => plan.matches(scans, text, pattern),
-            (None, _) => None,
-        }
+        let (plan, scans) = self.scans_of(text)?;
+        plan.matches(scans, text, pattern)
     }
 
     /// Call `f` on `args`, through the row's memo when the plan memoises `f`.

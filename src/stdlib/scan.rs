@@ -301,10 +301,11 @@ pub struct Memo {
 type Entry = (usize, Box<[Value]>, Value);
 
 impl Memo {
-    /// `None` for calls the memo does not key on (a number that is not equal to itself).
-    fn hash(f: usize, args: &[Value]) -> Option<u64> {
+    /// The key hash of `f` on `args`; `None` for calls the memo does not key on (a number
+    /// that is not equal to itself).
+    pub fn key(f: &'static Intrinsic, args: &[Value]) -> Option<u64> {
         let mut h = rustc_hash::FxHasher::default();
-        f.hash(&mut h);
+        (f as *const Intrinsic as usize).hash(&mut h);
         for a in args {
             std::mem::discriminant(a).hash(&mut h);
             match a {
@@ -334,12 +335,6 @@ impl Memo {
     pub fn insert(&mut self, hash: u64, f: &'static Intrinsic, args: &[Value], v: Value) {
         let f = f as *const Intrinsic as usize;
         self.by_hash.entry(hash).or_default().push((f, args.into(), v));
-    }
-
-    /// The key hash of `f` on `args`; `None` for calls the memo does not key on (a number
-    /// that is not equal to itself).
-    pub fn key(f: &'static Intrinsic, args: &[Value]) -> Option<u64> {
-        Memo::hash(f as *const Intrinsic as usize, args)
     }
 }
 

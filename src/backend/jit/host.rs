@@ -124,12 +124,7 @@ impl Ctx {
     }
 
     fn intrinsic(&mut self, i: i32) -> Result<i32, Trap> {
-        // The tables are borrowed beside the core, not cloned (an atomic count per call).
-        let tables = self.tables.as_ref().ok_or_else(|| type_trap("no program is bound to the JIT context"))?;
-        let entry = usize::try_from(i)
-            .ok()
-            .and_then(|i| tables.intrinsics.get(i))
-            .ok_or_else(|| type_trap(format!("unknown intrinsic entry {i}")))?;
+        let entry = intrinsic_entry(&self.tables, i)?;
         let args = self.core.pop_args(entry.arity)?;
         self.core.intrinsic(entry.resolved, &entry.name, entry.overload, &args)
     }
@@ -148,11 +143,7 @@ impl Ctx {
     }
 
     fn intrinsic_value(&mut self, i: i32, handles: &[i32]) -> Result<Value, Trap> {
-        let tables = self.tables.as_ref().ok_or_else(|| type_trap("no program is bound to the JIT context"))?;
-        let entry = usize::try_from(i)
-            .ok()
-            .and_then(|i| tables.intrinsics.get(i))
-            .ok_or_else(|| type_trap(format!("unknown intrinsic entry {i}")))?;
+        let entry = intrinsic_entry(&self.tables, i)?;
         let mut args: smallvec::SmallVec<[Value; 4]> = smallvec::SmallVec::new();
         for h in handles {
             // A negative word is input `-w - 1`, read in place (no `Input` call, no handle).
@@ -165,6 +156,16 @@ impl Ctx {
         let args = self.core.pop_args(usize::try_from(n).map_err(|_| type_trap("bad argument count"))?)?;
         self.core.aggregate(op, set, policy, &args)
     }
+}
+
+/// Entry `i` of the program's intrinsic table. It takes the tables alone, so the caller can use
+/// its core beside the entry (the tables are borrowed, not cloned: no atomic count per call).
+fn intrinsic_entry(tables: &Option<Arc<Tables>>, i: i32) -> Result<&IntrinsicEntry, Trap> {
+    let tables = tables.as_ref().ok_or_else(|| type_trap("no program is bound to the JIT context"))?;
+    usize::try_from(i)
+        .ok()
+        .and_then(|i| tables.intrinsics.get(i))
+        .ok_or_else(|| type_trap(format!("unknown intrinsic entry {i}")))
 }
 
 /// Run a host function on the context compiled code passed in: on a trap or a panic, record

@@ -140,7 +140,7 @@ pub(super) const LOWER: Intrinsic = Intrinsic {
     examples: &[r##"lower("Hello WORLD") == "hello world""##],
     imp: |a, ctx| {
         let t = text_arg(a, 0)?;
-        Ok(Value::Text(ctx.lowered(t).unwrap_or_else(|| Arc::from(t.to_lowercase()))))
+        Ok(Value::Text(ctx.lowered(t)))
     },
 };
 
@@ -226,7 +226,7 @@ pub(super) const CONTAINS_CI: Intrinsic = Intrinsic {
         if let Some(found) = ctx.planned_contains_ci(t, n) {
             return Ok(Value::Bool(found));
         }
-        let t = ctx.lowered(t).unwrap_or_else(|| Arc::from(t.to_lowercase()));
+        let t = ctx.lowered(t);
         Ok(Value::Bool(t.contains(&n.to_lowercase())))
     },
 };
@@ -454,7 +454,7 @@ pub(super) const LETTER_COUNT: Intrinsic = Intrinsic {
                 return Ok(number(n as usize));
             }
         }
-        let lowered = ctx.lowered(t).unwrap_or_else(|| Arc::from(t.to_lowercase()));
+        let lowered = ctx.lowered(t);
         Ok(number(lowered.matches(target.as_str()).count()))
     },
 };
