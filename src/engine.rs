@@ -5,6 +5,8 @@
 use crate::ir::Program;
 use crate::value::{number_to_json, Value};
 use serde_json::{json, Map, Value as Json};
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex, OnceLock};
 
 /// Recorded judge verdicts for one row, keyed by criterion id (`er`, `items[3]`).
 pub trait VerdictSource {
@@ -66,10 +68,164 @@ impl Status {
     }
 }
 
+/// A string of a criterion result. A program's own strings (a criterion's id and source, the
+/// names of its sets, a constant text) are interned for the process ([`intern`]), so that
+/// every row's result holds them without counting references; a string a row made (an `each`
+/// instance's id, a computed text) is counted. Equal, hashed, ordered and printed as its text
+/// whichever it is. See docs/decisions/0012-interned-result-strings.md.
+#[derive(Clone)]
+pub enum Name {
+    Static(&'static str),
+    Counted(Arc<str>),
+}
+
+impl Name {
+    /// `s`, interned.
+    pub fn interned(s: &str) -> Name {
+        Name::Static(intern(s))
+    }
+
+    pub fn as_str(&self) -> &str {
+        match self {
+            Name::Static(s) => s,
+            Name::Counted(s) => s,
+        }
+    }
+}
+
+impl Default for Name {
+    fn default() -> Name {
+        Name::Static("")
+    }
+}
+
+impl std::ops::Deref for Name {
+    type Target = str;
+    fn deref(&self) -> &str {
+        self.as_str()
+    }
+}
+
+impl AsRef<str> for Name {
+    fn as_ref(&self) -> &str {
+        self.as_str()
+    }
+}
+
+impl std::borrow::Borrow<str> for Name {
+    fn borrow(&self) -> &str {
+        self.as_str()
+    }
+}
+
+impl std::fmt::Debug for Name {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Debug::fmt(self.as_str(), f)
+    }
+}
+
+impl std::fmt::Display for Name {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl PartialEq for Name {
+    fn eq(&self, other: &Name) -> bool {
+        self.as_str() == other.as_str()
+    }
+}
+
+impl Eq for Name {}
+
+impl PartialEq<str> for Name {
+    fn eq(&self, other: &str) -> bool {
+        self.as_str() == other
+    }
+}
+
+impl PartialEq<&str> for Name {
+    fn eq(&self, other: &&str) -> bool {
+        self.as_str() == *other
+    }
+}
+
+impl std::hash::Hash for Name {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.as_str().hash(state)
+    }
+}
+
+impl PartialOrd for Name {
+    fn partial_cmp(&self, other: &Name) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Name {
+    fn cmp(&self, other: &Name) -> std::cmp::Ordering {
+        self.as_str().cmp(other.as_str())
+    }
+}
+
+impl serde::Serialize for Name {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
+impl From<&str> for Name {
+    fn from(s: &str) -> Name {
+        Name::Counted(Arc::from(s))
+    }
+}
+
+impl From<String> for Name {
+    fn from(s: String) -> Name {
+        Name::Counted(Arc::from(s))
+    }
+}
+
+impl From<Arc<str>> for Name {
+    fn from(s: Arc<str>) -> Name {
+        Name::Counted(s)
+    }
+}
+
+/// `s` for the rest of the process: one copy per distinct text, however often it is interned.
+/// Only programs' own strings are interned (never row data), so what this keeps is bounded by
+/// the programs a process loads.
+pub fn intern(s: &str) -> &'static str {
+    static TABLE: OnceLock<Mutex<HashSet<&'static str>>> = OnceLock::new();
+    let mut table = TABLE.get_or_init(Default::default).lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(s) = table.get(s) {
+        return s;
+    }
+    let s: &'static str = Box::leak(Box::from(s));
+    table.insert(s);
+    s
+}
+
+/// A list of interned names, itself interned (a criterion's sets).
+pub fn intern_names(names: &[Name]) -> &'static [Name] {
+    static TABLE: OnceLock<Mutex<HashSet<&'static [Name]>>> = OnceLock::new();
+    if names.is_empty() {
+        return &[];
+    }
+    let mut table = TABLE.get_or_init(Default::default).lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(s) = table.get(names) {
+        return s;
+    }
+    let interned: Vec<Name> = names.iter().map(|n| Name::interned(n)).collect();
+    let s: &'static [Name] = Box::leak(interned.into_boxed_slice());
+    table.insert(s);
+    s
+}
+
 #[derive(Debug, Clone, PartialEq)]
 pub struct CriterionResult {
-    pub id: std::sync::Arc<str>,
-    pub text: Option<std::sync::Arc<str>>,
+    pub id: Name,
+    pub text: Option<Name>,
     /// `binary`, `ordinal`, `nominal` or `continuous`.
     pub kind: &'static str,
     pub status: Status,
@@ -83,7 +239,7 @@ pub struct CriterionResult {
     pub axis: Option<String>,
     pub tags: Vec<String>,
     /// `check`, `value`, `judge:NAME` or `extract:NAME`.
-    pub source: std::sync::Arc<str>,
+    pub source: Name,
     pub evidence: Option<String>,
     pub extracted: Option<Box<Json>>,
     /// P(yes) / (P(yes) + P(no)) of a binary criterion whose judge scores by log-probability
@@ -101,8 +257,9 @@ pub struct CriterionResult {
     /// A preference (a criterion decided by a comparing judge): what each request answered
     /// and which candidate the result prefers.
     pub preference: Option<Box<Preference>>,
-    /// Names of the sets the criterion belongs to directly (shared by every row's result).
-    pub sets: std::sync::Arc<[std::sync::Arc<str>]>,
+    /// Names of the sets the criterion belongs to directly (interned: shared by every row's
+    /// result).
+    pub sets: &'static [Name],
     /// An `each` instance waiting for its verdict whose block `shows` its judge something: the
     /// values, in `shows` order (what the request fences beside the inputs). Not in records.
     pub shown: Vec<crate::value::Value>,
@@ -409,5 +566,39 @@ impl RowResult {
             out.insert(a.to_string(), Json::Object(o));
         }
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Interning keeps one copy per text, and a name is its text whichever way it is held:
+    /// equal, hashed, ordered and printed alike (records and digests cannot tell them apart).
+    #[test]
+    fn names_are_their_text_however_they_are_held() {
+        let a = intern(&String::from("criterion-id"));
+        let b = intern(&String::from("criterion-id"));
+        assert!(std::ptr::eq(a, b), "one copy per distinct text");
+        assert!(!std::ptr::eq(intern("other"), a));
+        let fixed = Name::interned("c1");
+        let counted = Name::from(String::from("c1"));
+        assert_eq!(fixed, counted);
+        assert_eq!(fixed, "c1");
+        assert_eq!(format!("{fixed:?}"), format!("{:?}", Arc::<str>::from("c1")));
+        assert_eq!(format!("{counted}"), "c1");
+        let hash = |n: &Name| {
+            use std::hash::{BuildHasher, BuildHasherDefault};
+            BuildHasherDefault::<std::collections::hash_map::DefaultHasher>::default().hash_one(n)
+        };
+        assert_eq!(hash(&fixed), hash(&counted));
+        let (a, b) = (Name::interned("a"), Name::from(String::from("b")));
+        assert!(a < b);
+        assert_eq!(json!(fixed), json!("c1"));
+        let sets = [Name::from("x"), Name::interned("y")];
+        let once = intern_names(&sets);
+        assert!(std::ptr::eq(once, intern_names(&[Name::interned("x"), Name::from("y")])));
+        assert!(once.iter().all(|n| matches!(n, Name::Static(_))));
+        assert!(intern_names(&[]).is_empty());
     }
 }

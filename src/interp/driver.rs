@@ -11,7 +11,7 @@
 use super::ops::{trap_reason, unscored};
 use super::verdict;
 use super::TraceEvent;
-use crate::engine::{CriterionResult, GateResult, NamedScoreResult, RowResult, Status, TrapInfo, VerdictSource};
+use crate::engine::{CriterionResult, GateResult, Name, NamedScoreResult, RowResult, Status, TrapInfo, VerdictSource};
 use crate::ir::validate::{MAX_GROUP_DEPTH, MAX_LOCALS};
 use crate::ir::{
     self, AggOp, CriterionDecl, CriterionKind, Expr, ExprKind, GateAction, Member, Policy, Program, SetKind, Step,
@@ -301,7 +301,7 @@ struct Driver<'a, 't> {
     limit: Option<(Trap, Root)>,
 }
 
-impl Driver<'_, '_> {
+impl<'a> Driver<'a, '_> {
     fn eval(&mut self, root: Root, e: &Expr, locals: &mut Vec<Value>) -> Result<Value, Trap> {
         if let Some((t, _)) = &self.limit {
             return Err(t.clone());
@@ -595,18 +595,15 @@ impl Driver<'_, '_> {
 
     /// The shared metadata of `owner` (computed afresh for a program the prepared facts do not
     /// describe).
-    fn meta(&self, owner: Owner, d: &CriterionDecl) -> (Arc<str>, Arc<str>, Arc<[Arc<str>]>) {
+    fn meta(&self, owner: Owner, d: &CriterionDecl) -> std::borrow::Cow<'a, super::prepared::CriterionMeta> {
         let prepared = super::prepared(self.p);
         let meta = match owner {
             Owner::Criterion(c) => prepared.criteria.get(c as usize),
             Owner::Each(s) => prepared.each.get(s as usize).and_then(Option::as_ref),
         };
         match meta {
-            Some(m) if m.id.len() == d.id.len() => (m.id.clone(), m.source.clone(), m.sets.clone()),
-            _ => {
-                let m = super::prepared::CriterionMeta::of(self.p, d);
-                (m.id, m.source, m.sets)
-            }
+            Some(m) if m.id.len() == d.id.len() => std::borrow::Cow::Borrowed(m),
+            _ => std::borrow::Cow::Owned(super::prepared::CriterionMeta::of(self.p, d)),
         }
     }
 
@@ -619,10 +616,13 @@ impl Driver<'_, '_> {
         locals: &mut Vec<Value>,
     ) -> CriterionResult {
         let root = |attr| Root::Criterion { owner, attr };
-        let (own_id, source, sets) = self.meta(owner, d);
-        let text = match self.eval(root(Attr::Text), &d.text, locals) {
-            Ok(Value::Text(t)) => Some(t),
-            _ => None,
+        let meta = self.meta(owner, d);
+        let text = match &meta.text {
+            Some(t) => Some(t.clone()),
+            None => match self.eval(root(Attr::Text), &d.text, locals) {
+                Ok(Value::Text(t)) => Some(Name::Counted(t)),
+                _ => None,
+            },
         };
         let num = |this: &mut Self, attr: Attr, e: &Option<Expr>, locals: &mut Vec<Value>| -> Option<f64> {
             e.as_ref().and_then(|e| this.eval(root(attr), e, locals).ok()).and_then(|v| v.as_number())
@@ -636,7 +636,7 @@ impl Driver<'_, '_> {
         // An axis may also come from an `axis:NAME` tag (HealthBench rows carry their axes so).
         let axis = d.axis.clone().or_else(|| tags.iter().find_map(|t| t.strip_prefix("axis:").map(str::to_string)));
         CriterionResult {
-            id: id.unwrap_or(own_id),
+            id: id.map_or_else(|| meta.id.clone(), Name::Counted),
             text,
             kind: match d.kind {
                 CriterionKind::Binary => "binary",
@@ -654,7 +654,7 @@ impl Driver<'_, '_> {
             weight,
             axis,
             tags,
-            source,
+            source: meta.source.clone(),
             evidence: None,
             extracted: None,
             p_yes: None,
@@ -664,7 +664,7 @@ impl Driver<'_, '_> {
             preference: None,
             shown: Vec::new(),
             step: None,
-            sets,
+            sets: meta.sets,
         }
     }
 

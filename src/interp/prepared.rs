@@ -1,6 +1,6 @@
 //! What the engines compute once per program and share across its rows: each criterion's
-//! result metadata as shared strings (its id, its source, the names of its sets: every row's
-//! result points at them instead of copying them) and the scan plan of the constant patterns
+//! result metadata as interned strings (its id, its source, the names of its sets, a constant
+//! text: every row's result points at them instead of copying or counting them) and the scan plan of the constant patterns
 //! and repeated intrinsic calls of the program (`stdlib::scan`).
 //!
 //! Pipeline position: built from an `ir::Program` on first use ([`prepared`], kept in the
@@ -8,17 +8,20 @@
 //! the plan of each row's `stdlib::EvalCtx`, by the intrinsics. It is never serialised and never
 //! part of a program's bytes or hash; a clone of a program starts with an empty slot.
 
+use crate::engine::{intern_names, Name};
 use crate::ir::{walk, CriterionDecl, Expr, ExprKind, Program, Step, Verifier};
 use crate::stdlib::scan::{PlannedCall, ScanPlan};
 use std::sync::Arc;
 
-/// A criterion's result metadata, shared by every row's result.
-#[derive(Debug)]
+/// A criterion's result metadata, interned (`engine::intern`): shared by every row's result.
+#[derive(Debug, Clone)]
 pub struct CriterionMeta {
-    pub id: Arc<str>,
+    pub id: Name,
     /// `check`, `value`, `judge:NAME` or `extract:NAME`.
-    pub source: Arc<str>,
-    pub sets: Arc<[Arc<str>]>,
+    pub source: Name,
+    pub sets: &'static [Name],
+    /// The criterion's text when it is a constant (most are).
+    pub text: Option<Name>,
 }
 
 impl CriterionMeta {
@@ -30,10 +33,16 @@ impl CriterionMeta {
             Verifier::Check { .. } => "check".into(),
             Verifier::Value { .. } => "value".into(),
         };
+        let sets: Vec<Name> =
+            d.sets.iter().filter_map(|s| p.sets.get(*s as usize)).map(|s| Name::interned(&s.name)).collect();
         CriterionMeta {
-            id: Arc::from(d.id.as_str()),
-            source: Arc::from(source),
-            sets: d.sets.iter().filter_map(|s| p.sets.get(*s as usize)).map(|s| Arc::from(s.name.as_str())).collect(),
+            id: Name::interned(&d.id),
+            source: Name::interned(&source),
+            sets: intern_names(&sets),
+            text: match &d.text.kind {
+                ExprKind::Const(crate::ir::Const::Text(t)) => Some(Name::interned(t)),
+                _ => None,
+            },
         }
     }
 }

@@ -125,12 +125,24 @@ pub enum HostFn {
     IntrinsicNum2,
     /// `(intrinsic, handle, handle, handle) -> i32` and `num_out`.
     IntrinsicNum3,
+    /// `(intrinsic, handle) -> i32`: an intrinsic of one argument whose result is a Bool, as
+    /// `UnboxBool` gives one (`0`, `1`, or a handle for anything else).
+    IntrinsicBool1,
+    /// `(intrinsic, handle, handle) -> i32`.
+    IntrinsicBool2,
+    /// `(intrinsic, handle, handle, handle) -> i32`.
+    IntrinsicBool3,
 }
+
+/// In the argument words of the `Intrinsic*` calls, text constant `k` of the program's string
+/// table is `STRING_WORD - k` (read in place: no `Str` call, no handle), below every input's
+/// `-i - 1`.
+pub const STRING_WORD: i64 = -(1 << 24);
 
 use Ty::{F64 as F, I32 as I};
 
 impl HostFn {
-    pub const ALL: [HostFn; 42] = [
+    pub const ALL: [HostFn; 45] = [
         HostFn::BoxNum,
         HostFn::BoxBool,
         HostFn::UnboxNum,
@@ -173,6 +185,9 @@ impl HostFn {
         HostFn::IntrinsicNum1,
         HostFn::IntrinsicNum2,
         HostFn::IntrinsicNum3,
+        HostFn::IntrinsicBool1,
+        HostFn::IntrinsicBool2,
+        HostFn::IntrinsicBool3,
     ];
 
     /// The position in [`HostFn::ALL`].
@@ -225,6 +240,9 @@ impl HostFn {
             HostFn::IntrinsicNum1 => "rubric_jit_intrinsic_num1",
             HostFn::IntrinsicNum2 => "rubric_jit_intrinsic_num2",
             HostFn::IntrinsicNum3 => "rubric_jit_intrinsic_num3",
+            HostFn::IntrinsicBool1 => "rubric_jit_intrinsic_bool1",
+            HostFn::IntrinsicBool2 => "rubric_jit_intrinsic_bool2",
+            HostFn::IntrinsicBool3 => "rubric_jit_intrinsic_bool3",
         }
     }
 
@@ -245,9 +263,9 @@ impl HostFn {
             HostFn::FoldStep | HostFn::FoldStepBool => (&[I], &[I]),
             HostFn::Intrinsic => (&[I], &[I]),
             HostFn::Aggregate => (&[I, I, I, I], &[I]),
-            HostFn::Intrinsic1 | HostFn::IntrinsicNum1 => (&[I, I], &[I]),
-            HostFn::Intrinsic2 | HostFn::IntrinsicNum2 => (&[I, I, I], &[I]),
-            HostFn::Intrinsic3 | HostFn::IntrinsicNum3 => (&[I, I, I, I], &[I]),
+            HostFn::Intrinsic1 | HostFn::IntrinsicNum1 | HostFn::IntrinsicBool1 => (&[I, I], &[I]),
+            HostFn::Intrinsic2 | HostFn::IntrinsicNum2 | HostFn::IntrinsicBool2 => (&[I, I, I], &[I]),
+            HostFn::Intrinsic3 | HostFn::IntrinsicNum3 | HostFn::IntrinsicBool3 => (&[I, I, I, I], &[I]),
         }
     }
 

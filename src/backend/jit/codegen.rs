@@ -13,7 +13,7 @@
 //! against the context's limit, and reads the context's `trapped` word after every call that
 //! can fail, returning at once (zeros) when a host function recorded a trap.
 
-use super::abi::{HostFn, Ty};
+use super::abi::{HostFn, Ty, STRING_WORD};
 use super::host::{self, IntrinsicEntry, Tables, NUM_OUT_OFFSET, STACK_LIMIT_OFFSET, TRAPPED_OFFSET};
 use crate::backend::lower::{self as codes, slot_uses, Repr, NULL};
 use crate::interp::{ops, roots, Root};
@@ -31,11 +31,22 @@ use cranelift_module::{default_libcall_names, FuncId, Linkage, Module};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, OnceLock};
 
-/// How a root is evaluated: a literal's value, or the address of its compiled function (an
-/// `extern "C" fn(*mut host::Ctx) -> i32` returning the handle of the root's value).
+/// How a root is evaluated: a literal's value, or its compiled function.
 pub enum Entry {
     Const(Value),
-    Code(*const u8),
+    Code(Compiled),
+}
+
+/// A root's compiled function: the address of an `extern "C" fn(*mut host::Ctx) -> i32`
+/// returning the root's value in its natural representation (`repr`: a Bool's word, a
+/// Number's word with the `f64` half in the context's `num_out`, a handle).
+pub struct Compiled {
+    pub address: *const u8,
+    pub repr: Repr,
+    /// Whether the root reads only the row's inputs, constants and `let`s: no criterion, no
+    /// aggregation and no value bound by the driver (an `each` element, an extracted value),
+    /// so that it needs neither the decided criteria nor the driver's locals.
+    pub inputs_only: bool,
 }
 
 /// A compiled program: the JIT module that owns the machine code, the tables its host
@@ -117,7 +128,7 @@ pub fn compile(p: &Program) -> Result<Native, String> {
             ExprKind::Const(c) => root_ids.push((*root, Err(ops::const_value(c)))),
             _ => {
                 let id = m.declare(&format!("root{i}"), Linkage::Export, &handle_sig)?;
-                root_ids.push((*root, Ok((id, *e))));
+                root_ids.push((*root, Ok((id, *e, Repr::of(&e.ty), inputs_only(p, e)))));
             }
         }
     }
@@ -148,10 +159,17 @@ pub fn compile(p: &Program) -> Result<Native, String> {
         })?;
     }
     for (_, entry) in &root_ids {
-        if let Ok((id, e)) = entry {
+        if let Ok((id, e, repr, _)) = entry {
             m.define(*id, handle_sig.clone(), &mut cctx, &mut fbc, |g, _| {
                 g.setup_slots(e, &[], true)?;
-                Ok(g.expr_as(e, Repr::Handle)?.values())
+                // A Number's `f64` half goes back in `num_out`, as a host function's does.
+                Ok(match g.expr_as(e, *repr)? {
+                    Val::Num(f, h) => {
+                        g.b.ins().store(MemFlagsData::trusted(), f, g.ctx, NUM_OUT_OFFSET);
+                        vec![h]
+                    }
+                    v => v.values(),
+                })
             })?;
         }
     }
@@ -161,7 +179,9 @@ pub fn compile(p: &Program) -> Result<Native, String> {
         .into_iter()
         .map(|(root, entry)| {
             let entry = match entry {
-                Ok((id, _)) => Entry::Code(m.module.get_finalized_function(id)),
+                Ok((id, _, repr, inputs_only)) => {
+                    Entry::Code(Compiled { address: m.module.get_finalized_function(id), repr, inputs_only })
+                }
                 Err(v) => Entry::Const(v),
             };
             (root, entry)
@@ -170,6 +190,39 @@ pub fn compile(p: &Program) -> Result<Native, String> {
     out.sort_by_key(|(root, _)| *root);
     let tables = Tables { program: Arc::new(p.clone()), strings: m.strings, intrinsics: m.intrinsics };
     Ok(Native { module: m.module, tables, roots: out })
+}
+
+/// Whether `e` reads only inputs, constants and `let`s (see [`Compiled::inputs_only`]): no
+/// criterion or aggregation in it or in the `let`s and functions it reaches, and no local it
+/// does not bind itself.
+fn inputs_only<'a>(p: &'a Program, e: &'a Expr) -> bool {
+    let (reads, bound) = slot_uses(e);
+    if reads.keys().any(|slot| !bound.contains(slot)) {
+        return false;
+    }
+    // `let`s and functions reached, each looked at once (their locals are their own).
+    let mut seen_lets = BTreeSet::new();
+    let mut seen_fns = BTreeSet::new();
+    let mut todo = vec![e];
+    let mut ok = true;
+    while let Some(e) = todo.pop() {
+        ir::walk(e, &mut |x| match &x.kind {
+            ExprKind::Criterion(_) | ExprKind::Aggregate { .. } => ok = false,
+            ExprKind::Let(i) if seen_lets.insert(*i) => match p.lets.get(*i as usize) {
+                Some(l) => todo.push(&l.value),
+                None => ok = false,
+            },
+            ExprKind::Call { func, .. } if seen_fns.insert(*func) => match p.functions.get(*func as usize) {
+                Some(f) => todo.push(&f.body),
+                None => ok = false,
+            },
+            _ => {}
+        });
+        if !ok {
+            return false;
+        }
+    }
+    ok
 }
 
 fn clif(t: Ty) -> types::Type {
@@ -686,9 +739,18 @@ impl FnGen<'_, '_, '_> {
                 for a in args {
                     let w = match &a.kind {
                         ExprKind::Input(i) => self.i32(-(*i as i64) - 1),
+                        ExprKind::Const(Const::Text(t)) => {
+                            let k = self.m.string(t);
+                            self.i32(STRING_WORD - k as i64)
+                        }
                         _ => self.expr_as(a, Repr::Handle)?.word(),
                     };
                     call.push(w);
+                }
+                if natural == Repr::Bool {
+                    // A Bool result comes back as its word, not through the value table.
+                    let f = [HostFn::IntrinsicBool1, HostFn::IntrinsicBool2, HostFn::IntrinsicBool3][args.len() - 1];
+                    return Ok(Val::Bool(self.host1(f, &call)));
                 }
                 if natural == Repr::Num {
                     // A Number result comes back in `num_out`, not through the value table.

@@ -14,7 +14,7 @@
     reason = "the JIT call boundary: host functions turn the context pointer compiled code passes back into a reference (`enter`)"
 )]
 
-use super::abi::HostFn;
+use super::abi::{HostFn, STRING_WORD};
 use crate::backend::host::{type_trap, HostCore};
 use crate::ir::Program;
 use crate::stdlib::{Budget, Intrinsic, Trap, TrapKind};
@@ -142,12 +142,25 @@ impl Ctx {
         Ok(self.num_out(word))
     }
 
+    /// [`Ctx::intrinsic_of`] for a Bool result: `0`, `1` or a handle, returned.
+    fn intrinsic_bool_of(&mut self, i: i32, handles: &[i32]) -> Result<i32, Trap> {
+        let v = self.intrinsic_value(i, handles)?;
+        self.core.bool_repr(v)
+    }
+
     fn intrinsic_value(&mut self, i: i32, handles: &[i32]) -> Result<Value, Trap> {
         let entry = intrinsic_entry(&self.tables, i)?;
         let mut args: smallvec::SmallVec<[Value; 4]> = smallvec::SmallVec::new();
-        for h in handles {
-            // A negative word is input `-w - 1`, read in place (no `Input` call, no handle).
-            args.push(if *h < 0 { self.core.input_value(-(*h + 1)) } else { self.core.get(*h)?.clone() });
+        for &h in handles {
+            // A negative word is input `-w - 1` or, below `STRING_WORD`, text constant
+            // `STRING_WORD - w`, read in place (no `Input` or `Str` call, no handle).
+            args.push(if i64::from(h) <= STRING_WORD {
+                Value::Text(self.string((STRING_WORD - i64::from(h)) as i32)?)
+            } else if h < 0 {
+                self.core.input_value(-(h + 1))
+            } else {
+                self.core.get(h)?.clone()
+            });
         }
         self.core.intrinsic_value(entry.resolved, &entry.name, entry.overload, &args)
     }
@@ -403,6 +416,18 @@ extern "C" fn intrinsic_num3(ctx: *mut Ctx, i: i32, a: i32, b: i32, c3: i32) -> 
     enter(ctx, 0, |c| c.intrinsic_num_of(i, &[a, b, c3]))
 }
 
+extern "C" fn intrinsic_bool1(ctx: *mut Ctx, i: i32, a: i32) -> i32 {
+    enter(ctx, 0, |c| c.intrinsic_bool_of(i, &[a]))
+}
+
+extern "C" fn intrinsic_bool2(ctx: *mut Ctx, i: i32, a: i32, b: i32) -> i32 {
+    enter(ctx, 0, |c| c.intrinsic_bool_of(i, &[a, b]))
+}
+
+extern "C" fn intrinsic_bool3(ctx: *mut Ctx, i: i32, a: i32, b: i32, c3: i32) -> i32 {
+    enter(ctx, 0, |c| c.intrinsic_bool_of(i, &[a, b, c3]))
+}
+
 extern "C" fn aggregate_fn(ctx: *mut Ctx, op: i32, set: i32, policy: i32, n: i32) -> i32 {
     enter(ctx, 0, |c| c.aggregate(op, set, policy, n))
 }
@@ -468,6 +493,9 @@ pub fn address(f: HostFn) -> *const u8 {
         HostFn::IntrinsicNum1 => intrinsic_num1 as H2r as *const u8,
         HostFn::IntrinsicNum2 => intrinsic_num2 as H3r as *const u8,
         HostFn::IntrinsicNum3 => intrinsic_num3 as H4r as *const u8,
+        HostFn::IntrinsicBool1 => intrinsic_bool1 as H2r as *const u8,
+        HostFn::IntrinsicBool2 => intrinsic_bool2 as H3r as *const u8,
+        HostFn::IntrinsicBool3 => intrinsic_bool3 as H4r as *const u8,
     }
 }
 

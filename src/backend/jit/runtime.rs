@@ -19,6 +19,7 @@
 use super::codegen::{compile, Entry};
 use super::host::{Ctx, Tables};
 use crate::backend::cache::{lookup, ProcessCache, Recent, PER_THREAD};
+use crate::backend::lower::Repr;
 use crate::engine::{Engine, RowResult, TrapInfo, VerdictSource};
 use crate::interp::{run_row, Decided, Evaluator, Root, Trace};
 use crate::ir::{Expr, Program};
@@ -28,7 +29,8 @@ use cranelift_jit::JITModule;
 use std::cell::RefCell;
 use std::sync::{Arc, Mutex, OnceLock};
 
-/// A root's compiled function: the row's context in, the handle of the root's value out.
+/// A root's compiled function: the row's context in, the root's value out in its
+/// representation (`codegen::Compiled`).
 type RootFn = unsafe extern "C" fn(*mut Ctx) -> i32;
 
 /// Stack a root call must have left when it starts; it runs on a new segment otherwise.
@@ -42,14 +44,17 @@ const HOST_RESERVE: usize = 256 << 10;
 enum RootEntry {
     /// A literal root (most criterion texts, points, weights): no call at all.
     Const(Value),
-    Code(RootFn),
+    Code {
+        f: RootFn,
+        repr: Repr,
+        inputs_only: bool,
+    },
 }
 
 /// A program compiled to native code, shareable by every thread.
 pub struct JitCode {
     tables: Arc<Tables>,
-    /// Sorted by root.
-    roots: Vec<(Root, RootEntry)>,
+    roots: rustc_hash::FxHashMap<Root, RootEntry>,
     /// Owns the machine code the entries point into; freed when this drops.
     module: Option<Mutex<JITModule>>,
 }
@@ -71,9 +76,11 @@ impl JitCode {
                     // (`Module::make_signature`), which is `RootFn`'s. The code it points to
                     // lives as long as `module`, which this `JitCode` owns and frees only when
                     // it drops, after which no entry can be reached.
-                    Entry::Code(address) => {
-                        RootEntry::Code(unsafe { std::mem::transmute::<*const u8, RootFn>(address) })
-                    }
+                    Entry::Code(c) => RootEntry::Code {
+                        f: unsafe { std::mem::transmute::<*const u8, RootFn>(c.address) },
+                        repr: c.repr,
+                        inputs_only: c.inputs_only,
+                    },
                 };
                 (root, entry)
             })
@@ -87,7 +94,7 @@ impl JitCode {
     }
 
     fn entry(&self, root: Root) -> Option<&RootEntry> {
-        self.roots.binary_search_by_key(&root, |(r, _)| *r).ok().map(|i| &self.roots[i].1)
+        self.roots.get(&root)
     }
 }
 
@@ -221,21 +228,35 @@ impl Evaluator for JitEval<'_> {
         decided: &mut Decided,
         _trace: &mut Trace<'_>,
     ) -> Result<Value, Trap> {
-        let f = match self.code.entry(root) {
+        let (f, repr, inputs_only) = match self.code.entry(root) {
             Some(RootEntry::Const(v)) => return Ok(v.clone()),
-            Some(RootEntry::Code(f)) => *f,
+            Some(RootEntry::Code { f, repr, inputs_only }) => (*f, *repr, *inputs_only),
             None => {
                 return Err(Trap::new(TrapKind::Type, format!("the compiled program has no root `{}`", root.name())))
             }
         };
         let ctx = &mut *self.ctx;
         ctx.begin_root();
-        ctx.core.decided = std::mem::take(decided);
-        ctx.core.locals = std::mem::take(locals);
-        let h = call_root(f, ctx, self.reserve);
-        *decided = std::mem::take(&mut ctx.core.decided);
-        *locals = std::mem::take(&mut ctx.core.locals);
-        let result = if ctx.trapped != 0 { Err(ctx.take_trap()) } else { ctx.core.get(h).cloned() };
+        // A root that reads only inputs needs neither the decided criteria nor the locals.
+        let word = if inputs_only {
+            call_root(f, ctx, self.reserve)
+        } else {
+            ctx.core.decided = std::mem::take(decided);
+            ctx.core.locals = std::mem::take(locals);
+            let word = call_root(f, ctx, self.reserve);
+            *decided = std::mem::take(&mut ctx.core.decided);
+            *locals = std::mem::take(&mut ctx.core.locals);
+            word
+        };
+        let result = if ctx.trapped != 0 {
+            Err(ctx.take_trap())
+        } else {
+            match repr {
+                Repr::Bool => ctx.core.bool_value(word),
+                Repr::Num => ctx.core.num_value(ctx.num_out, word),
+                Repr::Handle => ctx.core.get(word).cloned(),
+            }
+        };
         if let Err(t) = &result {
             ctx.core.fail_pending_lets(t);
         }
