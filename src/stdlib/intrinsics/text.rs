@@ -199,6 +199,63 @@ pub(super) const STRIP_SUFFIX: Intrinsic = Intrinsic {
     },
 };
 
+// ---------------------------------------------------------------- plain substring search
+
+/// The non-overlapping occurrences of `needle` (not empty) in `t`, left to right: the
+/// positions `str::matches` finds, found with memchr's vectorised searcher (a one-byte needle,
+/// such as the `"\n"` and `"*"` of IFEval's loose variants, is a `memchr` scan; `str`'s own
+/// searcher is several times slower on short needles). A match of a UTF-8 needle in a UTF-8
+/// text starts and ends on character boundaries, so every slice below is valid.
+fn occurrences<'a>(t: &'a str, needle: &'a str) -> memchr::memmem::FindIter<'a, 'a> {
+    memchr::memmem::find_iter(t.as_bytes(), needle.as_bytes())
+}
+
+/// How many times `needle` (not empty) occurs in `t`, without overlaps (`t.matches(needle).count()`).
+pub(crate) fn count_substring(t: &str, needle: &str) -> usize {
+    occurrences(t, needle).count()
+}
+
+/// Whether `needle` occurs in `t` (`t.contains(needle)`).
+pub(crate) fn has_substring(t: &str, needle: &str) -> bool {
+    needle.is_empty() || memchr::memmem::find(t.as_bytes(), needle.as_bytes()).is_some()
+}
+
+/// The pieces of `t` between occurrences of `sep` (not empty): `t.split(sep)`.
+fn split_on<'a>(t: &'a str, sep: &'a str) -> impl Iterator<Item = &'a str> + 'a {
+    let mut start = 0;
+    let mut found = occurrences(t, sep);
+    let mut done = false;
+    std::iter::from_fn(move || {
+        if done {
+            return None;
+        }
+        match found.next() {
+            Some(at) => {
+                let piece = &t[start..at];
+                start = at + sep.len();
+                Some(piece)
+            }
+            None => {
+                done = true;
+                Some(&t[start..])
+            }
+        }
+    })
+}
+
+/// `t` with every occurrence of `from` (not empty) replaced by `to`: `t.replace(from, to)`.
+fn replace_all(t: &str, from: &str, to: &str) -> String {
+    let mut out = String::with_capacity(t.len());
+    let mut start = 0;
+    for at in occurrences(t, from) {
+        out.push_str(&t[start..at]);
+        out.push_str(to);
+        start = at + from.len();
+    }
+    out.push_str(&t[start..]);
+    out
+}
+
 // ---------------------------------------------------------------- tests on text
 
 pub(super) const CONTAINS_TEXT: Intrinsic = Intrinsic {
@@ -211,7 +268,7 @@ pub(super) const CONTAINS_TEXT: Intrinsic = Intrinsic {
         let (t, n) = (text_arg(a, 0)?, text_arg(a, 1)?);
         Ok(Value::Bool(match ctx.planned_count(t, n) {
             Some(count) => count > 0,
-            None => t.contains(&**n),
+            None => has_substring(t, n),
         }))
     },
 };
@@ -227,7 +284,7 @@ pub(super) const CONTAINS_CI: Intrinsic = Intrinsic {
             return Ok(Value::Bool(found));
         }
         let t = ctx.lowered(t);
-        Ok(Value::Bool(t.contains(&n.to_lowercase())))
+        Ok(Value::Bool(has_substring(&t, &n.to_lowercase())))
     },
 };
 
@@ -268,7 +325,7 @@ pub(super) const COUNT_OCCURRENCES: Intrinsic = Intrinsic {
         let n = nonempty(text_arg(a, 1)?, "the text to count")?;
         Ok(match ctx.planned_count(t, n) {
             Some(count) => number(count as usize),
-            None => number(t.matches(n).count()),
+            None => number(count_substring(t, n)),
         })
     },
 };
@@ -373,7 +430,7 @@ pub(super) const SPLIT: Intrinsic = Intrinsic {
         let t = text_arg(a, 0)?;
         match opt_text_arg(a, 1)? {
             None => texts(ctx, t.split_whitespace()),
-            Some(sep) => texts(ctx, t.split(nonempty(sep, "the separator")?)),
+            Some(sep) => texts(ctx, split_on(t, nonempty(sep, "the separator")?)),
         }
     },
 };
@@ -410,12 +467,12 @@ pub(super) const REPLACE: Intrinsic = Intrinsic {
         // The result can be far larger than the inputs (`replace(r, "a", r)` is quadratic):
         // sized first, from the number of occurrences.
         if to.len() > from.len() {
-            let n = t.matches(from).count();
+            let n = count_substring(t, from);
             let len = t.len().saturating_add(n.saturating_mul(to.len() - from.len()));
             ctx.reserve(len)?;
             ctx.work(len)?;
         }
-        Ok(Value::text(t.replace(from, to)))
+        Ok(Value::text(replace_all(t, from, to)))
     },
 };
 
@@ -455,7 +512,7 @@ pub(super) const LETTER_COUNT: Intrinsic = Intrinsic {
             }
         }
         let lowered = ctx.lowered(t);
-        Ok(number(lowered.matches(target.as_str()).count()))
+        Ok(number(count_substring(&lowered, &target)))
     },
 };
 
@@ -571,5 +628,23 @@ mod tests {
         (SENTENCE_COUNT.imp)(std::slice::from_ref(&v), &mut ctx).unwrap();
         (CAPITAL_WORD_COUNT.imp)(&[v], &mut ctx).unwrap();
         assert_eq!(ctx.lex_count, 1);
+    }
+
+    /// The memchr-backed search gives exactly `str`'s answers: overlapping candidates, needles
+    /// at the ends, multi-byte characters, one-byte and longer needles, no match at all.
+    #[test]
+    fn substring_search_agrees_with_str() {
+        let texts = ["", "a", "aaaa", "banana", "*a**b*", "\nx\n\ny\n", "héllo wörld é", "日本語の本日", "abcabcab"];
+        let needles = ["a", "aa", "an", "*", "**", "\n", "\n\n", "é", "本", "本日", "abc", "zz", "héllo wörld é!"];
+        for t in texts {
+            for n in needles {
+                assert_eq!(count_substring(t, n), t.matches(n).count(), "count {n:?} in {t:?}");
+                assert_eq!(has_substring(t, n), t.contains(n), "contains {n:?} in {t:?}");
+                assert_eq!(split_on(t, n).collect::<Vec<_>>(), t.split(n).collect::<Vec<_>>(), "split {t:?} on {n:?}");
+                assert_eq!(replace_all(t, n, "<>"), t.replace(n, "<>"), "replace {n:?} in {t:?}");
+                assert_eq!(replace_all(t, n, ""), t.replace(n, ""), "remove {n:?} from {t:?}");
+            }
+        }
+        assert!(has_substring("abc", ""));
     }
 }
