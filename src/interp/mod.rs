@@ -18,7 +18,7 @@ pub use prepared::prepared;
 
 use crate::engine::{Engine, RowResult, VerdictSource};
 use crate::ir::validate::MAX_LOCALS;
-use crate::ir::{BinOp, Expr, ExprKind, Program};
+use crate::ir::{BinOp, CmpOp, Const, Expr, ExprKind, Program};
 use crate::stdlib::{Budget, EvalCtx, Limits, Trap, TrapKind};
 use crate::value::Value;
 use std::sync::Arc;
@@ -129,6 +129,39 @@ impl<'a> Walker<'a> {
     }
 }
 
+/// The value a place (an input, a local, a field of a place) holds, read where it is instead
+/// of through copies of the records on the way, with the number of expressions it stands for
+/// (the work the walk would have charged). `None` when `e` is not a place or a base on the way
+/// is not a record: the general path then gives the value or the trap.
+fn place<'v>(inputs: &'v [Value], e: &Expr, locals: &'v [Value]) -> Option<(&'v Value, u64)> {
+    static NULL: Value = Value::Null;
+    match &e.kind {
+        ExprKind::Input(i) => Some((inputs.get(*i as usize)?, 1)),
+        ExprKind::Local(i) => Some((locals.get(*i as usize)?, 1)),
+        ExprKind::Narrowed(arg) => place(inputs, arg, locals).map(|(v, n)| (v, n + 1)),
+        ExprKind::Field { base, name, .. } => match place(inputs, base, locals)? {
+            (Value::Record(r), n) => Some((r.get(name.as_str()).unwrap_or(&NULL), n + 1)),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
+/// `a == b` where one side is a text constant and the other a place holding a text (the
+/// dispatch on an id that standard library functions do): whether they are equal, compared
+/// in place, and the work the walk would have charged for the two sides. `None` otherwise.
+fn text_equals_constant(inputs: &[Value], a: &Expr, b: &Expr, locals: &[Value]) -> Option<(bool, u64)> {
+    let (constant, other) = match (&a.kind, &b.kind) {
+        (ExprKind::Const(Const::Text(t)), _) => (t, b),
+        (_, ExprKind::Const(Const::Text(t))) => (t, a),
+        _ => return None,
+    };
+    match place(inputs, other, locals)? {
+        (Value::Text(t), n) => Some((**t == **constant, n + 1)),
+        _ => None,
+    }
+}
+
 /// A trap for an IR that does not hold together (possible only for a program that was not
 /// validated, `ir::validate`).
 fn invalid(why: String) -> Trap {
@@ -209,7 +242,13 @@ impl Walk<'_, '_, '_> {
                 }
                 Value::Record(Arc::new(out))
             }
-            ExprKind::Field { base, name, .. } => ops::field(self.eval(base, locals)?, name)?,
+            ExprKind::Field { base, name, .. } => {
+                if let Some((v, n)) = place(self.w.inputs, e, locals) {
+                    self.w.ctx.budget.work(n - 1)?;
+                    return Ok(v.clone());
+                }
+                ops::field(self.eval(base, locals)?, name)?
+            }
             // `T` and `T?` are held alike: the proof that it is not null changes only the type.
             ExprKind::Narrowed(arg) => self.eval(arg, locals)?,
             ExprKind::Index { base, index, .. } => {
@@ -247,6 +286,12 @@ impl Walk<'_, '_, '_> {
                 }
             }
             ExprKind::Compare { first, rest } => {
+                if let [(op @ (CmpOp::Eq | CmpOp::Ne), second)] = rest.as_slice() {
+                    if let Some((equal, n)) = text_equals_constant(self.w.inputs, first, second, locals) {
+                        self.w.ctx.budget.work(n)?;
+                        return Ok(Value::Bool(equal == (*op == CmpOp::Eq)));
+                    }
+                }
                 let mut prev = self.eval(first, locals)?;
                 let mut result = Value::Bool(true);
                 for (op, x) in rest {
