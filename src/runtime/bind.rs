@@ -9,7 +9,7 @@ use crate::value::Value;
 use serde_json::Value as Json;
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock};
 
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 #[error("{message}")]
@@ -126,20 +126,25 @@ fn image_value(j: &Json, paths: Paths<'_>) -> Result<Value, Failure> {
     Ok(Value::Record(Arc::new(m)))
 }
 
+/// The types bound from special forms, made once (each value bound is compared with them).
+static IMAGE: LazyLock<Type> = LazyLock::new(Type::image);
+static TRAJECTORY: LazyLock<Type> = LazyLock::new(Type::trajectory);
+static CONVERSATION: LazyLock<Type> = LazyLock::new(Type::conversation);
+
 fn convert_in(j: &Json, ty: &Type, paths: Paths<'_>) -> Result<Value, Failure> {
     Ok(match (ty, j) {
         (Type::Optional(_), Json::Null) => Value::Null,
         (Type::Optional(t), j) => convert_in(j, t, paths)?,
-        (t, j) if *t == Type::image() => image_value(j, paths)?,
+        (t, j) if *t == *IMAGE => image_value(j, paths)?,
         (Type::Text, Json::String(s)) => Value::Text(Arc::from(s.as_str())),
         (Type::Number, Json::Number(n)) => Value::Number(n.as_f64().unwrap_or(f64::NAN)),
         (Type::Bool, Json::Bool(b)) => Value::Bool(*b),
         (Type::Json, j) => Value::Json(Arc::new(j.clone())),
         (Type::Any, j) => Value::from_json(j),
         // A trajectory from chat messages in the OpenAI form (`null` is handled above).
-        (t, j) if *t == Type::trajectory() => crate::stdlib::trajectory_value(j).map_err(Failure::Type)?,
+        (t, j) if *t == *TRAJECTORY => crate::stdlib::trajectory_value(j).map_err(Failure::Type)?,
         // A conversation may be given as one user message.
-        (t, Json::String(s)) if *t == Type::conversation() => {
+        (t, Json::String(s)) if *t == *CONVERSATION => {
             let mut m = BTreeMap::new();
             m.insert(Arc::from("content"), Value::text(s.as_str()));
             m.insert(Arc::from("role"), Value::text("user"));
@@ -153,16 +158,17 @@ fn convert_in(j: &Json, ty: &Type, paths: Paths<'_>) -> Result<Value, Failure> {
             Value::list(out)
         }
         (Type::Record(fields), Json::Object(o)) => {
-            let mut out = BTreeMap::new();
+            let mut out = Vec::with_capacity(fields.len());
             for (name, t) in fields {
                 let v = match o.get(name) {
                     Some(x) => convert_in(x, t, paths).map_err(|e| e.within(format_args!(".{name}")))?,
                     None if t.is_optional() => Value::Null,
                     None => return Err(Failure::Type(format!("missing field `{name}` (expected `{ty}`)"))),
                 };
-                out.insert(Arc::from(name.as_str()), v);
+                out.push((Arc::from(name.as_str()), v));
             }
-            Value::Record(Arc::new(out))
+            // Built at once (the fields are sorted), not field by field.
+            Value::Record(Arc::new(out.into_iter().collect::<BTreeMap<_, _>>()))
         }
         (t, j) => return Err(Failure::Type(format!("expected `{t}`, found {}", describe(j)))),
     })

@@ -202,6 +202,16 @@ pub(super) fn text_arg(args: &[Value], i: usize) -> Result<&Arc<str>, Trap> {
     }
 }
 
+/// `part` of the text `t` as a value: `t` itself when `part` is all of it, so that a text an
+/// intrinsic leaves unchanged (nothing to strip or replace) is shared, not copied.
+pub(super) fn text_part(t: &Arc<str>, part: &str) -> Value {
+    if part.len() == t.len() {
+        Value::Text(t.clone())
+    } else {
+        Value::text(part)
+    }
+}
+
 pub(super) fn opt_text_arg(args: &[Value], i: usize) -> Result<Option<&Arc<str>>, Trap> {
     match args.get(i) {
         None | Some(Value::Null) => Ok(None),

@@ -3,7 +3,7 @@
 //!
 //! Pipeline position: part of `stdlib::intrinsics::ALL`, called by every engine.
 
-use super::{invalid, number, opt_text_arg, text_arg, texts, texts_arg};
+use super::{invalid, number, opt_text_arg, text_arg, text_part, texts, texts_arg};
 use crate::stdlib::text_index::ByteRange;
 use crate::stdlib::{EvalCtx, Intrinsic, Trap};
 use crate::value::Value;
@@ -157,7 +157,10 @@ pub(super) const TRIM: Intrinsic = Intrinsic {
     sig: "(text: Text) -> Text",
     doc: "`text` without leading and trailing whitespace.",
     examples: &[r##"trim("  hi \n") == "hi""##],
-    imp: |a, _| Ok(Value::text(text_arg(a, 0)?.trim())),
+    imp: |a, _| {
+        let t = text_arg(a, 0)?;
+        Ok(text_part(t, t.trim()))
+    },
 };
 
 pub(super) const STRIP_CHARS: Intrinsic = Intrinsic {
@@ -169,7 +172,7 @@ pub(super) const STRIP_CHARS: Intrinsic = Intrinsic {
     imp: |a, _| {
         let t = text_arg(a, 0)?;
         let chars = text_arg(a, 1)?;
-        Ok(Value::text(t.trim_matches(|c| chars.contains(c))))
+        Ok(text_part(t, t.trim_matches(|c| chars.contains(c))))
     },
 };
 
@@ -182,7 +185,7 @@ pub(super) const STRIP_PREFIX: Intrinsic = Intrinsic {
     imp: |a, _| {
         let t = text_arg(a, 0)?;
         let p = text_arg(a, 1)?;
-        Ok(Value::text(t.strip_prefix(&**p).unwrap_or(t)))
+        Ok(text_part(t, t.strip_prefix(&**p).unwrap_or(t)))
     },
 };
 
@@ -195,7 +198,7 @@ pub(super) const STRIP_SUFFIX: Intrinsic = Intrinsic {
     imp: |a, _| {
         let t = text_arg(a, 0)?;
         let s = text_arg(a, 1)?;
-        Ok(Value::text(t.strip_suffix(&**s).unwrap_or(t)))
+        Ok(text_part(t, t.strip_suffix(&**s).unwrap_or(t)))
     },
 };
 
@@ -464,6 +467,9 @@ pub(super) const REPLACE: Intrinsic = Intrinsic {
         let t = text_arg(a, 0)?;
         let from = nonempty(text_arg(a, 1)?, "the text to replace")?;
         let to = text_arg(a, 2)?;
+        if !has_substring(t, from) {
+            return Ok(Value::Text(t.clone()));
+        }
         // The result can be far larger than the inputs (`replace(r, "a", r)` is quadratic):
         // sized first, from the number of occurrences.
         if to.len() > from.len() {
