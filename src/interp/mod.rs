@@ -120,12 +120,22 @@ struct Walker<'a> {
     calls: usize,
     /// Expressions being evaluated, innermost included.
     depth: u32,
+    /// Cleared frames of finished function calls, for the next calls.
+    frames: Vec<Vec<Value>>,
 }
 
 impl<'a> Walker<'a> {
     fn new(p: &'a Program, inputs: &'a [Value]) -> Walker<'a> {
         // The oracle computes every intrinsic call as written: no scan plan, no memo.
-        Walker { p, inputs, ctx: EvalCtx::new(), lets: vec![None; p.lets.len()], calls: 0, depth: 0 }
+        Walker {
+            p,
+            inputs,
+            ctx: EvalCtx::new(),
+            lets: vec![None; p.lets.len()],
+            calls: 0,
+            depth: 0,
+            frames: Vec::new(),
+        }
     }
 }
 
@@ -325,13 +335,17 @@ impl Walk<'_, '_, '_> {
                 if self.w.calls > p.functions.len() {
                     return Err(invalid(format!("function `{}` calls itself", f.name)));
                 }
-                let mut frame = vec![Value::Null; (f.locals.min(MAX_LOCALS) as usize).max(args.len())];
+                // Frames are reused: a call allocates nothing once the row's deepest call ran.
+                let mut frame = self.w.frames.pop().unwrap_or_default();
+                frame.resize((f.locals.min(MAX_LOCALS) as usize).max(args.len()), Value::Null);
                 for (i, a) in args.iter().enumerate() {
                     frame[i] = self.eval(a, locals)?;
                 }
                 self.w.calls += 1;
                 let v = self.eval(&f.body, &mut frame);
                 self.w.calls -= 1;
+                frame.clear();
+                self.w.frames.push(frame);
                 let v = v?;
                 self.note(*site, || v.to_string());
                 v
