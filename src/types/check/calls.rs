@@ -237,15 +237,19 @@ impl Checker<'_> {
         self.report(diagnostics::resolve_unknown_function(name, why));
     }
 
-    /// A constant regular expression (an intrinsic's `pattern` argument) is compiled now,
-    /// not at the first row.
+    /// A constant regular expression (an intrinsic's `pattern` argument) is parsed now, with
+    /// the parser the regex crate compiles with (the same errors, the same messages), so that
+    /// a bad pattern is a diagnostic, not a trap at the first row. It is not compiled here:
+    /// the engines compile a pattern once per process when a row first needs it (a pattern
+    /// too large to compile is a `regex` trap then), and many patterns of a library module
+    /// are never needed by a given rubric's rows.
     fn check_patterns(&mut self, sig: &IntrinsicSig, bound: &[Expr], args: &[ast::Arg], span: Span) {
         for (pi, ((pname, _, _), arg)) in sig.params.iter().zip(bound).enumerate() {
             if pname != "pattern" {
                 continue;
             }
             let Some(p) = arg.as_text() else { continue };
-            if let Err(e) = regex::Regex::new(p) {
+            if let Err(e) = regex_syntax::Parser::new().parse(p) {
                 // The argument written for `pattern`: by name, else by position.
                 let at = args
                     .iter()

@@ -210,8 +210,9 @@ pub(in crate::types::check) fn type_bad_policy(at: Span, written: Option<&str>) 
     }
 }
 
-/// The help line is the last line of the regex crate's message.
-pub(in crate::types::check) fn type_bad_regex(at: Span, pattern: &str, e: &regex::Error) -> Diagnostic {
+/// The help line is the last line of the regex parser's message (the text `regex::Error`
+/// shows for a syntax error).
+pub(in crate::types::check) fn type_bad_regex(at: Span, pattern: &str, e: &regex_syntax::Error) -> Diagnostic {
     let msg = e.to_string();
     let last = msg.lines().last().unwrap_or("").trim();
     let last = last.strip_prefix("error: ").unwrap_or(last).to_string();
