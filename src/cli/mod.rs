@@ -880,6 +880,7 @@ pub fn main_with(cli: Cli) -> ExitCode {
                 return ExitCode::from(2);
             }
             let allowance = if allow_errors { Allowance::Any } else { max_failures.unwrap_or(Allowance::Rows(0)) };
+            crate::stdlib::allow_warm_ups();
             let Some(rubric) = bundle::load_or_report_as(&file, error_format, warnings) else {
                 return ExitCode::from(1);
             };
@@ -1304,6 +1305,7 @@ pub fn main_with(cli: Cli) -> ExitCode {
                     return ExitCode::from(2);
                 }
             };
+            crate::stdlib::allow_warm_ups();
             let mut served = Vec::new();
             for f in &files {
                 let rubric = match bundle::Rubric::load(f) {

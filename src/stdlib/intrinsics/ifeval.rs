@@ -402,6 +402,11 @@ static DETECTOR: LazyLock<DetectorFactory> = LazyLock::new(|| {
     f
 });
 
+/// Restores langdetect's profiles now, if no thread has yet (`stdlib::warm_up`).
+pub(super) fn load_detector() {
+    LazyLock::force(&DETECTOR);
+}
+
 /// The detector built from langdetect's profiles, as `build.rs` builds it.
 #[expect(clippy::expect_used, reason = "the profiles are built into langdetect; the IFEval tests load them")]
 fn built_detector() -> DetectorFactory {

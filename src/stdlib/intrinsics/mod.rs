@@ -195,6 +195,15 @@ pub(super) fn arg(args: &[Value], i: usize) -> Result<&Value, Trap> {
     args.get(i).ok_or_else(|| missing(i))
 }
 
+/// What intrinsic `name` loads on its first call, if anything: a fixed cost that
+/// `stdlib::warm_up` can pay on a thread of its own.
+pub(super) fn loader(name: &str) -> Option<fn()> {
+    match name {
+        "detect_language" => Some(ifeval::load_detector),
+        _ => None,
+    }
+}
+
 pub(super) fn text_arg(args: &[Value], i: usize) -> Result<&Arc<str>, Trap> {
     match arg(args, i)? {
         Value::Text(t) => Ok(t),
@@ -338,6 +347,19 @@ mod tests {
                 i.name
             );
         }
+    }
+
+    /// Every intrinsic with a loader exists (a rename would silently end its warm-up), and the
+    /// loader is what its first call loads: language detection after it gives its answer.
+    #[test]
+    fn loaders_belong_to_intrinsics() {
+        let with_loader: Vec<&str> = ALL.iter().map(|i| i.name).filter(|n| loader(n).is_some()).collect();
+        assert_eq!(with_loader, ["detect_language"]);
+        assert!(loader("contains").is_none());
+        if let Some(load) = loader("detect_language") {
+            load();
+        }
+        assert_eq!(ifeval::detect_language("The weather is fine and the sea is calm today.").as_deref(), Some("en"));
     }
 
     #[test]

@@ -170,6 +170,7 @@ impl Checker<'_> {
             self.unknown_intrinsic(name);
             return self.bad();
         }
+        stdlib::warm_up(&name.text);
         // Check arguments once without expectations, then pick the first overload they fit;
         // except that a record literal given for a record parameter of an intrinsic without
         // overloads is checked against it, so that it may leave out fields of optional type
