@@ -236,7 +236,7 @@ pub struct CriterionResult {
     pub label: Option<String>,
     pub points: Option<f64>,
     pub weight: f64,
-    pub axis: Option<String>,
+    pub axis: Option<Name>,
     pub tags: Vec<String>,
     /// `check`, `value`, `judge:NAME` or `extract:NAME`.
     pub source: Name,

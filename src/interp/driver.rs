@@ -627,14 +627,31 @@ impl<'a> Driver<'a, '_> {
         let num = |this: &mut Self, attr: Attr, e: &Option<Expr>, locals: &mut Vec<Value>| -> Option<f64> {
             e.as_ref().and_then(|e| this.eval(root(attr), e, locals).ok()).and_then(|v| v.as_number())
         };
-        let points = num(self, Attr::Points, &d.points, locals);
-        let weight = num(self, Attr::Weight, &d.weight, locals).unwrap_or(1.0);
-        let tags = match d.tags.as_ref().map(|t| self.eval(root(Attr::Tags), t, locals)) {
-            Some(Ok(Value::List(l))) => l.iter().filter_map(|v| v.as_text().map(str::to_string)).collect(),
-            _ => vec![],
+        // Constant points and weight are the program's (a row that hit a resource limit reads
+        // them as any other root then: not at all).
+        let (points, weight) = match meta.numbers {
+            Some(numbers) if self.limit.is_none() => numbers,
+            _ => {
+                let points = num(self, Attr::Points, &d.points, locals);
+                (points, num(self, Attr::Weight, &d.weight, locals).unwrap_or(1.0))
+            }
         };
-        // An axis may also come from an `axis:NAME` tag (HealthBench rows carry their axes so).
-        let axis = d.axis.clone().or_else(|| tags.iter().find_map(|t| t.strip_prefix("axis:").map(str::to_string)));
+        let (tags, axis) = match &meta.axis {
+            Some(axis) => (vec![], axis.clone()),
+            None => {
+                let tags: Vec<String> = match d.tags.as_ref().map(|t| self.eval(root(Attr::Tags), t, locals)) {
+                    Some(Ok(Value::List(l))) => l.iter().filter_map(|v| v.as_text().map(str::to_string)).collect(),
+                    _ => vec![],
+                };
+                // An axis may also come from an `axis:NAME` tag (HealthBench rows carry their
+                // axes so).
+                let axis =
+                    d.axis.as_deref().map(Name::interned).or_else(|| {
+                        tags.iter().find_map(|t| t.strip_prefix("axis:").map(|a| Name::Counted(Arc::from(a))))
+                    });
+                (tags, axis)
+            }
+        };
         CriterionResult {
             id: id.map_or_else(|| meta.id.clone(), Name::Counted),
             text,

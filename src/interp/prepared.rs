@@ -22,6 +22,11 @@ pub struct CriterionMeta {
     pub sets: &'static [Name],
     /// The criterion's text when it is a constant (most are).
     pub text: Option<Name>,
+    /// Its points and weight when each is a constant or absent (most are): what evaluating them
+    /// gives (`None` points, weight 1 for absent or non-number ones).
+    pub numbers: Option<(Option<f64>, f64)>,
+    /// Its axis when it has no tags (an `axis:NAME` tag may name one otherwise): the declared one.
+    pub axis: Option<Option<Name>>,
 }
 
 impl CriterionMeta {
@@ -43,7 +48,23 @@ impl CriterionMeta {
                 ExprKind::Const(crate::ir::Const::Text(t)) => Some(Name::interned(t)),
                 _ => None,
             },
+            numbers: match (constant_number(&d.points), constant_number(&d.weight)) {
+                (Some(points), Some(weight)) => Some((points, weight.unwrap_or(1.0))),
+                _ => None,
+            },
+            axis: d.tags.is_none().then(|| d.axis.as_deref().map(Name::interned)),
         }
+    }
+}
+
+/// What an optional number attribute evaluates to when it is absent or a constant (`Some(None)`
+/// for an absent or non-number one); `None` when it must be evaluated per row.
+fn constant_number(e: &Option<Expr>) -> Option<Option<f64>> {
+    match e.as_ref().map(|e| &e.kind) {
+        None => Some(None),
+        Some(ExprKind::Const(crate::ir::Const::Number(n))) => Some(Some(*n)),
+        Some(ExprKind::Const(_)) => Some(None),
+        Some(_) => None,
     }
 }
 
