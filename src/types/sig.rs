@@ -1,5 +1,6 @@
-//! Intrinsic signatures: parsed once from the rubric-syntax strings in `stdlib` and converted
-//! to IR types; also the conversion of written types (`ast::TypeExpr`) to `ir::Type`.
+//! Intrinsic signatures: parsed from the rubric-syntax strings in `stdlib` and converted to IR
+//! types on first use, once per process and intrinsic; also the conversion of written types
+//! (`ast::TypeExpr`) to `ir::Type`.
 
 use crate::ir::{Const, Type};
 use crate::stdlib;
@@ -13,13 +14,18 @@ pub struct IntrinsicSig {
     pub ret: Type,
 }
 
-/// The signature of intrinsic number `index` in `stdlib::intrinsics()`. Panics in tests (not at
-/// run time) if a signature in the table does not parse: `sig_table_parses` checks them all.
+/// One slot per intrinsic of `stdlib::intrinsics()`, each filled on first use: a program pays
+/// for parsing the signatures of the intrinsics it calls, not of the whole catalogue.
+fn slots<T>(table: &'static OnceLock<Box<[OnceLock<T>]>>) -> &'static [OnceLock<T>] {
+    table.get_or_init(|| stdlib::intrinsics().iter().map(|_| OnceLock::new()).collect())
+}
+
+/// The signature of intrinsic number `index` in `stdlib::intrinsics()`, parsed on its first use.
+/// `None` for a signature that does not parse: `sig_table_parses` checks them all.
 pub fn intrinsic_sig(index: usize) -> Option<&'static IntrinsicSig> {
-    static SIGS: OnceLock<Vec<Option<IntrinsicSig>>> = OnceLock::new();
-    SIGS.get_or_init(|| stdlib::intrinsics().iter().map(|i| parse_sig(i.sig).ok()).collect())
-        .get(index)
-        .and_then(Option::as_ref)
+    static SIGS: OnceLock<Box<[OnceLock<Option<IntrinsicSig>>]>> = OnceLock::new();
+    let intrinsic = stdlib::intrinsics().get(index)?;
+    slots(&SIGS).get(index)?.get_or_init(|| parse_sig(intrinsic.sig).ok()).as_ref()
 }
 
 pub fn parse_sig(src: &str) -> Result<IntrinsicSig, String> {
@@ -45,7 +51,7 @@ pub fn parse_sig(src: &str) -> Result<IntrinsicSig, String> {
 }
 
 /// The stdlib catalogue as the IR validator (`ir::validate`) sees it: each intrinsic's
-/// parameter and result types, by name and overload rank, parsed once.
+/// parameter and result types, by name and overload rank, each converted on first use.
 #[derive(Debug)]
 pub struct Catalogue;
 
@@ -57,16 +63,12 @@ type Signature = (Vec<Type>, Type);
 
 impl crate::ir::validate::Intrinsics for Catalogue {
     fn signature(&self, name: &str, overload: u32) -> Option<(&[Type], &Type)> {
-        static TYPES: OnceLock<Vec<Option<Signature>>> = OnceLock::new();
-        let table = TYPES.get_or_init(|| {
-            (0..stdlib::intrinsics().len())
-                .map(|i| {
-                    intrinsic_sig(i).map(|s| (s.params.iter().map(|(_, t, _)| t.clone()).collect(), s.ret.clone()))
-                })
-                .collect()
-        });
+        static TYPES: OnceLock<Box<[OnceLock<Option<Signature>>]>> = OnceLock::new();
         let (index, _) = stdlib::lookup(name).nth(overload as usize)?;
-        table.get(index)?.as_ref().map(|(params, ret)| (params.as_slice(), ret))
+        let types = slots(&TYPES).get(index)?.get_or_init(|| {
+            intrinsic_sig(index).map(|s| (s.params.iter().map(|(_, t, _)| t.clone()).collect(), s.ret.clone()))
+        });
+        types.as_ref().map(|(params, ret)| (params.as_slice(), ret))
     }
 }
 
