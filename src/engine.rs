@@ -3,8 +3,10 @@
 //! trait and must produce identical `RowResult`s.
 
 use crate::ir::Program;
-use crate::value::{number_to_json, Value};
-use serde_json::{json, Map, Value as Json};
+use crate::value::Value;
+use serde::ser::{SerializeMap, Serializer};
+use serde::Serialize;
+use serde_json::{Map, Value as Json};
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex, OnceLock};
 
@@ -309,76 +311,131 @@ impl CriterionResult {
         self.status == Status::Met
     }
 
+    /// The criterion's object in a record ([`CriterionResult`]'s `Serialize`, which writes it
+    /// straight to a record's line).
     pub fn to_json(&self) -> Json {
-        let mut m = Map::new();
-        m.insert("id".into(), json!(self.id));
+        to_json_value(self)
+    }
+}
+
+/// A value as JSON. Records' parts serialise into JSON text and values alike; nothing in them
+/// can fail to serialise (keys are strings, numbers go through [`Num`]).
+fn to_json_value(value: &impl Serialize) -> Json {
+    #[expect(clippy::expect_used, reason = "a record's parts have string keys and no failing Serialize")]
+    serde_json::to_value(value).expect("a record part serialises")
+}
+
+/// A number as records write it ([`number_to_json`]): an integer when it is integral and
+/// small enough to be exact, `null` when it is not finite.
+#[derive(Debug, Clone, Copy)]
+pub struct Num(pub f64);
+
+impl Serialize for Num {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let n = self.0;
+        if n.is_finite() && n.fract() == 0.0 && n.abs() < 9.0e15 {
+            s.serialize_i64(n as i64)
+        } else if n.is_finite() {
+            s.serialize_f64(n)
+        } else {
+            s.serialize_unit()
+        }
+    }
+}
+
+/// `null` or the number.
+fn num(n: Option<f64>) -> Option<Num> {
+    n.map(Num)
+}
+
+/// A criterion's object in a record: the keys in this order, the optional ones only when set.
+impl Serialize for CriterionResult {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut m = s.serialize_map(None)?;
+        m.serialize_entry("id", &self.id)?;
         if let Some(t) = &self.text {
-            m.insert("text".into(), json!(t));
+            m.serialize_entry("text", t)?;
         }
-        m.insert("kind".into(), json!(self.kind));
-        m.insert("status".into(), json!(self.status.as_str()));
+        m.serialize_entry("kind", self.kind)?;
+        m.serialize_entry("status", self.status.as_str())?;
         if let Some(r) = &self.reason {
-            m.insert("reason".into(), json!(r));
+            m.serialize_entry("reason", r)?;
         }
-        m.insert("value".into(), self.value.map_or(Json::Null, number_to_json));
+        m.serialize_entry("value", &num(self.value))?;
         if let Some(l) = self.level {
-            m.insert("level".into(), number_to_json(l));
+            m.serialize_entry("level", &Num(l))?;
         }
         if let Some(l) = &self.label {
-            m.insert("label".into(), json!(l));
+            m.serialize_entry("label", l)?;
         }
         if let Some(p) = self.points {
-            m.insert("points".into(), number_to_json(p));
+            m.serialize_entry("points", &Num(p))?;
         }
-        m.insert("weight".into(), number_to_json(self.weight));
+        m.serialize_entry("weight", &Num(self.weight))?;
         if let Some(a) = &self.axis {
-            m.insert("axis".into(), json!(a));
+            m.serialize_entry("axis", a)?;
         }
         if !self.tags.is_empty() {
-            m.insert("tags".into(), json!(self.tags));
+            m.serialize_entry("tags", &self.tags)?;
         }
-        m.insert("source".into(), json!(self.source));
+        m.serialize_entry("source", &self.source)?;
         if let Some(e) = &self.evidence {
-            m.insert("evidence".into(), json!(e));
+            m.serialize_entry("evidence", e)?;
         }
         if let Some(x) = &self.extracted {
-            m.insert("extracted".into(), (**x).clone());
+            m.serialize_entry("extracted", &**x)?;
         }
         if let Some(p) = self.p_yes {
-            m.insert("p_yes".into(), number_to_json(p));
+            m.serialize_entry("p_yes", &Num(p))?;
         }
         if let Some(at) = self.position {
-            m.insert("position".into(), json!(at));
+            m.serialize_entry("position", &at)?;
         }
         if let Some(pr) = &self.preference {
             if let Some(x) = &pr.preferred {
-                m.insert("preference".into(), json!(x));
+                m.serialize_entry("preference", x)?;
             }
-            let asks: Vec<Json> = pr.asks.iter().map(|a| json!({"first": a.first, "preferred": a.preferred})).collect();
-            if !asks.is_empty() {
-                m.insert("asks".into(), Json::Array(asks));
+            if !pr.asks.is_empty() {
+                m.serialize_entry("asks", &pr.asks)?;
             }
             if let Some(n) = pr.inconsistent {
-                m.insert("inconsistent".into(), json!(n));
+                m.serialize_entry("inconsistent", &n)?;
             }
         }
         if let Some(c) = self.calibrated {
-            m.insert("calibrated".into(), number_to_json(c.p));
-            m.insert("raw".into(), json!(c.raw.as_str()));
+            m.serialize_entry("calibrated", &Num(c.p))?;
+            m.serialize_entry("raw", c.raw.as_str())?;
         }
-        if let Some(v) = self.votes {
-            m.insert(
-                "votes".into(),
-                json!({"samples": v.samples, "voted": v.voted, "failed": v.samples - v.voted, "agreed": v.agreed}),
-            );
+        if let Some(v) = &self.votes {
+            m.serialize_entry("votes", v)?;
         }
         if !self.sets.is_empty() {
-            m.insert("sets".into(), json!(self.sets));
+            m.serialize_entry("sets", self.sets)?;
         }
         if let Some(k) = self.step {
-            m.insert("step".into(), json!(k));
+            m.serialize_entry("step", &k)?;
         }
-        Json::Object(m)
+        m.end()
+    }
+}
+
+impl Serialize for PreferenceAsk {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut m = s.serialize_map(Some(2))?;
+        m.serialize_entry("first", &self.first)?;
+        m.serialize_entry("preferred", &self.preferred)?;
+        m.end()
+    }
+}
+
+impl Serialize for Votes {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut m = s.serialize_map(Some(4))?;
+        m.serialize_entry("samples", &self.samples)?;
+        m.serialize_entry("voted", &self.voted)?;
+        m.serialize_entry("failed", &(self.samples - self.voted))?;
+        m.serialize_entry("agreed", &self.agreed)?;
+        m.end()
     }
 }
 
@@ -468,110 +525,201 @@ impl RowResult {
     /// The result object written for a row (without row id and bundle information, which the
     /// runtime adds); `sites` locates a trap's site in the sources.
     pub fn to_json(&self, sites: &crate::ir::SiteTable) -> Map<String, Json> {
-        let mut m = Map::new();
-        m.insert("score".into(), self.score.map_or(Json::Null, number_to_json));
-        m.insert("status".into(), json!(if self.score.is_some() { "scored" } else { "unscored" }));
-        if let Some(r) = &self.unscored_reason {
-            m.insert("unscored_reason".into(), json!(r));
+        match to_json_value(&ResultFields { result: self, sites }) {
+            Json::Object(m) => m,
+            _ => Map::new(),
         }
-        m.insert("failure_class".into(), self.failure_class.as_ref().map_or(Json::Null, |f| json!(f)));
+    }
+
+    /// Serialise the fields of [`RowResult::to_json`] into `m`, in that order: a record's line
+    /// is written straight from the result, without a JSON tree in between.
+    pub fn serialize_fields<M: SerializeMap>(&self, sites: &crate::ir::SiteTable, m: &mut M) -> Result<(), M::Error> {
+        m.serialize_entry("score", &num(self.score))?;
+        m.serialize_entry("status", if self.score.is_some() { "scored" } else { "unscored" })?;
+        if let Some(r) = &self.unscored_reason {
+            m.serialize_entry("unscored_reason", r)?;
+        }
+        m.serialize_entry("failure_class", &self.failure_class)?;
         if !self.scores.is_empty() {
-            let values: Map<String, Json> =
-                self.scores.iter().map(|s| (s.name.clone(), s.value.map_or(Json::Null, number_to_json))).collect();
-            m.insert("scores".into(), Json::Object(values));
-            let why: Map<String, Json> =
-                self.scores.iter().filter_map(|s| Some((s.name.clone(), json!(s.reason.as_ref()?)))).collect();
-            if !why.is_empty() {
-                m.insert("scores_unscored".into(), Json::Object(why));
+            m.serialize_entry("scores", &ScoreValues(&self.scores))?;
+            if self.scores.iter().any(|s| s.reason.is_some()) {
+                m.serialize_entry("scores_unscored", &ScoreReasons(&self.scores))?;
             }
         }
         if let Some(r) = self.reward {
-            m.insert("reward".into(), r.map_or(Json::Null, number_to_json));
+            m.serialize_entry("reward", &num(r))?;
             if let Some(why) = &self.reward_reason {
-                m.insert("reward_reason".into(), json!(why));
+                m.serialize_entry("reward_reason", why)?;
             }
         }
-        m.insert(
-            "gates".into(),
-            Json::Array(
-                self.gates
-                    .iter()
-                    .map(|g| {
-                        let mut o = Map::new();
-                        o.insert("name".into(), json!(g.name));
-                        o.insert("passed".into(), g.passed.map_or(Json::Null, Json::Bool));
-                        o.insert("action".into(), json!(g.action));
-                        if let Some(v) = g.value {
-                            o.insert("value".into(), number_to_json(v));
-                        }
-                        if let Some(r) = &g.reason {
-                            o.insert("reason".into(), json!(r));
-                        }
-                        Json::Object(o)
-                    })
-                    .collect(),
-            ),
-        );
-        m.insert("criteria".into(), Json::Array(self.criteria.iter().map(CriterionResult::to_json).collect()));
+        m.serialize_entry("gates", &self.gates)?;
+        m.serialize_entry("criteria", &self.criteria)?;
         if let Some(steps) = self.step_rewards() {
-            m.insert(
-                "step_rewards".into(),
-                Json::Array(steps.into_iter().map(|r| r.map_or(Json::Null, number_to_json)).collect()),
-            );
+            let steps: Vec<Option<Num>> = steps.into_iter().map(num).collect();
+            m.serialize_entry("step_rewards", &steps)?;
         }
         if !self.groups.is_empty() {
-            let mut g = Map::new();
-            for (n, v) in &self.groups {
-                g.insert(n.clone(), v.map_or(Json::Null, number_to_json));
-            }
-            m.insert("groups".into(), Json::Object(g));
+            m.serialize_entry("groups", &GroupValues(&self.groups))?;
         }
-        let axes = self.axes();
+        let axes = self.axis_counts();
         if !axes.is_empty() {
-            m.insert("axes".into(), Json::Object(axes));
+            m.serialize_entry("axes", &AxisMap(&axes))?;
         }
         if let Some(t) = &self.trap {
-            m.insert(
-                "trap".into(),
-                json!({ "code": t.code, "message": t.message, "site": t.site.and_then(|id| sites.get(id)).map(|s| json!({"file": s.file, "start": s.start, "end": s.end})) }),
-            );
+            m.serialize_entry("trap", &TrapFields { trap: t, site: t.site.and_then(|id| sites.get(id)) })?;
         }
-        m
+        Ok(())
     }
 
     /// Per-axis report: counts and, where criteria carry points, the points ratio of the axis.
     pub fn axes(&self) -> Map<String, Json> {
-        let mut names: Vec<&str> = self.criteria.iter().filter_map(|c| c.axis.as_deref()).collect();
-        names.sort();
-        names.dedup();
-        let mut out = Map::new();
-        for a in names {
-            let cs: Vec<&CriterionResult> = self.criteria.iter().filter(|c| c.axis.as_deref() == Some(a)).collect();
-            let met = cs.iter().filter(|c| c.status == Status::Met).count();
-            let unmet = cs.iter().filter(|c| c.status == Status::Unmet).count();
-            let unscored = cs.len() - met - unmet;
-            let achieved: f64 = cs
-                .iter()
-                .filter(|c| c.status == Status::Met)
-                .map(|c| c.points.unwrap_or(0.0) * c.value.unwrap_or(0.0))
-                .sum();
-            let possible: f64 = cs.iter().filter_map(|c| c.points).filter(|p| *p > 0.0).sum();
-            let mut o = Map::new();
-            o.insert("met".into(), json!(met));
-            o.insert("unmet".into(), json!(unmet));
-            o.insert("unscored".into(), json!(unscored));
-            if possible > 0.0 {
-                o.insert("points_ratio".into(), number_to_json(achieved / possible));
-            }
-            out.insert(a.to_string(), Json::Object(o));
+        match to_json_value(&AxisMap(&self.axis_counts())) {
+            Json::Object(m) => m,
+            _ => Map::new(),
         }
-        out
+    }
+
+    /// Each axis the criteria name, in name order, with its counts.
+    fn axis_counts(&self) -> Vec<(&str, AxisCounts)> {
+        let mut names: Vec<&str> = self.criteria.iter().filter_map(|c| c.axis.as_deref()).collect();
+        if names.is_empty() {
+            return Vec::new();
+        }
+        names.sort_unstable();
+        names.dedup();
+        names
+            .into_iter()
+            .map(|a| {
+                let mut n = AxisCounts::default();
+                let mut achieved = 0.0;
+                let mut possible = 0.0;
+                for c in self.criteria.iter().filter(|c| c.axis.as_deref() == Some(a)) {
+                    match c.status {
+                        Status::Met => {
+                            n.met += 1;
+                            achieved += c.points.unwrap_or(0.0) * c.value.unwrap_or(0.0);
+                        }
+                        Status::Unmet => n.unmet += 1,
+                        Status::Unscored | Status::Skipped => n.unscored += 1,
+                    }
+                    if let Some(p) = c.points.filter(|p| *p > 0.0) {
+                        possible += p;
+                    }
+                }
+                n.points_ratio = (possible > 0.0).then(|| achieved / possible);
+                (a, n)
+            })
+            .collect()
+    }
+}
+
+/// A row's result as the fields of its record ([`RowResult::serialize_fields`]).
+struct ResultFields<'a> {
+    result: &'a RowResult,
+    sites: &'a crate::ir::SiteTable,
+}
+
+impl Serialize for ResultFields<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut m = s.serialize_map(None)?;
+        self.result.serialize_fields(self.sites, &mut m)?;
+        m.end()
+    }
+}
+
+impl Serialize for GateResult {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut m = s.serialize_map(None)?;
+        m.serialize_entry("name", &self.name)?;
+        m.serialize_entry("passed", &self.passed)?;
+        m.serialize_entry("action", self.action)?;
+        if let Some(v) = self.value {
+            m.serialize_entry("value", &Num(v))?;
+        }
+        if let Some(r) = &self.reason {
+            m.serialize_entry("reason", r)?;
+        }
+        m.end()
+    }
+}
+
+/// `scores`: each report-only score's value by name.
+struct ScoreValues<'a>(&'a [NamedScoreResult]);
+
+impl Serialize for ScoreValues<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_map(self.0.iter().map(|x| (&x.name, num(x.value))))
+    }
+}
+
+/// `scores_unscored`: why each unscored report-only score has no value.
+struct ScoreReasons<'a>(&'a [NamedScoreResult]);
+
+impl Serialize for ScoreReasons<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_map(self.0.iter().filter_map(|x| Some((&x.name, x.reason.as_ref()?))))
+    }
+}
+
+/// `groups`: each group's tree value by name.
+struct GroupValues<'a>(&'a [(String, Option<f64>)]);
+
+impl Serialize for GroupValues<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_map(self.0.iter().map(|(n, v)| (n, num(*v))))
+    }
+}
+
+/// One axis of a row's `axes`.
+#[derive(Debug, Default)]
+struct AxisCounts {
+    met: usize,
+    unmet: usize,
+    unscored: usize,
+    points_ratio: Option<f64>,
+}
+
+impl Serialize for AxisCounts {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut m = s.serialize_map(None)?;
+        m.serialize_entry("met", &self.met)?;
+        m.serialize_entry("unmet", &self.unmet)?;
+        m.serialize_entry("unscored", &self.unscored)?;
+        if let Some(r) = self.points_ratio {
+            m.serialize_entry("points_ratio", &Num(r))?;
+        }
+        m.end()
+    }
+}
+
+struct AxisMap<'a, 'r>(&'a [(&'r str, AxisCounts)]);
+
+impl Serialize for AxisMap<'_, '_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_map(self.0.iter().map(|(a, n)| (a, n)))
+    }
+}
+
+/// A record's `trap`: its code, message and where its site lies (`null` when it has none).
+struct TrapFields<'a> {
+    trap: &'a TrapInfo,
+    site: Option<&'a crate::ir::Site>,
+}
+
+impl Serialize for TrapFields<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut m = s.serialize_map(Some(3))?;
+        m.serialize_entry("code", self.trap.code)?;
+        m.serialize_entry("message", &self.trap.message)?;
+        m.serialize_entry("site", &self.site)?;
+        m.end()
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     /// Interning keeps one copy per text, and a name is its text whichever way it is held:
     /// equal, hashed, ordered and printed alike (records and digests cannot tell them apart).

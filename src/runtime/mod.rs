@@ -253,6 +253,33 @@ impl RowOutcome {
         });
         RowOutcome { score, codes: codes.into_iter().collect(), slow }
     }
+
+    /// [`RowOutcome::of`] the record of `result` (not an error record, without timing), read
+    /// from the result instead of the record.
+    fn of_result(result: &RowResult) -> RowOutcome {
+        let mut codes = std::collections::BTreeSet::new();
+        // The score as the record writes it (`engine::Num`): integral ones as integers, others
+        // that are not finite as null.
+        let score = result.score.and_then(|x| match x {
+            _ if !x.is_finite() => None,
+            _ if x.fract() == 0.0 && x.abs() < 9.0e15 => Some(x as i64 as f64),
+            _ => Some(x),
+        });
+        for c in result.criteria.iter().filter(|c| c.status == crate::engine::Status::Unscored) {
+            let code = reason_code(c.reason.as_deref().unwrap_or(""));
+            if !UNSCORED_BY_DESIGN.contains(&code.as_str()) {
+                codes.insert(code);
+            }
+        }
+        if let Some(t) = &result.trap {
+            codes.insert(t.code.to_string());
+        }
+        let unscored = result.unscored_reason.as_deref();
+        if score.is_none() && (codes.is_empty() || unscored.is_some_and(|r| r.starts_with("timeout:"))) {
+            codes.insert(reason_code(unscored.unwrap_or("")));
+        }
+        RowOutcome { score: Ok(score), codes: codes.into_iter().collect(), slow: None }
+    }
 }
 
 /// Unscored criteria that are the rubric working as written, not failures: a gate stopped
@@ -691,6 +718,72 @@ pub fn finish_record(mut out: Map<String, Json>, ident: &Identity, engine: &str,
     Json::Object(out)
 }
 
+/// The record [`finish_record`] makes of an evaluated row, serialised straight to its line:
+/// `out`'s fields, the identity, the engine and the result's fields, without a JSON tree in
+/// between. For a result without an internal trap (whose record is an error record).
+struct RecordLine<'a> {
+    out: &'a Map<String, Json>,
+    ident: &'a Identity,
+    engine: &'a str,
+    result: &'a RowResult,
+}
+
+impl serde::Serialize for RecordLine<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut m = s.serialize_map(None)?;
+        for (k, v) in self.out {
+            m.serialize_entry(k, v)?;
+        }
+        m.serialize_entry("rubric", &self.ident.rubric)?;
+        m.serialize_entry("version", &self.ident.version)?;
+        m.serialize_entry("ir_hash", &self.ident.ir_hash)?;
+        if let Some(b) = &self.ident.bundle {
+            m.serialize_entry("bundle", b)?;
+        }
+        m.serialize_entry("engine", self.engine)?;
+        self.result.serialize_fields(&self.ident.sites, &mut m)?;
+        m.end()
+    }
+}
+
+/// A record as its line (with its newline) and what it says for the summary.
+fn record_line(record: &Json) -> (String, RowOutcome) {
+    #[expect(clippy::expect_used, reason = "serde_json cannot fail on a JSON value")]
+    let mut line = serde_json::to_string(record).expect("result serialises");
+    line.push('\n');
+    (line, RowOutcome::of(record))
+}
+
+/// [`score_row`] made into the line `run_batch_as` writes for it when records are written in
+/// full and without timings: the record is serialised straight from the row's result, the
+/// same text as [`record_line`] of `score_row`'s record without building that record.
+fn score_row_line(
+    engine: &dyn Engine,
+    program: &Program,
+    ident: &Identity,
+    index: usize,
+    row: RowIn<'_>,
+    verdicts: Option<&VerdictFile>,
+) -> (String, RowOutcome) {
+    let row = match prepare_contained(program, ident, index, row, verdicts) {
+        Ok(row) => row,
+        Err(record) => return record_line(&record),
+    };
+    let result = Contained(engine).evaluate(program, &row.inputs, &row.verdicts);
+    if let Some(v) = verdicts {
+        v.note_result(&row.verdicts, result.criteria.iter().map(|c| &*c.id));
+    }
+    if result.trap.as_ref().is_some_and(|t| t.code == TrapKind::Internal.code()) {
+        return record_line(&finish_record(row.out, ident, engine.name(), &result));
+    }
+    let record = RecordLine { out: &row.out, ident, engine: engine.name(), result: &result };
+    #[expect(clippy::expect_used, reason = "a record's parts have string keys and no failing Serialize")]
+    let mut line = serde_json::to_string(&record).expect("result serialises");
+    line.push('\n');
+    (line, RowOutcome::of_result(&result))
+}
+
 /// Options of a batch run.
 pub struct RunOptions<'a> {
     pub input: &'a Path,
@@ -945,6 +1038,10 @@ pub fn run_batch_as(
         let chunked = |judges, numeric, group_field| Chunked { judges, numeric, group_field, deadline, timings };
         let mut lines: Vec<(String, RowOutcome)> =
             with_judge_progress(&bar, opts.judges, || match (opts.judges, opts.numeric, grouper.as_mut()) {
+                (None, None, None) if plain && !opts.compact => rows
+                    .par_iter()
+                    .map(|(i, row)| score_row_line(engine, program, ident, *i, *row, opts.verdicts))
+                    .collect(),
                 (None, None, None) if plain => rows
                     .par_iter()
                     .map(|(i, row)| line_of(score_row(engine, program, ident, *i, *row, opts.verdicts)))
@@ -1476,6 +1573,10 @@ mod tests {
     use super::*;
     use std::sync::atomic::Ordering;
 
+    /// Held by a test that counts parsed rows ([`PARSED_ROWS`], a process-wide counter) and by
+    /// the tests that parse rows beside it: the count is then of that test's calls only.
+    static COUNTING_PARSES: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
     #[test]
     fn failure_codes_come_from_error_records_and_unscored_reasons() {
         assert_eq!(reason_code("no_verdict: judge `g` has no recorded verdict"), "no_verdict");
@@ -1510,6 +1611,127 @@ mod tests {
         assert_eq!(s.top_failures(), vec![("e", 1), ("unscored", 1)]);
     }
 
+    /// A record written straight from its result is the record `score_row` builds, written
+    /// out: the same line and the same outcome, on every bundled example's rows (with their
+    /// recorded verdicts and without, so that judged criteria are met, unmet and unscored),
+    /// rows that fail to bind, malformed lines, traps and every optional field of a result.
+    #[test]
+    fn records_written_straight_are_the_records_built() {
+        // It parses rows: not while `rows_are_parsed_once` counts them.
+        let _one = COUNTING_PARSES.lock().unwrap_or_else(|e| e.into_inner());
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples");
+        let mut compared = 0;
+        let mut dirs: Vec<_> = std::fs::read_dir(&root).expect("examples/").flatten().map(|e| e.path()).collect();
+        dirs.sort();
+        for dir in dirs.iter().filter(|d| d.join("main.rubric").is_file() && d.join("inputs.jsonl").is_file()) {
+            let c = crate::types::compile_path(&dir.join("main.rubric"));
+            let program = c.program.unwrap_or_else(|| panic!("{} compiles", dir.display()));
+            let ident = Identity::of(&program, &c.sites).with_rows_file(&dir.join("inputs.jsonl"));
+            let text = std::fs::read_to_string(dir.join("inputs.jsonl")).expect("inputs.jsonl");
+            let mut lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+            lines.extend(["not json", "[1, 2]", "{\"id\": \"empty\"}"]);
+            let verdicts = dir.join("verdicts.jsonl");
+            let verdicts = verdicts.is_file().then(|| VerdictFile::load(&verdicts).expect("verdicts.jsonl loads"));
+            for v in [verdicts.as_ref(), None] {
+                for (i, line) in lines.iter().enumerate() {
+                    let built =
+                        record_line(&score_row(&crate::interp::Interpreter, &program, &ident, i, RowIn::Line(line), v));
+                    let straight =
+                        score_row_line(&crate::interp::Interpreter, &program, &ident, i, RowIn::Line(line), v);
+                    assert_eq!(straight.0, built.0, "{} row {i}", dir.display());
+                    assert_eq!(
+                        (straight.1.score, &straight.1.codes),
+                        (built.1.score, &built.1.codes),
+                        "{} row {i}",
+                        dir.display()
+                    );
+                    compared += 1;
+                }
+            }
+        }
+        assert!(compared > 100, "only {compared} rows compared");
+        // What the examples do not reach: scores, rewards and groups that are unscored or not
+        // integers, a trap with and without a site, every optional field of a criterion.
+        let mut r = RowResult {
+            score: Some(f64::NAN),
+            unscored_reason: Some("timeout: the row's deadline passed".into()),
+            failure_class: Some("format".into()),
+            gates: vec![crate::engine::GateResult {
+                name: "g".into(),
+                passed: None,
+                action: "score",
+                value: Some(0.25),
+                reason: Some("r".into()),
+            }],
+            groups: vec![("a".into(), Some(1.0 / 3.0)), ("b".into(), None)],
+            trap: Some(TrapInfo { code: "rubric::trap::limit", message: "fuel".into(), site: Some(0) }),
+            reward: Some(None),
+            reward_reason: Some("penalty unscored".into()),
+            scores: vec![
+                crate::engine::NamedScoreResult { name: "x".into(), value: Some(-0.0), reason: None },
+                crate::engine::NamedScoreResult { name: "y".into(), value: None, reason: Some("no_verdict: j".into()) },
+            ],
+            over_steps: true,
+            ..RowResult::default()
+        };
+        let full = crate::engine::CriterionResult {
+            id: "c".into(),
+            text: Some("t".into()),
+            kind: "ordinal",
+            status: crate::engine::Status::Unscored,
+            reason: Some("judge_timeout: 30 s".into()),
+            value: None,
+            level: Some(2.0),
+            label: Some("good".into()),
+            points: Some(-3.5),
+            weight: 1e17,
+            axis: Some("ax".into()),
+            tags: vec!["t1".into()],
+            source: "judge:j".into(),
+            evidence: Some("quote \"\u{1}\" é".into()),
+            extracted: Some(Box::new(json!({"k": [1, 2.5]}))),
+            p_yes: Some(0.125),
+            votes: Some(crate::engine::Votes { samples: 5, voted: 4, agreed: 3 }),
+            calibrated: Some(crate::engine::Calibrated { p: 0.7, raw: crate::engine::Status::Met }),
+            position: Some(2),
+            preference: Some(Box::new(crate::engine::Preference {
+                preferred: Some("a".into()),
+                asks: vec![crate::engine::PreferenceAsk { first: None, preferred: Some("tie".into()) }],
+                inconsistent: Some(1),
+            })),
+            sets: crate::engine::intern_names(&["s".into()]),
+            shown: Vec::new(),
+            step: Some(1),
+        };
+        let met = crate::engine::CriterionResult {
+            status: crate::engine::Status::Met,
+            value: Some(1.0),
+            points: Some(2.0),
+            preference: None,
+            ..full.clone()
+        };
+        r.criteria = vec![full, met];
+        let sites = SiteTable::new(vec![crate::ir::Site { file: "main".into(), start: 3, end: 9 }]);
+        let program =
+            crate::types::compile_source("<t>", "rubric t @ 1.0.0\ninput a: Text\ncriterion c \"c\" check a == \"\"\n")
+                .program
+                .expect("compiles");
+        let ident =
+            Identity { sites, bundle: Some("sha256:b".into()), ..Identity::of(&program, &SiteTable::default()) };
+        for site in [Some(0), None] {
+            r.trap.as_mut().expect("trap").site = site;
+            let mut out = Map::new();
+            out.insert("row".into(), json!(7));
+            out.insert("id".into(), json!("r7"));
+            let built = record_line(&finish_record(out.clone(), &ident, "interp", &r));
+            let record = RecordLine { out: &out, ident: &ident, engine: "interp", result: &r };
+            let straight = serde_json::to_string(&record).expect("serialises") + "\n";
+            assert_eq!(straight, built.0);
+            let outcome = RowOutcome::of_result(&r);
+            assert_eq!((outcome.score, outcome.codes), (built.1.score, built.1.codes));
+        }
+    }
+
     #[test]
     fn the_judge_message_counts_answered_and_in_flight_requests() {
         let stats = json!({"unique": 10, "http_requests": 3, "cache_hits": 2, "memo_hits": 1, "replayed": 0});
@@ -1534,9 +1756,7 @@ mod tests {
         let values: Vec<Json> = texts.iter().filter_map(|t| serde_json::from_str(t).ok()).collect();
         let lines: Vec<(usize, RowIn<'_>)> = texts.iter().enumerate().map(|(i, t)| (i, RowIn::Line(t))).collect();
         let rows: Vec<(usize, RowIn<'_>)> = values.iter().enumerate().map(|(i, v)| (i, RowIn::Value(v))).collect();
-        // One test at a time reads the counter: the parses of this thread's calls only.
-        static ONE: std::sync::Mutex<()> = std::sync::Mutex::new(());
-        let _one = ONE.lock().unwrap_or_else(|e| e.into_inner());
+        let _one = COUNTING_PARSES.lock().unwrap_or_else(|e| e.into_inner());
         for group in [None, Some("group")] {
             let before = PARSED_ROWS.load(Ordering::SeqCst);
             let from_lines = score_batch(
