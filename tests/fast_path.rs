@@ -78,3 +78,70 @@ fn repeated_calls_are_memoised_and_distinct_ones_are_not() {
     assert!(wc.is_some_and(|f| plan.memoises(f)), "word_count(t) is called twice");
     assert!(sc.is_some_and(|f| !plan.memoises(f)), "sentence_count(t) is called once");
 }
+
+/// A row's result under `fuel` (none: unlimited), with the program's text switches or
+/// (`walked`) with every condition of their chains tested as written.
+fn switch_row(p: &rubric::ir::Program, inputs: &[Value], fuel: Option<u64>, walked: bool) -> rubric::engine::RowResult {
+    let limits = fuel.map(|fuel| rubric::stdlib::Limits { fuel, ..rubric::stdlib::Limits::DEFAULT });
+    if walked {
+        rubric::interp::evaluate_walked(p, inputs, &NoVerdicts, limits)
+    } else {
+        rubric::interp::evaluate_within(p, inputs, &NoVerdicts, None, limits)
+    }
+}
+
+/// A chain of text tests (`if k == "a" then ... else if k == "b" ...`, what `std.ifeval`
+/// dispatches on an instruction's id with) takes the branch the first equal constant names,
+/// whatever the text (one of the constants, a constant named twice, none of them, a null
+/// place), and charges the work its tests one by one charge: under every fuel from none to
+/// enough, the row traps or not, and scores, exactly as the walk over the conditions does.
+#[test]
+fn text_switches_take_the_walks_branch_and_charge_its_work() {
+    let src = r#"rubric t.switch @ 1.0.0
+input kind: Text?
+input r: {id: Text}
+fn pick(k: Text) -> Number =
+  if k == "a" then 1 else if k == "b" then 2 else if "c" == k then 3 else if k == "a" then 4
+  else if k == "d" then 5 else 0
+criterion c "c" value pick(kind ?? "none") / 5
+criterion d "d" value if r.id == "x" then 1 else if r.id == "y" then 0.5 else if r.id == "z" then 0.25 else if r.id == "w" then 0.125 else 0
+criterion e "e" check if kind == "a" then true else if kind == "b" then false else if kind == "c" then true else if kind == "d" then false else kind == null
+criterion short "short" check if kind == "a" then true else if kind == "b" then false else true
+score = weighted_mean(all)
+"#;
+    let c = rubric::types::compile_source("main.rubric", src);
+    let errors: Vec<&str> = c.diagnostics.iter().filter(|d| d.is_error()).map(|d| d.message.as_str()).collect();
+    let p = c.program.unwrap_or_else(|| panic!("{errors:?}"));
+    let mut lens: Vec<u32> = rubric::interp::prepared(&p).switches.values().map(|s| s.len).collect();
+    lens.sort_unstable();
+    assert_eq!(lens, [4, 4, 5], "the three chains of four or more tests are switches, not the short one");
+    let record = |id: &str| Value::from_json(&serde_json::json!({ "id": id }));
+    let kinds =
+        [Value::text("a"), Value::text("b"), Value::text("c"), Value::text("d"), Value::text("zzz"), Value::Null];
+    let ids = ["x", "y", "z", "w", "q"];
+    let mut compared = 0;
+    for (i, kind) in kinds.iter().enumerate() {
+        let inputs = [kind.clone(), record(ids[i % ids.len()])];
+        let free = switch_row(&p, &inputs, None, false);
+        assert_eq!(format!("{free:?}"), format!("{:?}", switch_row(&p, &inputs, None, true)), "{kind:?}");
+        let want = match kind {
+            Value::Text(t) if &**t == "a" => 0.2,
+            Value::Text(t) if &**t == "b" => 0.4,
+            Value::Text(t) if &**t == "c" => 0.6,
+            Value::Text(t) if &**t == "d" => 1.0,
+            _ => 0.0,
+        };
+        assert_eq!(free.criterion("c").and_then(|c| c.value), Some(want), "{kind:?}: the first test of a text decides");
+        let mut trapped = false;
+        for fuel in 1..400 {
+            let (fast, walked) =
+                (switch_row(&p, &inputs, Some(fuel), false), switch_row(&p, &inputs, Some(fuel), true));
+            assert_eq!(format!("{fast:?}"), format!("{walked:?}"), "{kind:?} under {fuel} fuel");
+            trapped |= fast.trap.is_some();
+            compared += 1;
+        }
+        assert!(trapped, "{kind:?}: some fuel runs out");
+        assert!(switch_row(&p, &inputs, Some(400), false).trap.is_none(), "400 fuel is enough");
+    }
+    assert_eq!(compared, kinds.len() * 399);
+}

@@ -1,7 +1,9 @@
 //! Stage 5, the reference interpreter: evaluates an `ir::Program` on one row of bound inputs
 //! and recorded verdicts. It is the semantic oracle the Wasm and JIT engines are compared
 //! against, so it stays boring: a direct recursive walk over each expression, no caching beyond
-//! the per-row text index and `let` values.
+//! the per-row text index and `let` values. Two shortcuts give exactly what the walk gives,
+//! work charged included: places read where they are ([`place`]), and an `if` chain of text
+//! tests of one place taking its branch from a table (`prepared::TextSwitch`).
 //!
 //! The rest of a row's evaluation is shared with every engine: `driver` runs the steps and
 //! assembles the result, `ops` gives every operation its meaning on values, `verdict` applies
@@ -21,6 +23,8 @@ use crate::ir::validate::MAX_LOCALS;
 use crate::ir::{BinOp, CmpOp, Const, Expr, ExprKind, Program};
 use crate::stdlib::{Budget, EvalCtx, Limits, Trap, TrapKind};
 use crate::value::Value;
+use prepared::TextSwitch;
+use rustc_hash::FxHashMap;
 use std::sync::Arc;
 
 /// The reference interpreter as an [`Engine`].
@@ -92,9 +96,25 @@ pub fn evaluate_within(
     run_row(p, inputs, verdicts, &mut walker, trace)
 }
 
+/// [`evaluate_within`] with every `if` chain's conditions tested one by one, as written: the
+/// walk the text switches (`prepared::TextSwitch`) are held to, branch and work alike.
+pub fn evaluate_walked(
+    p: &Program,
+    inputs: &[Value],
+    verdicts: &dyn VerdictSource,
+    limits: Option<Limits>,
+) -> RowResult {
+    let _meter = limits.map(|_| crate::meter::RowMeter::open());
+    let mut walker = Walker::bare(p, inputs);
+    if let Some(limits) = limits {
+        walker.ctx = EvalCtx::with_budget(Budget::new(limits));
+    }
+    run_row(p, inputs, verdicts, &mut walker, None)
+}
+
 /// Evaluate a constant expression (example bindings, input defaults).
 pub fn eval_constant(p: &Program, e: &Expr) -> Result<Value, Trap> {
-    let mut walker = Walker::new(p, &[]);
+    let mut walker = Walker::bare(p, &[]);
     let decided = Decided::new(p);
     let mut trace = Trace::new(None);
     Walk { w: &mut walker, decided: &decided, trace: &mut trace }.eval(e, &mut Vec::new())
@@ -104,7 +124,7 @@ pub fn eval_constant(p: &Program, e: &Expr) -> Result<Value, Trap> {
 /// no inputs) against criteria already decided: the scalar oracle of the tensor numeric stage
 /// (`numeric`) and of `rubric bench-numeric`. Inputs read as null.
 pub fn eval_decided(p: &Program, decided: &Decided, e: &Expr) -> Result<Value, Trap> {
-    let mut walker = Walker::new(p, &[]);
+    let mut walker = Walker::bare(p, &[]);
     let mut trace = Trace::new(None);
     Walk { w: &mut walker, decided, trace: &mut trace }.eval(e, &mut Vec::new())
 }
@@ -122,10 +142,21 @@ struct Walker<'a> {
     depth: u32,
     /// Cleared frames of finished function calls, for the next calls.
     frames: Vec<Vec<Value>>,
+    /// The program's text switches (`prepared::TextSwitch`); none for a constant expression.
+    switches: &'a FxHashMap<usize, TextSwitch>,
 }
 
 impl<'a> Walker<'a> {
+    /// The walker of a row of `p`.
     fn new(p: &'a Program, inputs: &'a [Value]) -> Walker<'a> {
+        Walker { switches: &prepared(p).switches, ..Walker::bare(p, inputs) }
+    }
+
+    /// A walker without the program's prepared facts: for a constant expression, which may be
+    /// evaluated while its program is still being built (an example's binding, an input's
+    /// default), before the program can be prepared.
+    fn bare(p: &'a Program, inputs: &'a [Value]) -> Walker<'a> {
+        static NONE: std::sync::LazyLock<FxHashMap<usize, TextSwitch>> = std::sync::LazyLock::new(FxHashMap::default);
         // The oracle computes every intrinsic call as written: no scan plan, no memo.
         Walker {
             p,
@@ -135,6 +166,7 @@ impl<'a> Walker<'a> {
             calls: 0,
             depth: 0,
             frames: Vec::new(),
+            switches: &NONE,
         }
     }
 }
@@ -215,6 +247,42 @@ impl Walk<'_, '_, '_> {
         };
         self.w.depth -= 1;
         v
+    }
+
+    /// The branch the `if` chain headed by `head` (with condition `cond`) takes, when it is a
+    /// text switch (`prepared::TextSwitch`) and its place holds a text: found in the switch's
+    /// table, with the work charged that testing its conditions one by one would charge (per
+    /// condition tested: its `if`, its comparison, the place and the constant; the head's `if`
+    /// is charged already). `None`: test the conditions as written.
+    fn switched<'e>(&mut self, head: &'e Expr, cond: &Expr, locals: &[Value]) -> Result<Option<&'e Expr>, Trap> {
+        if self.w.switches.is_empty() {
+            return Ok(None);
+        }
+        let Some(switch) = self.w.switches.get(&(cond as *const Expr as usize)) else { return Ok(None) };
+        let Some((place_expr, _)) = prepared::text_test(cond) else { return Ok(None) };
+        let Some((Value::Text(text), n)) = place(self.w.inputs, place_expr, locals) else { return Ok(None) };
+        let level = switch.levels.get(&**text).copied().unwrap_or(switch.len);
+        // The `if` whose condition holds (or the last one), and the branch it takes.
+        let last = switch.len - 1;
+        let mut at = head;
+        for _ in 0..level.min(last) {
+            let ExprKind::If { els, .. } = &at.kind else { return Ok(None) };
+            at = els;
+        }
+        let ExprKind::If { cond, then, els } = &at.kind else { return Ok(None) };
+        let branch = if level <= last {
+            // The table's constant is this condition's: a chain that is not the one the table
+            // was made of is walked as written.
+            if prepared::text_test(cond).map(|(_, t)| t) != Some(&**text) {
+                return Ok(None);
+            }
+            then
+        } else {
+            els
+        };
+        let tested = u64::from(level.min(last)) + 1;
+        self.w.ctx.budget.work(tested * (n + 3) - 1)?;
+        Ok(Some(branch))
     }
 
     fn eval_inner(&mut self, e: &Expr, locals: &mut Vec<Value>) -> Result<Value, Trap> {
@@ -311,11 +379,16 @@ impl Walk<'_, '_, '_> {
                 }
                 result
             }
-            ExprKind::If { cond, then, els } => match ops::condition(self.eval(cond, locals)?)? {
-                Ok(true) => self.eval(then, locals)?,
-                Ok(false) => self.eval(els, locals)?,
-                Err(u) => u,
-            },
+            ExprKind::If { cond, then, els } => {
+                if let Some(branch) = self.switched(e, cond, locals)? {
+                    return self.eval(branch, locals);
+                }
+                match ops::condition(self.eval(cond, locals)?)? {
+                    Ok(true) => self.eval(then, locals)?,
+                    Ok(false) => self.eval(els, locals)?,
+                    Err(u) => u,
+                }
+            }
             ExprKind::Intrinsic { name, overload, args, site } => {
                 let mut vals: smallvec::SmallVec<[Value; 4]> = smallvec::SmallVec::with_capacity(args.len());
                 for a in args {

@@ -1,7 +1,8 @@
 //! What the engines compute once per program and share across its rows: each criterion's
 //! result metadata as interned strings (its id, its source, the names of its sets, a constant
-//! text: every row's result points at them instead of copying or counting them) and the scan plan of the constant patterns
-//! and repeated intrinsic calls of the program (`stdlib::scan`).
+//! text: every row's result points at them instead of copying or counting them), the scan plan
+//! of the constant patterns and repeated intrinsic calls of the program (`stdlib::scan`), and
+//! the text switches of its `if` chains ([`TextSwitch`]).
 //!
 //! Pipeline position: built from an `ir::Program` on first use ([`prepared`], kept in the
 //! program's `prepared` slot) by the first row any engine evaluates; read by `driver` and, as
@@ -11,6 +12,7 @@
 use crate::engine::{intern_names, Name};
 use crate::ir::{walk, CriterionDecl, Expr, ExprKind, Program, Step, Verifier};
 use crate::stdlib::scan::{PlannedCall, ScanPlan};
+use rustc_hash::{FxHashMap, FxHashSet};
 use std::sync::Arc;
 
 /// A criterion's result metadata, interned (`engine::intern`): shared by every row's result.
@@ -75,6 +77,10 @@ pub struct Prepared {
     /// By step index: the template of each `each` step (instances get ids of their own).
     pub each: Vec<Option<CriterionMeta>>,
     pub scan: Arc<ScanPlan>,
+    /// The program's `if` chains that dispatch on a text ([`TextSwitch`]), by the address of
+    /// the head's condition (a boxed node of the program, which stays where it is while the
+    /// program lives, wherever the program itself is moved).
+    pub switches: FxHashMap<usize, TextSwitch>,
 }
 
 impl Prepared {
@@ -90,6 +96,7 @@ impl Prepared {
                 })
                 .collect(),
             scan: Arc::new(scan_plan(p)),
+            switches: text_switches(p),
         }
     }
 }
@@ -149,4 +156,94 @@ fn scan_plan(p: &Program) -> ScanPlan {
         walk(&f.body, &mut visit);
     }
     ScanPlan::new(&calls)
+}
+
+/// A chain `if P == "a" then A else if P == "b" then B ... else Z` whose conditions all
+/// compare one place `P` (an input, a local, a field of one) with a text constant: what
+/// standard-library functions that dispatch on an id look like (`std.ifeval.follows_by_id`).
+/// The interpreter finds the branch a text takes in this table instead of testing the
+/// conditions one by one, and charges the work testing them would have (`interp::Walk`).
+#[derive(Debug, Default)]
+pub struct TextSwitch {
+    /// For each constant, the level (0: the head) of the first condition that compares with it.
+    pub levels: FxHashMap<Box<str>, u32>,
+    /// The number of conditions in the chain (the level of its final `else`).
+    pub len: u32,
+}
+
+/// Chains shorter than this are tested one by one (a lookup would not pay for itself).
+const SWITCH_MIN: u32 = 4;
+
+/// `P == "text"` or `"text" == P` with `P` a place: the place and the text.
+pub fn text_test(cond: &Expr) -> Option<(&Expr, &str)> {
+    let ExprKind::Compare { first, rest } = &cond.kind else { return None };
+    let [(crate::ir::CmpOp::Eq, second)] = rest.as_slice() else { return None };
+    let (place, text) = match (&first.kind, &second.kind) {
+        (ExprKind::Const(crate::ir::Const::Text(t)), _) => (second, t),
+        (_, ExprKind::Const(crate::ir::Const::Text(t))) => (&**first, t),
+        _ => return None,
+    };
+    is_place(place).then_some((place, &**text))
+}
+
+/// An input, a local, or a field of one (narrowed or not): what reads the same value at every
+/// condition of a chain.
+fn is_place(e: &Expr) -> bool {
+    match &e.kind {
+        ExprKind::Input(_) | ExprKind::Local(_) => true,
+        ExprKind::Narrowed(base) | ExprKind::Field { base, .. } => is_place(base),
+        _ => false,
+    }
+}
+
+/// Whether two places are the same place.
+fn same_place(a: &Expr, b: &Expr) -> bool {
+    match (&a.kind, &b.kind) {
+        (ExprKind::Input(x), ExprKind::Input(y)) | (ExprKind::Local(x), ExprKind::Local(y)) => x == y,
+        (ExprKind::Narrowed(x), ExprKind::Narrowed(y)) => same_place(x, y),
+        (ExprKind::Field { base: x, name: m, .. }, ExprKind::Field { base: y, name: n, .. }) => {
+            m == n && same_place(x, y)
+        }
+        _ => false,
+    }
+}
+
+/// Every `if` chain of `p` of at least [`SWITCH_MIN`] text tests of one place, from its head
+/// (the conditions inside a chain are not heads of their own).
+fn text_switches(p: &Program) -> FxHashMap<usize, TextSwitch> {
+    let mut switches = FxHashMap::default();
+    let mut inside = FxHashSet::default();
+    let mut visit = |e: &Expr| {
+        let ExprKind::If { cond, els, .. } = &e.kind else { return };
+        let key = &**cond as *const Expr as usize;
+        let Some((place, text)) = text_test(cond) else { return };
+        if inside.contains(&key) {
+            return;
+        }
+        let mut switch = TextSwitch::default();
+        switch.levels.insert(text.into(), 0);
+        let mut next = &**els;
+        let mut len = 1;
+        while let ExprKind::If { cond, els, .. } = &next.kind {
+            let Some((_, text)) = text_test(cond).filter(|(p2, _)| same_place(place, p2)) else { break };
+            switch.levels.entry(text.into()).or_insert(len);
+            inside.insert(&**cond as *const Expr as usize);
+            len += 1;
+            next = els;
+        }
+        switch.len = len;
+        if len >= SWITCH_MIN {
+            switches.insert(key, switch);
+        }
+    };
+    for (_, e) in super::roots(p) {
+        walk(e, &mut visit);
+    }
+    for l in &p.lets {
+        walk(&l.value, &mut visit);
+    }
+    for f in &p.functions {
+        walk(&f.body, &mut visit);
+    }
+    switches
 }
