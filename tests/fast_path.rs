@@ -38,7 +38,7 @@ fn planned_answers_are_the_intrinsics_answers() {
     let c = rubric::types::compile_source("main.rubric", &src);
     let errors: Vec<String> = c.diagnostics.iter().filter(|d| d.is_error()).map(|d| d.message.clone()).collect();
     let p = c.program.unwrap_or_else(|| panic!("{errors:?}\n{src}"));
-    let shares = rubric::interp::prepared(&p).scan.shares();
+    let shares = rubric::interp::prepared(&p).scan(&p).shares();
     assert!(shares.exact > 1 && shares.folded > 1 && shares.patterns > 1, "the plan holds every family: {shares:?}");
     let texts = [
         "",
@@ -72,7 +72,7 @@ fn repeated_calls_are_memoised_and_distinct_ones_are_not() {
                criterion c \"c\" check sentence_count(t) > 0\n\
                score = weighted_mean(all)\n";
     let p = rubric::types::compile_source("main.rubric", src).program.unwrap_or_else(|| panic!("compiles"));
-    let plan = &rubric::interp::prepared(&p).scan;
+    let plan = rubric::interp::prepared(&p).scan(&p);
     let wc = rubric::stdlib::lookup("word_count").next().map(|(_, f)| f);
     let sc = rubric::stdlib::lookup("sentence_count").next().map(|(_, f)| f);
     assert!(wc.is_some_and(|f| plan.memoises(f)), "word_count(t) is called twice");

@@ -97,7 +97,7 @@ impl HostCore {
     pub fn begin_row(&mut self, program: &Arc<Program>, inputs: &[Value], budget: Budget) {
         self.inputs.clear();
         self.inputs.extend_from_slice(inputs);
-        self.eval = EvalCtx::for_row(budget, &crate::interp::prepared(program).scan);
+        self.eval = EvalCtx::for_row(budget, crate::interp::prepared(program).scan(program));
         self.lets.clear();
         self.lets.resize(program.lets.len(), None);
         if !self.program.as_ref().is_some_and(|p| Arc::ptr_eq(p, program)) {

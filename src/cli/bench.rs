@@ -52,7 +52,7 @@ pub fn bench_command(file: &Path, opts: &BenchOptions<'_>) -> ExitCode {
         opts.runs.max(1),
         threads
     );
-    let shares = crate::interp::prepared(program).scan.shares();
+    let shares = crate::interp::prepared(program).scan(program).shares();
     println!(
         "scan plan: {} exact and {} case-folded needles in one pass each, {} regexes in one set, {} intrinsics memoised per row",
         shares.exact, shares.folded, shares.patterns, shares.memoised

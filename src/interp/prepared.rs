@@ -1,7 +1,8 @@
 //! What the engines compute once per program and share across its rows: each criterion's
 //! result metadata as interned strings (its id, its source, the names of its sets, a constant
 //! text: every row's result points at them instead of copying or counting them), the scan plan
-//! of the constant patterns and repeated intrinsic calls of the program (`stdlib::scan`), and
+//! of the constant patterns and repeated intrinsic calls of the program (`stdlib::scan`, made
+//! when an engine that scans first asks for it: the JIT and Wasm engines' host), and
 //! the text switches of its `if` chains ([`TextSwitch`]).
 //!
 //! Pipeline position: built from an `ir::Program` on first use ([`prepared`], kept in the
@@ -76,7 +77,9 @@ pub struct Prepared {
     pub criteria: Vec<CriterionMeta>,
     /// By step index: the template of each `each` step (instances get ids of their own).
     pub each: Vec<Option<CriterionMeta>>,
-    pub scan: Arc<ScanPlan>,
+    /// The scan plan, made the first time an engine that scans asks for it ([`Prepared::scan`]):
+    /// the interpreter computes every call as written and never does.
+    scan: std::sync::OnceLock<Arc<ScanPlan>>,
     /// The program's `if` chains that dispatch on a text ([`TextSwitch`]), by the address of
     /// the head's condition (a boxed node of the program, which stays where it is while the
     /// program lives, wherever the program itself is moved).
@@ -84,6 +87,11 @@ pub struct Prepared {
 }
 
 impl Prepared {
+    /// The scan plan of `p` (whose facts these are), made on first use.
+    pub fn scan(&self, p: &Program) -> &Arc<ScanPlan> {
+        self.scan.get_or_init(|| Arc::new(scan_plan(p)))
+    }
+
     pub fn of(p: &Program) -> Prepared {
         Prepared {
             criteria: p.criteria.iter().map(|d| CriterionMeta::of(p, d)).collect(),
@@ -95,7 +103,7 @@ impl Prepared {
                     _ => None,
                 })
                 .collect(),
-            scan: Arc::new(scan_plan(p)),
+            scan: std::sync::OnceLock::new(),
             switches: text_switches(p),
         }
     }
