@@ -750,11 +750,11 @@ pub enum Command {
 
 /// The run report's line on executions, for a rubric that runs programs: how many ran in the
 /// sandbox, and how many were answered without running (cache, transcript, the same execution
-/// earlier in the run).
-fn exec_report(program: &crate::ir::Program) -> Option<String> {
+/// earlier in the run). `executes`: whether the rubric runs programs (`Program::executes`).
+fn exec_report(executes: bool) -> Option<String> {
     #[cfg(all(feature = "exec", target_os = "linux"))]
     {
-        let ex = crate::sandbox::executor::current().filter(|_| program.executes())?;
+        let ex = crate::sandbox::executor::current().filter(|_| executes)?;
         let s = ex.stats();
         Some(format!(
             "executions: {} run in the sandbox, {} from the execution cache, {} replayed, {} identical to one \
@@ -764,7 +764,7 @@ fn exec_report(program: &crate::ir::Program) -> Option<String> {
     }
     #[cfg(not(all(feature = "exec", target_os = "linux")))]
     {
-        let _ = program;
+        let _ = executes;
         None
     }
 }
@@ -885,7 +885,9 @@ pub fn main_with(cli: Cli) -> ExitCode {
                 return ExitCode::from(1);
             };
             let program = rubric.program();
-            if program.executes() && !may_exec {
+            // Read once: it serialises the whole program.
+            let executes = program.executes();
+            if executes && !may_exec {
                 eprintln!(
                     "error: `{}` runs programs (`exec`): pass `--allow-exec` to run them in the sandbox (docs/exec.md), \
                      or `--exec-replay FILE` to answer from a recorded transcript",
@@ -1005,7 +1007,7 @@ pub fn main_with(cli: Cli) -> ExitCode {
                             (None, None) => {}
                         }
                     }
-                    if let Some(line) = exec_report(program) {
+                    if let Some(line) = exec_report(executes) {
                         eprintln!("{line}");
                     }
                     if !s.failures.is_empty() {
