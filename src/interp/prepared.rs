@@ -134,6 +134,19 @@ fn small(e: &Expr, depth: u32) -> bool {
     }
 }
 
+/// Visit every expression of `p`: its roots, `let` values and function bodies.
+fn walk_program(p: &Program, visit: &mut dyn FnMut(&Expr)) {
+    for (_, e) in super::roots(p) {
+        walk(e, visit);
+    }
+    for l in &p.lets {
+        walk(&l.value, visit);
+    }
+    for f in &p.functions {
+        walk(&f.body, visit);
+    }
+}
+
 /// Every intrinsic call of `p` (every root, `let` and function body), as the scan plan reads
 /// them: its constant second argument, and its arguments' form (calls of one intrinsic on equal
 /// forms are what the memo serves).
@@ -154,15 +167,7 @@ fn scan_plan(p: &Program) -> ScanPlan {
         };
         calls.push(PlannedCall { name: name.clone(), overload: *overload, needle, form });
     };
-    for (_, e) in super::roots(p) {
-        walk(e, &mut visit);
-    }
-    for l in &p.lets {
-        walk(&l.value, &mut visit);
-    }
-    for f in &p.functions {
-        walk(&f.body, &mut visit);
-    }
+    walk_program(p, &mut visit);
     ScanPlan::new(&calls)
 }
 
@@ -244,14 +249,6 @@ fn text_switches(p: &Program) -> FxHashMap<usize, TextSwitch> {
             switches.insert(key, switch);
         }
     };
-    for (_, e) in super::roots(p) {
-        walk(e, &mut visit);
-    }
-    for l in &p.lets {
-        walk(&l.value, &mut visit);
-    }
-    for f in &p.functions {
-        walk(&f.body, &mut visit);
-    }
+    walk_program(p, &mut visit);
     switches
 }

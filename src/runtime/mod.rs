@@ -409,14 +409,26 @@ pub fn score_row(
 ) -> Json {
     match prepare_contained(program, ident, index, row, verdicts) {
         Ok(row) => {
-            let result = Contained(engine).evaluate(program, &row.inputs, &row.verdicts);
-            if let Some(v) = verdicts {
-                v.note_result(&row.verdicts, result.criteria.iter().map(|c| &*c.id));
-            }
+            let result = evaluate_prepared(engine, program, &row, verdicts);
             finish_record(row.out, ident, engine.name(), &result)
         }
         Err(record) => record,
     }
+}
+
+/// Evaluate a prepared row (a panic becomes its result's internal trap), noting which of its
+/// recorded verdicts the result used.
+fn evaluate_prepared(
+    engine: &dyn Engine,
+    program: &Program,
+    row: &PreparedRow,
+    verdicts: Option<&VerdictFile>,
+) -> RowResult {
+    let result = Contained(engine).evaluate(program, &row.inputs, &row.verdicts);
+    if let Some(v) = verdicts {
+        v.note_result(&row.verdicts, result.criteria.iter().map(|c| &*c.id));
+    }
+    result
 }
 
 /// [`prepare_row`], with a panic (while an input's default is evaluated, say) turned into the
@@ -770,10 +782,7 @@ fn score_row_line(
         Ok(row) => row,
         Err(record) => return record_line(&record),
     };
-    let result = Contained(engine).evaluate(program, &row.inputs, &row.verdicts);
-    if let Some(v) = verdicts {
-        v.note_result(&row.verdicts, result.criteria.iter().map(|c| &*c.id));
-    }
+    let result = evaluate_prepared(engine, program, &row, verdicts);
     if result.trap.as_ref().is_some_and(|t| t.code == TrapKind::Internal.code()) {
         return record_line(&finish_record(row.out, ident, engine.name(), &result));
     }
