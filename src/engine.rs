@@ -3,7 +3,7 @@
 //! trait and must produce identical `RowResult`s.
 
 use crate::ir::Program;
-use crate::value::Value;
+use crate::value::{JsonNumber, Value};
 use serde::ser::{SerializeMap, Serializer};
 use serde::Serialize;
 use serde_json::{Map, Value as Json};
@@ -325,20 +325,16 @@ fn to_json_value(value: &impl Serialize) -> Json {
     serde_json::to_value(value).expect("a record part serialises")
 }
 
-/// A number as records write it ([`number_to_json`]): an integer when it is integral and
-/// small enough to be exact, `null` when it is not finite.
+/// A number as records write it ([`JsonNumber`], as `value::number_to_json` does).
 #[derive(Debug, Clone, Copy)]
 pub struct Num(pub f64);
 
 impl Serialize for Num {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let n = self.0;
-        if n.is_finite() && n.fract() == 0.0 && n.abs() < 9.0e15 {
-            s.serialize_i64(n as i64)
-        } else if n.is_finite() {
-            s.serialize_f64(n)
-        } else {
-            s.serialize_unit()
+        match JsonNumber::of(self.0) {
+            JsonNumber::Integer(i) => s.serialize_i64(i),
+            JsonNumber::Float(x) => s.serialize_f64(x),
+            JsonNumber::Null => s.serialize_unit(),
         }
     }
 }

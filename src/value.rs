@@ -108,12 +108,42 @@ impl Value {
     }
 }
 
-/// Numbers are written as integers when they are integral and small enough to be exact.
+/// How a number is written in JSON: as an integer when it is integral and small enough to be
+/// exact, as `null` when it is not finite (JSON has no such numbers), else as itself.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum JsonNumber {
+    Integer(i64),
+    Float(f64),
+    Null,
+}
+
+impl JsonNumber {
+    pub fn of(n: f64) -> JsonNumber {
+        if !n.is_finite() {
+            JsonNumber::Null
+        } else if n.fract() == 0.0 && n.abs() < 9.0e15 {
+            JsonNumber::Integer(n as i64)
+        } else {
+            JsonNumber::Float(n)
+        }
+    }
+
+    /// The number a reader of the JSON gets back (`null`: none).
+    pub fn read_back(self) -> Option<f64> {
+        match self {
+            JsonNumber::Integer(i) => Some(i as f64),
+            JsonNumber::Float(x) => Some(x),
+            JsonNumber::Null => None,
+        }
+    }
+}
+
+/// `n` as JSON ([`JsonNumber`]).
 pub fn number_to_json(n: f64) -> JsonValue {
-    if n.is_finite() && n.fract() == 0.0 && n.abs() < 9.0e15 {
-        JsonValue::from(n as i64)
-    } else {
-        serde_json::Number::from_f64(n).map(JsonValue::Number).unwrap_or(JsonValue::Null)
+    match JsonNumber::of(n) {
+        JsonNumber::Integer(i) => JsonValue::from(i),
+        JsonNumber::Float(x) => serde_json::Number::from_f64(x).map_or(JsonValue::Null, JsonValue::Number),
+        JsonNumber::Null => JsonValue::Null,
     }
 }
 

@@ -86,14 +86,7 @@ pub fn evaluate_within(
     trace: Option<&mut Vec<TraceEvent>>,
     limits: Option<Limits>,
 ) -> RowResult {
-    let Some(limits) = limits else {
-        let mut walker = Walker::new(p, inputs);
-        return run_row(p, inputs, verdicts, &mut walker, trace);
-    };
-    let _meter = crate::meter::RowMeter::open();
-    let mut walker = Walker::new(p, inputs);
-    walker.ctx = EvalCtx::with_budget(Budget::new(limits));
-    run_row(p, inputs, verdicts, &mut walker, trace)
+    walk_row(|| Walker::new(p, inputs), verdicts, trace, limits)
 }
 
 /// [`evaluate_within`] with every `if` chain's conditions tested one by one, as written: the
@@ -104,12 +97,24 @@ pub fn evaluate_walked(
     verdicts: &dyn VerdictSource,
     limits: Option<Limits>,
 ) -> RowResult {
+    walk_row(|| Walker::bare(p, inputs), verdicts, None, limits)
+}
+
+/// Run the row of the walker `walker` makes, under `limits` (everything it allocates metered,
+/// the walker included, and its work charged) when there are some.
+fn walk_row<'a>(
+    walker: impl FnOnce() -> Walker<'a>,
+    verdicts: &dyn VerdictSource,
+    trace: Option<&mut Vec<TraceEvent>>,
+    limits: Option<Limits>,
+) -> RowResult {
     let _meter = limits.map(|_| crate::meter::RowMeter::open());
-    let mut walker = Walker::bare(p, inputs);
+    let mut walker = walker();
+    let (p, inputs) = (walker.p, walker.inputs);
     if let Some(limits) = limits {
         walker.ctx = EvalCtx::with_budget(Budget::new(limits));
     }
-    run_row(p, inputs, verdicts, &mut walker, None)
+    run_row(p, inputs, verdicts, &mut walker, trace)
 }
 
 /// Evaluate a constant expression (example bindings, input defaults).

@@ -258,13 +258,8 @@ impl RowOutcome {
     /// from the result instead of the record.
     fn of_result(result: &RowResult) -> RowOutcome {
         let mut codes = std::collections::BTreeSet::new();
-        // The score as the record writes it (`engine::Num`): integral ones as integers, others
-        // that are not finite as null.
-        let score = result.score.and_then(|x| match x {
-            _ if !x.is_finite() => None,
-            _ if x.fract() == 0.0 && x.abs() < 9.0e15 => Some(x as i64 as f64),
-            _ => Some(x),
-        });
+        // The score as the record writes it and `of` reads it back.
+        let score = result.score.and_then(|x| crate::value::JsonNumber::of(x).read_back());
         for c in result.criteria.iter().filter(|c| c.status == crate::engine::Status::Unscored) {
             let code = reason_code(c.reason.as_deref().unwrap_or(""));
             if !UNSCORED_BY_DESIGN.contains(&code.as_str()) {
@@ -720,19 +715,18 @@ fn error_record(mut out: Map<String, Json>, ident: &Identity, code: &str, messag
 
 /// The record of an evaluated row; a row whose evaluation panicked ([`Contained`]) gets its
 /// `rubric::trap::internal` error record instead.
-pub fn finish_record(mut out: Map<String, Json>, ident: &Identity, engine: &str, result: &RowResult) -> Json {
+pub fn finish_record(out: Map<String, Json>, ident: &Identity, engine: &str, result: &RowResult) -> Json {
     if let Some(t) = result.trap.as_ref().filter(|t| t.code == TrapKind::Internal.code()) {
         return error_record(out, ident, t.code, t.message.clone());
     }
-    stamp(&mut out, ident);
-    out.insert("engine".into(), json!(engine));
-    out.extend(result.to_json(&ident.sites));
-    Json::Object(out)
+    #[expect(clippy::expect_used, reason = "a record's parts have string keys and no failing Serialize")]
+    serde_json::to_value(RecordLine { out: &out, ident, engine, result }).expect("a record serialises")
 }
 
-/// The record [`finish_record`] makes of an evaluated row, serialised straight to its line:
-/// `out`'s fields, the identity, the engine and the result's fields, without a JSON tree in
-/// between. For a result without an internal trap (whose record is an error record).
+/// The record of an evaluated row, in order: `out`'s fields, the identity, the engine and the
+/// result's fields. [`finish_record`] makes a JSON value of it; the plain batch path
+/// ([`score_row_line`]) serialises it straight to its line, without a JSON tree in between.
+/// For a result without an internal trap (whose record is an error record).
 struct RecordLine<'a> {
     out: &'a Map<String, Json>,
     ident: &'a Identity,
@@ -761,10 +755,15 @@ impl serde::Serialize for RecordLine<'_> {
 
 /// A record as its line (with its newline) and what it says for the summary.
 fn record_line(record: &Json) -> (String, RowOutcome) {
-    #[expect(clippy::expect_used, reason = "serde_json cannot fail on a JSON value")]
-    let mut line = serde_json::to_string(record).expect("result serialises");
+    (json_line(record), RowOutcome::of(record))
+}
+
+/// `record` as a line of JSONL, with its newline.
+fn json_line(record: &impl serde::Serialize) -> String {
+    #[expect(clippy::expect_used, reason = "records have string keys and no failing Serialize")]
+    let mut line = serde_json::to_string(record).expect("a record serialises");
     line.push('\n');
-    (line, RowOutcome::of(record))
+    line
 }
 
 /// [`score_row`] made into the line `run_batch_as` writes for it when records are written in
@@ -787,10 +786,7 @@ fn score_row_line(
         return record_line(&finish_record(row.out, ident, engine.name(), &result));
     }
     let record = RecordLine { out: &row.out, ident, engine: engine.name(), result: &result };
-    #[expect(clippy::expect_used, reason = "a record's parts have string keys and no failing Serialize")]
-    let mut line = serde_json::to_string(&record).expect("result serialises");
-    line.push('\n');
-    (line, RowOutcome::of_result(&result))
+    (json_line(&record), RowOutcome::of_result(&result))
 }
 
 /// Options of a batch run.
@@ -1035,10 +1031,7 @@ pub fn run_batch_as(
             if opts.compact {
                 compact(&mut r);
             }
-            #[expect(clippy::expect_used, reason = "serde_json cannot fail on a JSON value")]
-            let mut line = serde_json::to_string(&r).expect("result serialises");
-            line.push('\n');
-            (line, outcome)
+            (json_line(&r), outcome)
         };
         let mut grouper = grouper.borrow_mut();
         let rows: Vec<(usize, RowIn<'_>)> = chunk.iter().map(|(i, line)| (*i, line.row())).collect();
