@@ -709,6 +709,23 @@ fn printer_parenthesises_only_where_needed() {
     }
 }
 
+/// An expression's span covers its operands and operators, never the comments or blank lines
+/// after it (a comparison's span used to run on to the next declaration).
+#[test]
+fn expression_spans_end_at_their_last_operand() {
+    for (src, want) in [
+        ("score = a < b // note\n\n// more\n", "a < b"),
+        ("score = not x.y == 2 /* c */\n", "not x.y == 2"),
+        ("score = -a * (b + c) ?? d   \n// after\n", "-a * (b + c) ?? d"),
+        ("score = f(1) >= g[0] and h\n", "f(1) >= g[0] and h"),
+    ] {
+        let f = parse_clean(src);
+        let Item::Score(s) = &f.items[0] else { panic!("not a score item") };
+        let span = s.expr.span;
+        assert_eq!(&src[span.start as usize..span.end as usize], want, "span of `{src}`");
+    }
+}
+
 // Regression tests for parser bugs found by the properties above.
 
 #[test]

@@ -332,9 +332,7 @@ fn describe(rule: &Rule) -> Option<&'static str> {
         Rule::semver => "a version like `1.0.0`",
         Rule::number | Rule::signed_number => "a number",
         Rule::string | Rule::plain_string | Rule::triple_string => "a string",
-        Rule::expr | Rule::if_expr | Rule::lambda | Rule::coalesce | Rule::or_expr | Rule::and_expr
-        | Rule::not_expr | Rule::cmp_expr | Rule::add_expr | Rule::mul_expr | Rule::unary_expr
-        | Rule::postfix_expr | Rule::primary => "an expression",
+        Rule::expr | Rule::if_expr | Rule::lambda | Rule::primary => "an expression",
         Rule::type_expr | Rule::type_atom => "a type",
         Rule::reward_setting => {
             "a reward setting (`advantage`, `std`, `epsilon`, `clip`, `penalty`, `unscored`, `uncovered`)"
@@ -584,6 +582,42 @@ fn cmp_op(token: &str) -> CmpOp {
         ">=" => CmpOp::Ge,
         "<" => CmpOp::Lt,
         _ => CmpOp::Gt,
+    }
+}
+
+/// How a level of an operator chain combines its operands.
+#[derive(Clone, Copy)]
+enum ChainLevel {
+    /// Left to right, one `Binary` per operator.
+    Binary,
+    /// `not`s before the operand (no operators at this level).
+    Not,
+    /// One `Compare` of every operand (`a < b <= c`).
+    Compare,
+}
+
+/// The levels of an operator chain, loosest first, with the tokens that split each.
+const CHAIN_LEVELS: [(&[Rule], ChainLevel); 7] = [
+    (&[Rule::coalesce_op], ChainLevel::Binary),
+    (&[Rule::k_or], ChainLevel::Binary),
+    (&[Rule::k_and], ChainLevel::Binary),
+    (&[], ChainLevel::Not),
+    (&[Rule::cmp_op], ChainLevel::Compare),
+    (&[Rule::add_op], ChainLevel::Binary),
+    (&[Rule::mul_op], ChainLevel::Binary),
+];
+
+/// The operator an operator token of a chain spells.
+fn bin_op(token: &Pair<'_, Rule>) -> BinOp {
+    match (token.as_rule(), token.as_str()) {
+        (Rule::coalesce_op, _) => BinOp::Coalesce,
+        (Rule::k_or, _) => BinOp::Or,
+        (Rule::k_and, _) => BinOp::And,
+        (_, "+") => BinOp::Add,
+        (_, "-") => BinOp::Sub,
+        (_, "*") => BinOp::Mul,
+        (_, "/") => BinOp::Div,
+        _ => BinOp::Rem,
     }
 }
 
@@ -1336,21 +1370,20 @@ impl Lower {
         stacker::maybe_grow(RED_ZONE, NEW_SEGMENT, || self.expr_inner(p))
     }
 
-    /// Charge an operator chain: each operand can add one level to the tree.
-    fn charge(&self, p: &Pair<'_, Rule>) -> Charge<'_> {
-        let n = p.clone().into_inner().count();
-        self.charge_n(n, p)
-    }
-
     /// Take `n` levels of the depth budget until the returned guard drops; past the limit,
     /// report once and mark the guard `exceeded` (the caller then builds `null`).
     fn charge_n(&self, n: usize, p: &Pair<'_, Rule>) -> Charge<'_> {
+        self.charge_at(n, self.span(p))
+    }
+
+    /// [`Self::charge_n`] for the expression at `span`.
+    fn charge_at(&self, n: usize, span: Span) -> Charge<'_> {
         let d = self.depth.get();
         if d + n > MAX_EXPR_DEPTH {
             if !self.too_deep.replace(true) {
                 self.error(
                     Diagnostic::error("rubric::parse::too_deep", "this expression is nested too deeply")
-                        .with_label(self.span(p), "too deep")
+                        .with_label(span, "too deep")
                         .with_help(format!(
                             "expressions may nest at most {MAX_EXPR_DEPTH} levels (each operand of an operator chain counts); split it with `let`"
                         )),
@@ -1365,7 +1398,14 @@ impl Lower {
     fn expr_inner(&self, p: Pair<'_, Rule>) -> Expr {
         let span = self.span(&p);
         match p.as_rule() {
-            Rule::expr | Rule::primary | Rule::paren => self.expr(kids(p).next().unwrap()),
+            Rule::expr => {
+                let tokens: Vec<_> = p.into_inner().collect();
+                match tokens[0].as_rule() {
+                    Rule::if_expr | Rule::lambda => self.expr(tokens[0].clone()),
+                    _ => self.chain(&tokens, 0),
+                }
+            }
+            Rule::primary | Rule::paren => self.expr(kids(p).next().unwrap()),
             Rule::if_expr => {
                 let mut k = kids(p);
                 let c = self.expr(k.next().unwrap());
@@ -1378,129 +1418,6 @@ impl Lower {
                 let n = self.name(k.next().unwrap());
                 let body = self.expr(k.next().unwrap());
                 Expr { kind: ExprKind::Lambda(n, Box::new(body)), span }
-            }
-            Rule::coalesce | Rule::or_expr | Rule::and_expr => {
-                let _charge = self.charge(&p);
-                if _charge.exceeded {
-                    return Expr { kind: ExprKind::Null, span };
-                }
-                let op = match p.as_rule() {
-                    Rule::coalesce => BinOp::Coalesce,
-                    Rule::or_expr => BinOp::Or,
-                    _ => BinOp::And,
-                };
-                let mut k = kids(p);
-                let mut acc = self.expr(k.next().unwrap());
-                for rhs in k {
-                    let r = self.expr(rhs);
-                    let s = acc.span.to(r.span);
-                    acc = Expr { kind: ExprKind::Binary(op, Box::new(acc), Box::new(r)), span: s };
-                }
-                acc
-            }
-            Rule::not_expr => {
-                let _charge = self.charge(&p);
-                if _charge.exceeded {
-                    return Expr { kind: ExprKind::Null, span };
-                }
-                let parts: Vec<_> = kids(p).collect();
-                let (nots, rest) = parts.split_at(parts.len() - 1);
-                let mut e = self.expr(rest[0].clone());
-                for n in nots.iter().rev() {
-                    let s = self.span(n).to(e.span);
-                    e = Expr { kind: ExprKind::Unary(UnOp::Not, Box::new(e)), span: s };
-                }
-                e
-            }
-            Rule::unary_expr => {
-                let _charge = self.charge(&p);
-                if _charge.exceeded {
-                    return Expr { kind: ExprKind::Null, span };
-                }
-                let parts: Vec<_> = kids(p).collect();
-                let (negs, rest) = parts.split_at(parts.len() - 1);
-                let mut e = self.expr(rest[0].clone());
-                for n in negs.iter().rev() {
-                    let s = self.span(n).to(e.span);
-                    e = Expr { kind: ExprKind::Unary(UnOp::Neg, Box::new(e)), span: s };
-                }
-                e
-            }
-            Rule::cmp_expr => {
-                let _charge = self.charge(&p);
-                if _charge.exceeded {
-                    return Expr { kind: ExprKind::Null, span };
-                }
-                let mut k = kids(p);
-                let first = self.expr(k.next().unwrap());
-                let mut rest = Vec::new();
-                while let Some(op) = k.next() {
-                    rest.push((cmp_op(op.as_str()), self.expr(k.next().unwrap())));
-                }
-                if rest.is_empty() {
-                    first
-                } else {
-                    Expr { kind: ExprKind::Compare(Box::new(first), rest), span }
-                }
-            }
-            Rule::add_expr | Rule::mul_expr => {
-                let _charge = self.charge(&p);
-                if _charge.exceeded {
-                    return Expr { kind: ExprKind::Null, span };
-                }
-                let mut k = kids(p);
-                let mut acc = self.expr(k.next().unwrap());
-                while let Some(op) = k.next() {
-                    let op = match op.as_str() {
-                        "+" => BinOp::Add,
-                        "-" => BinOp::Sub,
-                        "*" => BinOp::Mul,
-                        "/" => BinOp::Div,
-                        _ => BinOp::Rem,
-                    };
-                    let r = self.expr(k.next().unwrap());
-                    let s = acc.span.to(r.span);
-                    acc = Expr { kind: ExprKind::Binary(op, Box::new(acc), Box::new(r)), span: s };
-                }
-                acc
-            }
-            Rule::postfix_expr => {
-                let _charge = self.charge(&p);
-                if _charge.exceeded {
-                    return Expr { kind: ExprKind::Null, span };
-                }
-                let mut k = kids(p);
-                let mut acc = self.expr(k.next().unwrap());
-                for post in k {
-                    let ps = self.span(&post);
-                    let s = acc.span.to(ps);
-                    let post = post.into_inner().next().unwrap();
-                    acc = match post.as_rule() {
-                        Rule::call_args => {
-                            Expr { kind: ExprKind::Call { callee: Box::new(acc), args: self.args(post) }, span: s }
-                        }
-                        Rule::index => {
-                            let i = self.expr(post.into_inner().next().unwrap());
-                            Expr { kind: ExprKind::Index(Box::new(acc), Box::new(i)), span: s }
-                        }
-                        _ => {
-                            let mut pk = post.into_inner();
-                            let name = self.name(pk.next().unwrap());
-                            match pk.next() {
-                                Some(args) => Expr {
-                                    kind: ExprKind::Method {
-                                        receiver: Box::new(acc),
-                                        method: name,
-                                        args: self.args(args),
-                                    },
-                                    span: s,
-                                },
-                                None => Expr { kind: ExprKind::Field(Box::new(acc), name), span: s },
-                            }
-                        }
-                    };
-                }
-                acc
             }
             Rule::number => Expr { kind: ExprKind::Number(self.number(p)), span },
             Rule::string => Expr { kind: ExprKind::Str(self.string(p).value), span },
@@ -1525,6 +1442,138 @@ impl Lower {
                 Expr { kind: ExprKind::Record(fields), span }
             }
             r => unreachable!("expr rule {r:?}"),
+        }
+    }
+
+    /// An operator chain (the tokens of an `expr` that is neither an `if` nor a lambda: operands,
+    /// the operators between them, `not` and `-` before them, postfixes after them), split at
+    /// its loosest operators first. `level` indexes [`CHAIN_LEVELS`]; past them, the tokens are
+    /// one operand. Each operand of a split counts towards the depth budget.
+    fn chain(&self, tokens: &[Pair<'_, Rule>], level: usize) -> Expr {
+        let Some(&(ops, kind)) = CHAIN_LEVELS.get(level) else {
+            return self.operand(tokens);
+        };
+        let at: Vec<usize> = (0..tokens.len()).filter(|&i| ops.contains(&tokens[i].as_rule())).collect();
+        if at.is_empty() {
+            return match kind {
+                ChainLevel::Not => self.negated(tokens, level),
+                _ => self.chain(tokens, level + 1),
+            };
+        }
+        let span = self.tokens_span(tokens);
+        let _charge = self.charge_at(2 * at.len() + 1, span);
+        if _charge.exceeded {
+            return Expr { kind: ExprKind::Null, span };
+        }
+        let mut parts = Vec::with_capacity(at.len() + 1);
+        let mut from = 0;
+        for &i in &at {
+            parts.push((&tokens[from..i], Some(&tokens[i])));
+            from = i + 1;
+        }
+        parts.push((&tokens[from..], None));
+        match kind {
+            ChainLevel::Compare => {
+                let first = self.chain(parts[0].0, level + 1);
+                let mut rest = Vec::with_capacity(at.len());
+                for w in parts.windows(2) {
+                    let op = w[0].1.map_or(CmpOp::Gt, |o| cmp_op(o.as_str()));
+                    rest.push((op, self.chain(w[1].0, level + 1)));
+                }
+                Expr { kind: ExprKind::Compare(Box::new(first), rest), span }
+            }
+            _ => {
+                let mut acc = self.chain(parts[0].0, level + 1);
+                for w in parts.windows(2) {
+                    let op = w[0].1.map_or(BinOp::Add, |o| bin_op(o));
+                    let r = self.chain(w[1].0, level + 1);
+                    let s = acc.span.to(r.span);
+                    acc = Expr { kind: ExprKind::Binary(op, Box::new(acc), Box::new(r)), span: s };
+                }
+                acc
+            }
+        }
+    }
+
+    /// `not`s before the rest of the tokens, which are lowered at `level + 1`.
+    fn negated(&self, tokens: &[Pair<'_, Rule>], level: usize) -> Expr {
+        let n = tokens.iter().take_while(|t| t.as_rule() == Rule::not_op).count();
+        if n == 0 {
+            return self.chain(tokens, level + 1);
+        }
+        let span = self.tokens_span(tokens);
+        let _charge = self.charge_at(n + 1, span);
+        if _charge.exceeded {
+            return Expr { kind: ExprKind::Null, span };
+        }
+        let mut e = self.chain(&tokens[n..], level + 1);
+        for t in tokens[..n].iter().rev() {
+            let s = self.span(t).to(e.span);
+            e = Expr { kind: ExprKind::Unary(UnOp::Not, Box::new(e)), span: s };
+        }
+        e
+    }
+
+    /// One operand: `-`s, a primary, postfixes (calls, indexes, fields and methods).
+    fn operand(&self, tokens: &[Pair<'_, Rule>]) -> Expr {
+        let negs = tokens.iter().take_while(|t| t.as_rule() == Rule::neg_op).count();
+        if negs > 0 {
+            let rest = &tokens[negs..];
+            let span = self.tokens_span(tokens);
+            let _charge = self.charge_at(negs + 1, span);
+            if _charge.exceeded {
+                return Expr { kind: ExprKind::Null, span };
+            }
+            let mut e = self.operand(rest);
+            for t in tokens[..negs].iter().rev() {
+                let s = self.span(t).to(e.span);
+                e = Expr { kind: ExprKind::Unary(UnOp::Neg, Box::new(e)), span: s };
+            }
+            return e;
+        }
+        let (primary, posts) = tokens.split_first().expect("an operand holds a primary");
+        if posts.is_empty() {
+            return self.expr(primary.clone());
+        }
+        let span = self.tokens_span(tokens);
+        let _charge = self.charge_at(tokens.len(), span);
+        if _charge.exceeded {
+            return Expr { kind: ExprKind::Null, span };
+        }
+        let mut acc = self.expr(primary.clone());
+        for post in posts {
+            let ps = self.span(post);
+            let s = acc.span.to(ps);
+            let post = post.clone().into_inner().next().unwrap();
+            acc = match post.as_rule() {
+                Rule::call_args => {
+                    Expr { kind: ExprKind::Call { callee: Box::new(acc), args: self.args(post) }, span: s }
+                }
+                Rule::index => {
+                    let i = self.expr(post.into_inner().next().unwrap());
+                    Expr { kind: ExprKind::Index(Box::new(acc), Box::new(i)), span: s }
+                }
+                _ => {
+                    let mut pk = post.into_inner();
+                    let name = self.name(pk.next().unwrap());
+                    match pk.next() {
+                        Some(args) => Expr {
+                            kind: ExprKind::Method { receiver: Box::new(acc), method: name, args: self.args(args) },
+                            span: s,
+                        },
+                        None => Expr { kind: ExprKind::Field(Box::new(acc), name), span: s },
+                    }
+                }
+            };
+        }
+        acc
+    }
+
+    /// From the first token's start to the last one's end.
+    fn tokens_span(&self, tokens: &[Pair<'_, Rule>]) -> Span {
+        match (tokens.first(), tokens.last()) {
+            (Some(a), Some(b)) => self.span(a).to(self.span(b)),
+            _ => Span::new(self.file, self.base, self.base),
         }
     }
 
