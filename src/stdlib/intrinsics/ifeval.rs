@@ -407,6 +407,26 @@ pub(super) fn load_detector() {
     LazyLock::force(&DETECTOR);
 }
 
+/// Reads Punkt's English parameters now, if no thread has yet (`stdlib::warm_up`).
+pub(super) fn load_sentence_splitter() {
+    punkt::load();
+}
+
+/// Compiles the word tokenizer's substitutions now (and what it uses: Punkt's parameters,
+/// Python's character classes), if no thread has yet (`stdlib::warm_up`).
+pub(super) fn load_word_tokenizer() {
+    words::load();
+    load_character_classes();
+    punkt::load();
+}
+
+/// Compiles the patterns of Python's character classes now, if no thread has yet
+/// (`stdlib::warm_up`).
+pub(super) fn load_character_classes() {
+    pychar::load();
+    LazyLock::force(&PY_WORD_RUN);
+}
+
 /// The detector built from langdetect's profiles, as `build.rs` builds it.
 #[expect(clippy::expect_used, reason = "the profiles are built into langdetect; the IFEval tests load them")]
 fn built_detector() -> DetectorFactory {

@@ -200,6 +200,11 @@ pub(super) fn arg(args: &[Value], i: usize) -> Result<&Value, Trap> {
 pub(super) fn loader(name: &str) -> Option<fn()> {
     match name {
         "detect_language" => Some(ifeval::load_detector),
+        "ifeval_sentences" | "ifeval_sentence_count" => Some(ifeval::load_sentence_splitter),
+        "ifeval_tokens" | "ifeval_capital_word_count" => Some(ifeval::load_word_tokenizer),
+        "python_isupper" | "python_islower" | "python_strip" | "ifeval_word_count" => {
+            Some(ifeval::load_character_classes)
+        }
         _ => None,
     }
 }
@@ -354,10 +359,27 @@ mod tests {
     #[test]
     fn loaders_belong_to_intrinsics() {
         let with_loader: Vec<&str> = ALL.iter().map(|i| i.name).filter(|n| loader(n).is_some()).collect();
-        assert_eq!(with_loader, ["detect_language"]);
+        let mut sorted = with_loader.clone();
+        sorted.sort_unstable();
+        assert_eq!(
+            sorted,
+            [
+                "detect_language",
+                "ifeval_capital_word_count",
+                "ifeval_sentence_count",
+                "ifeval_sentences",
+                "ifeval_tokens",
+                "ifeval_word_count",
+                "python_islower",
+                "python_isupper",
+                "python_strip"
+            ]
+        );
         assert!(loader("contains").is_none());
-        if let Some(load) = loader("detect_language") {
-            load();
+        for name in with_loader {
+            if let Some(load) = loader(name) {
+                load();
+            }
         }
         assert_eq!(ifeval::detect_language("The weather is fine and the sea is calm today.").as_deref(), Some("en"));
     }

@@ -16,8 +16,8 @@
 //!    sentences are dropped.
 
 use super::pychar::{is_decimal, is_space, is_word, rstrip, strip};
+use rustc_hash::{FxHashMap, FxHashSet};
 use std::borrow::Cow;
-use std::collections::{HashMap, HashSet};
 use std::sync::LazyLock;
 
 const ORTHO_BEG_UC: u8 = 1 << 1;
@@ -30,12 +30,13 @@ const ORTHO_UC: u8 = ORTHO_BEG_UC | ORTHO_MID_UC | ORTHO_UNK_UC;
 const ORTHO_LC: u8 = ORTHO_BEG_LC | ORTHO_MID_LC | ORTHO_UNK_LC;
 
 /// The parameters of a trained Punkt model. Entries borrow the embedded model text, except
-/// the few that hold an escaped space.
+/// the few that hold an escaped space. The tables are fixed (the model's), so a fast hash
+/// without a random key serves: the text looked up in them cannot change what they hold.
 struct Params {
-    abbrev_types: HashSet<Cow<'static, str>>,
-    collocations: HashSet<(Cow<'static, str>, Cow<'static, str>)>,
-    sent_starters: HashSet<Cow<'static, str>>,
-    ortho_context: HashMap<Cow<'static, str>, u8>,
+    abbrev_types: FxHashSet<Cow<'static, str>>,
+    collocations: FxHashSet<(Cow<'static, str>, Cow<'static, str>)>,
+    sent_starters: FxHashSet<Cow<'static, str>>,
+    ortho_context: FxHashMap<Cow<'static, str>, u8>,
 }
 
 /// An entry of the model file, with `\s` standing for a space.
@@ -55,10 +56,10 @@ impl Params {
     )]
     fn parse(text: &'static str) -> Params {
         let mut p = Params {
-            abbrev_types: HashSet::new(),
-            collocations: HashSet::new(),
-            sent_starters: HashSet::new(),
-            ortho_context: HashMap::with_capacity(16_384),
+            abbrev_types: FxHashSet::default(),
+            collocations: FxHashSet::default(),
+            sent_starters: FxHashSet::default(),
+            ortho_context: FxHashMap::with_capacity_and_hasher(16_384, Default::default()),
         };
         let mut section = "";
         for line in text.lines() {
@@ -97,6 +98,11 @@ impl Params {
 }
 
 static ENGLISH: LazyLock<Params> = LazyLock::new(|| Params::parse(include_str!("punkt_english.txt")));
+
+/// Reads the English parameters now, if no thread has yet.
+pub(super) fn load() {
+    LazyLock::force(&ENGLISH);
+}
 
 // ---------------------------------------------------------------- Punkt word tokens
 

@@ -15,6 +15,12 @@ static ALNUM: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"\A[\p{L}\p{N}]\z")
 #[expect(clippy::unwrap_used, reason = "a constant pattern of this file; the unit tests and doc examples compile it")]
 static DECIMAL: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"\A\p{Nd}\z").unwrap());
 
+/// Compiles the patterns now, if no thread has yet.
+pub(super) fn load() {
+    LazyLock::force(&ALNUM);
+    LazyLock::force(&DECIMAL);
+}
+
 fn one(re: &Regex, c: char) -> bool {
     let mut buf = [0u8; 4];
     re.is_match(c.encode_utf8(&mut buf))

@@ -66,6 +66,14 @@ static CONTRACTIONS2: LazyLock<Regex> = LazyLock::new(|| {
 /// `CONTRACTIONS3`: `'tis` and `'twas` after a space.
 static CONTRACTIONS3: LazyLock<Vec<Rule>> = LazyLock::new(|| rules(&[(r"(?i) ('t)(is|was)\b", " ${1} ${2} ")]));
 
+/// Compiles the substitutions now, if no thread has yet.
+pub(super) fn load() {
+    for rules in [&STARTING_QUOTES, &PUNCTUATION, &ENDING_QUOTES, &CONTRACTIONS3] {
+        LazyLock::force(rules);
+    }
+    LazyLock::force(&CONTRACTIONS2);
+}
+
 #[expect(clippy::expect_used, reason = "every alternative of `CONTRACTIONS2` is a pair of groups, so a match has one")]
 fn split_contractions(text: String) -> String {
     match CONTRACTIONS2.replace_all(&text, |c: &regex::Captures| {
