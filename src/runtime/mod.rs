@@ -1019,20 +1019,7 @@ pub fn run_batch_as(
      -> Result<(), RunError> {
         // Each record becomes its line on the worker that scored it: a chunk holds 512
         // lines of text, not 512 JSON trees (ten times the memory for wide rubrics).
-        let line_of = |mut r: Json| {
-            // Read before compacting, which drops the criteria.
-            let outcome = RowOutcome::of(&r);
-            if !opts.policy.timings {
-                // collected for the slow-row report only
-                if let Some(o) = r.as_object_mut() {
-                    o.remove("timing");
-                }
-            }
-            if opts.compact {
-                compact(&mut r);
-            }
-            (json_line(&r), outcome)
-        };
+        let line_of = |r: Json| written_line(r, opts);
         let mut grouper = grouper.borrow_mut();
         let rows: Vec<(usize, RowIn<'_>)> = chunk.iter().map(|(i, line)| (*i, line.row())).collect();
         // A chunk's rows are scored together: the deadline counts from the chunk's start.
@@ -1094,6 +1081,11 @@ pub fn run_batch_as(
         Ok(())
     };
     let mut reader = reader;
+    if opts.judges.is_none() && opts.numeric.is_none() && opts.groups.is_none() && plain {
+        stream_plain(engine, program, ident, opts, &mut *reader, skip, &bar, &mut out, &mut summary)?;
+        bar.finish_and_clear();
+        return Ok(summary);
+    }
     let mut bytes = Vec::new();
     // A group judge asks about a group's members together: chunks end between groups.
     let whole_groups = opts.groups.filter(|_| opts.judges.is_some() && judges_groups(program));
@@ -1335,6 +1327,106 @@ fn read_row_line(reader: &mut dyn BufRead, bytes: &mut Vec<u8>) -> std::io::Resu
         Ok(text) => LineRead::Text(text.to_owned()),
         Err(e) => LineRead::NotUtf8(e.valid_up_to()),
     }))
+}
+
+/// A record as the line the run writes, and the outcome the summary counts: read before `--compact`
+/// drops the criteria; the timings, collected for the slow-row report only, are dropped unless
+/// the records carry them.
+fn written_line(mut r: Json, opts: &RunOptions<'_>) -> (String, RowOutcome) {
+    let outcome = RowOutcome::of(&r);
+    if !opts.policy.timings {
+        if let Some(o) = r.as_object_mut() {
+            o.remove("timing");
+        }
+    }
+    if opts.compact {
+        compact(&mut r);
+    }
+    (json_line(&r), outcome)
+}
+
+/// Chunks the pool may score at once on the plain path: the one whose last rows are finishing
+/// and the next, so that no worker waits at a chunk's end.
+const CHUNKS_IN_FLIGHT: usize = 2;
+
+/// The plain path (no judges, numeric stage, groups, timings or deadline), pipelined: this
+/// thread reads a chunk of [`CHUNK`] rows and hands it to the pool, then writes the records of
+/// the oldest chunk in flight, in row order, once it is scored; meanwhile the pool scores the
+/// chunks in flight, so that reading, writing and the slow last rows of a chunk overlap the
+/// scoring of the next. At most [`CHUNKS_IN_FLIGHT`] chunks are scored at once (memory stays
+/// bounded), and records, summary and progress are those of scoring chunk by chunk.
+#[expect(clippy::too_many_arguments, reason = "the run's state, shared with run_batch_as's own loop")]
+fn stream_plain(
+    engine: &dyn Engine,
+    program: &Program,
+    ident: &Identity,
+    opts: &RunOptions<'_>,
+    reader: &mut dyn BufRead,
+    skip: usize,
+    bar: &indicatif::ProgressBar,
+    out: &mut BufWriter<Box<dyn Write>>,
+    summary: &mut Summary,
+) -> Result<(), RunError> {
+    type Lines = Vec<(String, RowOutcome)>;
+    let read_err = |e| RunError::Read { path: opts.input.display().to_string(), source: e };
+    let write_err = |e| RunError::Write { path: opts.output.display().to_string(), source: e };
+    let score = |chunk: Vec<(usize, LineRead)>| -> Lines {
+        let rows: Vec<(usize, RowIn<'_>)> = chunk.iter().map(|(i, line)| (*i, line.row())).collect();
+        if opts.compact {
+            rows.par_iter()
+                .map(|(i, row)| written_line(score_row(engine, program, ident, *i, *row, opts.verdicts), opts))
+                .collect()
+        } else {
+            rows.par_iter().map(|(i, row)| score_row_line(engine, program, ident, *i, *row, opts.verdicts)).collect()
+        }
+    };
+    let mut write = |lines: Lines| -> Result<(), RunError> {
+        for (line, outcome) in &lines {
+            summary.count(outcome);
+            out.write_all(line.as_bytes()).map_err(write_err)?;
+        }
+        out.flush().map_err(write_err)?;
+        bar.inc(lines.len() as u64);
+        Ok(())
+    };
+    rayon::in_place_scope(|scope| {
+        let mut in_flight: std::collections::VecDeque<std::sync::mpsc::Receiver<Lines>> = Default::default();
+        let mut bytes = Vec::new();
+        let mut index = 0usize;
+        let mut read_all = false;
+        while !read_all || !in_flight.is_empty() {
+            if !read_all {
+                let mut chunk = Vec::with_capacity(CHUNK);
+                while chunk.len() < CHUNK {
+                    let Some(line) = read_row_line(reader, &mut bytes).map_err(read_err)? else {
+                        read_all = true;
+                        break;
+                    };
+                    if line.is_blank() {
+                        continue;
+                    }
+                    if index >= skip {
+                        chunk.push((index, line));
+                    }
+                    index += 1;
+                }
+                if !chunk.is_empty() {
+                    let (tx, rx) = std::sync::mpsc::sync_channel(1);
+                    scope.spawn(move |_| {
+                        // A receiver gone (a write failed) leaves the records unwritten.
+                        let _ = tx.send(score(chunk));
+                    });
+                    in_flight.push_back(rx);
+                }
+            }
+            if in_flight.len() >= CHUNKS_IN_FLIGHT || (read_all && !in_flight.is_empty()) {
+                // A chunk whose scoring panicked sends nothing: the scope's end re-raises it.
+                let Some(Ok(lines)) = in_flight.pop_front().map(|rx| rx.recv()) else { break };
+                write(lines)?;
+            }
+        }
+        Ok(())
+    })
 }
 
 /// Run `work` (scoring one chunk) while, on a visible bar, a ticker shows how many of the judge
