@@ -145,3 +145,67 @@ score = weighted_mean(all)
     }
     assert_eq!(compared, kinds.len() * 399);
 }
+
+/// `rubric run`'s plain path scores chunks of 512 rows two at a time while it reads and writes
+/// (`runtime::stream_plain`): over several chunks, with blank, malformed and unbindable lines
+/// among the rows, its records and summary are those of the chunk-by-chunk path (which a row
+/// deadline takes), in row order, full and `--compact`.
+#[test]
+fn pipelined_runs_write_the_chunked_runs_records_in_order() {
+    let scratch = crate::common::TempDir::new("pipelined");
+    let main = scratch.file(
+        "main.rubric",
+        r#"rubric t @ 1.0.0
+input response: Text
+criterion cites "Cites" points 2 check matches(response, "\\[\\d+\\]")
+criterion calm "Calm" check contains(response, "calm")
+criterion long "Long" check word_count(response) > 3
+score = points_ratio(all)
+"#,
+    );
+    let words = ["calm", "[1]", "storm", "waves", "[22]", "sea"];
+    let mut rows = String::new();
+    for i in 0..1300usize {
+        match i % 211 {
+            7 => rows.push_str("\n"),
+            8 => rows.push_str("{not json\n"),
+            9 => rows.push_str("{\"response\": 7}\n"),
+            _ => {
+                let text: Vec<&str> = (0..1 + i % 5).map(|k| words[(i * 3 + k) % words.len()]).collect();
+                rows.push_str(&format!("{{\"id\": {i}, \"response\": \"{}\"}}\n", text.join(" ")));
+            }
+        }
+    }
+    let input = scratch.file("rows.jsonl", &rows);
+    let run = |name: &str, extra: &[&str]| {
+        let out = scratch.path(name);
+        let mut args: Vec<&dyn AsRef<std::ffi::OsStr>> =
+            vec![&"run", &main, &"--input", &input, &"--output", &out, &"--allow-errors"];
+        for e in extra {
+            args.push(e);
+        }
+        let o = crate::cli::rubric(&args);
+        assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+        let summary = String::from_utf8_lossy(&o.stderr).lines().next().unwrap_or("").to_string();
+        // The summary line without its time: "N rows scored in T s (...)".
+        let summary = summary.split_once(" in ").map(|(a, b)| format!("{a} {}", &b[b.find('(').unwrap_or(0)..]));
+        (std::fs::read_to_string(&out).unwrap(), summary)
+    };
+    for compact in [false, true] {
+        let extra: &[&str] = if compact { &["--compact"] } else { &[] };
+        let (piped, piped_summary) = run("piped.jsonl", extra);
+        let mut chunked_args = extra.to_vec();
+        chunked_args.extend(["--row-deadline-ms", "600000"]);
+        let (chunked, chunked_summary) = run("chunked.jsonl", &chunked_args);
+        assert_eq!(piped, chunked, "compact: {compact}");
+        assert_eq!(piped_summary, chunked_summary);
+        let rows: Vec<u64> = piped
+            .lines()
+            .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()["row"].as_u64().unwrap())
+            .collect();
+        // blank lines are not rows
+        assert_eq!(rows, (0..rows.len() as u64).collect::<Vec<_>>());
+        assert_eq!(rows.len(), 1300 - 7);
+        assert_eq!(piped.matches("\"error\"").count(), 14, "malformed and unbindable lines are error records");
+    }
+}
