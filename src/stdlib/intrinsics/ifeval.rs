@@ -148,7 +148,7 @@ pub(super) const IFEVAL_TOKENS: Intrinsic = Intrinsic {
 
 /// How many `nltk.word_tokenize` tokens of `text` are uppercase by `str.isupper`.
 pub fn capital_word_count(text: &str) -> usize {
-    memoized(text, |m| &mut m.capitals, |t| words::word_tokenize(t).iter().filter(|w| pychar::is_upper(w)).count())
+    memoized(text, |m| &mut m.capitals, |t| words::count_tokens(t, pychar::is_upper))
 }
 
 pub(super) const IFEVAL_CAPITAL_WORD_COUNT: Intrinsic = Intrinsic {

@@ -124,6 +124,10 @@ struct Chars {
 
 impl Chars {
     fn new(s: &str) -> Chars {
+        if s.is_ascii() {
+            // one character per byte: collected without decoding, offsets counted
+            return Chars { chars: s.bytes().map(char::from).collect(), offsets: (0..=s.len()).collect() };
+        }
         let mut chars = Vec::with_capacity(s.len());
         let mut offsets = Vec::with_capacity(s.len() + 1);
         for (i, c) in s.char_indices() {

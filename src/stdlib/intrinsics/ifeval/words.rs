@@ -8,6 +8,9 @@
 use super::punkt::sentence_spans;
 use super::pychar::{is_space, is_word};
 use regex::Regex;
+use rustc_hash::FxHashMap;
+use std::cell::RefCell;
+use std::rc::Rc;
 use std::sync::LazyLock;
 
 /// One substitution: a pattern and its replacement (`$1` for Python's `\1`).
@@ -131,13 +134,45 @@ fn tokenize_sentence(sentence: &str, out: &mut Vec<String>) {
     out.extend(text.split(is_space).filter(|t| !t.is_empty()).map(str::to_string));
 }
 
+/// Sentences tokenized lately on this thread and their tokens, at most this many.
+const SENTENCE_MEMO_LIMIT: usize = 2048;
+
+thread_local! {
+    /// The tokens of each sentence tokenized lately: the texts a row's checks tokenize share
+    /// most of their sentences (IFEval's loose variants are the response without its first or
+    /// last line, or without `*`), and a sentence's tokens depend on it alone.
+    static SENTENCES: RefCell<FxHashMap<Box<str>, Rc<[String]>>> = RefCell::new(FxHashMap::default());
+}
+
+/// [`tokenize_sentence`], remembered.
+fn sentence_tokens(sentence: &str) -> Rc<[String]> {
+    if let Some(tokens) = SENTENCES.with_borrow(|m| m.get(sentence).cloned()) {
+        return tokens;
+    }
+    let mut out = Vec::new();
+    tokenize_sentence(sentence, &mut out);
+    let tokens: Rc<[String]> = out.into();
+    SENTENCES.with_borrow_mut(|m| {
+        if m.len() >= SENTENCE_MEMO_LIMIT {
+            m.clear();
+        }
+        m.insert(sentence.into(), tokens.clone());
+    });
+    tokens
+}
+
 /// `nltk.word_tokenize(text)`: the tokens of every Punkt sentence of `text`.
 pub fn word_tokenize(text: &str) -> Vec<String> {
     let mut out = Vec::new();
     for (s, e) in sentence_spans(text) {
-        tokenize_sentence(&text[s..e], &mut out);
+        out.extend(sentence_tokens(&text[s..e]).iter().cloned());
     }
     out
+}
+
+/// How many tokens of `nltk.word_tokenize(text)` satisfy `keep`.
+pub fn count_tokens(text: &str, keep: impl Fn(&str) -> bool) -> usize {
+    sentence_spans(text).into_iter().map(|(s, e)| sentence_tokens(&text[s..e]).iter().filter(|t| keep(t)).count()).sum()
 }
 
 #[cfg(test)]
