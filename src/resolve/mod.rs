@@ -88,6 +88,7 @@ impl Loader<'_> {
     /// Parse one module and its imports; returns its index in `modules`.
     fn load_module(&mut self, module_name: &str, display: &str, text: &str) -> usize {
         let file = self.loaded.sources.add(display, text);
+        crate::stdlib::warm_up_named_in(text);
         let parsed = parse_file(file, text);
         self.loaded.diagnostics.extend(parsed.diagnostics);
         self.stack.push(module_name.to_string());

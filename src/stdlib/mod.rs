@@ -463,6 +463,21 @@ pub fn allow_warm_ups() {
     WARM_UPS.store(true, std::sync::atomic::Ordering::Relaxed);
 }
 
+/// A module's text, before it is parsed: start the loaders ([`warm_up`]) of the intrinsics it
+/// names, so that they run while the module is parsed, which is most of compiling. A name in a
+/// comment starts its loader too: a load on another thread that no row needs, never a
+/// different answer.
+pub fn warm_up_named_in(text: &str) {
+    if !WARM_UPS.load(std::sync::atomic::Ordering::Relaxed) {
+        return;
+    }
+    for i in intrinsics::ALL {
+        if intrinsics::loader(i.name).is_some() && text.contains(i.name) {
+            warm_up(i.name);
+        }
+    }
+}
+
 /// The checker met a call of intrinsic `name`. When rows will be scored ([`allow_warm_ups`])
 /// and the intrinsic loads tables on its first call (language detection's profiles: about
 /// 8 ms and 40 MB), start loading them now on a thread of its own, once per process, so that

@@ -402,9 +402,11 @@ static DETECTOR: LazyLock<DetectorFactory> = LazyLock::new(|| {
     f
 });
 
-/// Restores langdetect's profiles now, if no thread has yet (`stdlib::warm_up`).
+/// Restores langdetect's profiles now, if no thread has yet (`stdlib::warm_up`), and detects
+/// once, which builds the tables langdetect makes on its first detection (its character
+/// normalisation over the Basic Multilingual Plane, its URL and e-mail patterns).
 pub(super) fn load_detector() {
-    LazyLock::force(&DETECTOR);
+    let _ = DETECTOR.detect("Warm up: https://example.org, a@example.org.");
 }
 
 /// Reads Punkt's English parameters now, if no thread has yet (`stdlib::warm_up`).
