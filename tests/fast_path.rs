@@ -167,7 +167,7 @@ score = points_ratio(all)
     let mut rows = String::new();
     for i in 0..1300usize {
         match i % 211 {
-            7 => rows.push_str("\n"),
+            7 => rows.push('\n'),
             8 => rows.push_str("{not json\n"),
             9 => rows.push_str("{\"response\": 7}\n"),
             _ => {
