@@ -11,9 +11,11 @@ packaging). The module is loaded without `lm_eval/__init__.py`, which would pull
 harness. NLTK needs the Punkt `punkt_tab` English model in $NLTK_DATA (bench/ifeval_punkt.py).
 
 langdetect is seeded with 0 (`DetectorFactory.seed = 0`), as std.ifeval is, so that both
-implementations decide the same; seeding does not change its speed. One verdict stays random:
-for a `keywords:letter_frequency` letter outside a-z (`#`, key 1122) the reference checks a
-letter drawn from Python's unseeded `random` instead (see tests/ifeval_divergences.tsv).
+implementations decide the same; seeding does not change its speed. Two verdicts stay random:
+for a `keywords:letter_frequency` letter outside a-z (`#`, key 1122; `!`, key 1129) the
+reference checks a letter drawn from Python's unseeded `random` instead, anew for each mode, so
+one run may differ from std.ifeval on either (tests/ifeval_divergences.tsv lists 1122, where the
+published results differ too).
 
 Writes one line per row (`id`, `strict`, `loose`: the follow_instruction_list of each mode) and
 prints the rows, the seconds spent scoring (imports excluded) and rows per second.
