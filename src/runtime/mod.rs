@@ -1027,14 +1027,7 @@ pub fn run_batch_as(
         let chunked = |judges, numeric, group_field| Chunked { judges, numeric, group_field, deadline, timings };
         let mut lines: Vec<(String, RowOutcome)> =
             with_judge_progress(&bar, opts.judges, || match (opts.judges, opts.numeric, grouper.as_mut()) {
-                (None, None, None) if plain && !opts.compact => rows
-                    .par_iter()
-                    .map(|(i, row)| score_row_line(engine, program, ident, *i, *row, opts.verdicts))
-                    .collect(),
-                (None, None, None) if plain => rows
-                    .par_iter()
-                    .map(|(i, row)| line_of(score_row(engine, program, ident, *i, *row, opts.verdicts)))
-                    .collect(),
+                // (no judges, numeric stage or groups on the plain path: `stream_plain`)
                 (judges, numeric, None) => {
                     score_chunk_results(engine, program, ident, &rows, opts.verdicts, chunked(judges, numeric, None))
                         .into_par_iter()
