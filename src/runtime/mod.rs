@@ -1063,12 +1063,7 @@ pub fn run_batch_as(
                     g.take_ready().into_par_iter().map(line_of).collect()
                 }
             });
-        for (line, outcome) in lines.iter_mut() {
-            summary.count(outcome);
-            summary.keep_slow(outcome.slow.take(), opts.slow_rows);
-            out.write_all(line.as_bytes()).map_err(write_err)?;
-        }
-        out.flush().map_err(write_err)?;
+        write_records(&mut lines, summary, opts.slow_rows, out).map_err(write_err)?;
         bar.inc(chunk.len() as u64);
         chunk.clear();
         Ok(())
@@ -1338,6 +1333,22 @@ fn written_line(mut r: Json, opts: &RunOptions<'_>) -> (String, RowOutcome) {
     (json_line(&r), outcome)
 }
 
+/// Write scored records in order, counting each in the summary and keeping the slowest rows'
+/// timings for its report, then flush: records reach the file a chunk at a time.
+fn write_records(
+    lines: &mut [(String, RowOutcome)],
+    summary: &mut Summary,
+    slow_rows: usize,
+    out: &mut impl Write,
+) -> std::io::Result<()> {
+    for (line, outcome) in lines.iter_mut() {
+        summary.count(outcome);
+        summary.keep_slow(outcome.slow.take(), slow_rows);
+        out.write_all(line.as_bytes())?;
+    }
+    out.flush()
+}
+
 /// Chunks the pool may score at once on the plain path: the one whose last rows are finishing
 /// and the next, so that no worker waits at a chunk's end.
 const CHUNKS_IN_FLIGHT: usize = 2;
@@ -1373,12 +1384,8 @@ fn stream_plain(
             rows.par_iter().map(|(i, row)| score_row_line(engine, program, ident, *i, *row, opts.verdicts)).collect()
         }
     };
-    let mut write = |lines: Lines| -> Result<(), RunError> {
-        for (line, outcome) in &lines {
-            summary.count(outcome);
-            out.write_all(line.as_bytes()).map_err(write_err)?;
-        }
-        out.flush().map_err(write_err)?;
+    let mut write = |mut lines: Lines| -> Result<(), RunError> {
+        write_records(&mut lines, summary, opts.slow_rows, out).map_err(write_err)?;
         bar.inc(lines.len() as u64);
         Ok(())
     };
