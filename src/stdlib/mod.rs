@@ -335,6 +335,13 @@ impl EvalCtx {
         Some((plan, self.scans.entry(key).or_insert_with(|| TextScans::new(text))))
     }
 
+    /// The answer at `place` of the pass for `answer` over `text`, when this row already ran
+    /// that pass (`ScanPlan::read`).
+    pub fn planned_answer(&mut self, text: &Arc<str>, answer: scan::Answer, place: u32) -> Option<Value> {
+        let key = (Arc::as_ptr(text) as *const u8 as usize, text.len());
+        ScanPlan::read(self.scans.get(&key)?, answer, place)
+    }
+
     /// `text` lowercased: with a plan once per row and text, else afresh.
     pub fn lowered(&mut self, text: &Arc<str>) -> Arc<str> {
         match self.scans_of(text) {

@@ -139,6 +139,42 @@ pub struct PlannedCall {
     pub form: String,
 }
 
+/// A check whose answer one of a plan's passes gives (what the intrinsic returns for a needle
+/// or pattern the plan holds, read from the pass instead of calling it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Answer {
+    /// `contains(text, needle)`: whether the exact pass counted the needle.
+    Contains,
+    /// `count_occurrences(text, needle)`: the exact pass's count.
+    Count,
+    /// `contains_ci(text, needle)`: whether the case-folded pass counted it.
+    ContainsCi,
+    /// `matches(text, pattern)`: the regex set's verdict.
+    Matches,
+}
+
+impl Answer {
+    /// The check an intrinsic call is, by its name and overload.
+    pub fn of(name: &str, overload: u32) -> Option<Answer> {
+        match (name, overload) {
+            ("contains", 0) => Some(Answer::Contains),
+            ("count_occurrences", 0) => Some(Answer::Count),
+            ("contains_ci", 0) => Some(Answer::ContainsCi),
+            ("matches", 0) => Some(Answer::Matches),
+            _ => None,
+        }
+    }
+
+    /// Checks answered by the same pass over a text.
+    pub fn pass(self) -> u8 {
+        match self {
+            Answer::Contains | Answer::Count => 0,
+            Answer::ContainsCi => 1,
+            Answer::Matches => 2,
+        }
+    }
+}
+
 /// How much of a program a plan shares (for `rubric bench`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Shares {
@@ -215,6 +251,27 @@ impl ScanPlan {
             patterns: self.patterns.as_ref().map_or(0, |p| p.set.len()),
             memoised: self.memo.len(),
         }
+    }
+
+    /// The place of `needle` in the pass that answers `answer`, when the plan holds it.
+    pub fn place(&self, answer: Answer, needle: &str) -> Option<u32> {
+        match answer {
+            Answer::Contains | Answer::Count => self.exact.as_ref()?.index.get(needle).copied(),
+            Answer::ContainsCi => self.folded.as_ref()?.index.get(needle).copied(),
+            Answer::Matches => self.patterns.as_ref()?.index.get(needle).copied(),
+        }
+    }
+
+    /// The answer at `place` of a pass this row already ran over the text of `scans`, as the
+    /// intrinsic returns it; `None` while that pass has not run.
+    pub fn read(scans: &TextScans, answer: Answer, place: u32) -> Option<Value> {
+        let k = place as usize;
+        Some(match answer {
+            Answer::Contains => Value::Bool(*scans.exact.as_ref()?.get(k)? > 0),
+            Answer::Count => Value::Number(f64::from(*scans.exact.as_ref()?.get(k)?)),
+            Answer::ContainsCi => Value::Bool(*scans.folded.as_ref()?.get(k)? > 0),
+            Answer::Matches => Value::Bool(*scans.patterns.as_ref()?.get(k)?),
+        })
     }
 
     /// A constant regex of the program, compiled.
