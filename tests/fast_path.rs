@@ -209,3 +209,77 @@ score = points_ratio(all)
         assert_eq!(piped.matches("\"error\"").count(), 14, "malformed and unbindable lines are error records");
     }
 }
+
+#[cfg(feature = "jit")]
+fn compiled(src: &str) -> rubric::ir::Program {
+    let c = rubric::types::compile_source("main.rubric", src);
+    let errors: Vec<String> = c.diagnostics.iter().filter(|d| d.is_error()).map(|d| d.message.clone()).collect();
+    c.program.unwrap_or_else(|| panic!("{errors:?}"))
+}
+
+/// Row slots: a memoised call (`word_count(t)`, twice, one slot) and the checks one pass answers
+/// (per input and pass: exact, case-folded, regex set) get slots; a row reads each slot
+/// only once it filled it (a slot of the row before is stale), and the slots a pass fills
+/// for its siblings hold what their calls return. Rows of two programs alternate on one
+/// thread's context, so a slot filled by the other program's row must never be read.
+#[cfg(feature = "jit")]
+#[test]
+fn row_slots_answer_as_their_calls_do() {
+    let a = compiled(
+        r#"rubric slots.a @ 1.0.0
+input t: Text
+input u: Text = ""
+criterion w1 "w1" check word_count(t) > 2
+criterion w2 "w2" value min(word_count(t) / 10, 1)
+criterion n0 "n0" value min(count_occurrences(t, "a") / 10, 1)
+criterion e0 "e0" check contains(t, "ab")
+criterion e1 "e1" check contains(t, "b")
+criterion i0 "i0" check contains_ci(t, "AB")
+criterion i1 "i1" check contains_ci(t, "x")
+criterion m0 "m0" check matches(t, "^a")
+criterion m1 "m1" check matches(t, "\\d")
+criterion f0 "f0" check contains(u, "ab")
+criterion f1 "f1" check contains(u, "b")
+criterion g0 "g0" value min(count_occurrences(u, "a") / 4, 1)
+score = weighted_mean(all)
+"#,
+    );
+    // The same slot count and the same checks in a different order, on other needles.
+    let b = compiled(
+        r#"rubric slots.b @ 1.0.0
+input t: Text
+input u: Text = ""
+criterion f0 "f0" check contains(u, "b")
+criterion f1 "f1" check contains(u, "ab")
+criterion g0 "g0" value min(count_occurrences(u, "b") / 4, 1)
+criterion i0 "i0" check contains_ci(t, "X")
+criterion i1 "i1" check contains_ci(t, "b")
+criterion m0 "m0" check matches(t, "b$")
+criterion m1 "m1" check matches(t, "[0-9]{2}")
+criterion n0 "n0" value min(count_occurrences(t, "b") / 10, 1)
+criterion e0 "e0" check contains(t, "a")
+criterion e1 "e1" check contains(t, "ba")
+criterion w1 "w1" check word_count(t) > 1
+criterion w2 "w2" value min(word_count(t) / 5, 1)
+score = weighted_mean(all)
+"#,
+    );
+    let (slots, answered, mut groups) = rubric::backend::jit::code(&a).unwrap().slot_shape();
+    assert_eq!((slots, answered), (11, 10));
+    // t: exact, folded, regex; u: exact; every answered slot in one group.
+    groups.sort();
+    assert_eq!(groups, [2, 2, 3, 3]);
+    assert_eq!(groups.iter().sum::<usize>(), answered);
+
+    let texts = ["", "ab", "AB ab x", "a1 b", "b", "aaaa bbbb 42", "X", "abab abab ab"];
+    for (i, t) in texts.iter().enumerate() {
+        for p in [&a, &b] {
+            let u = texts[(i * 3 + 1) % texts.len()];
+            let row = [Value::text(*t), Value::text(u)];
+            let jit = FAST.evaluate(p, &row, &NoVerdicts);
+            let interp = Interpreter.evaluate(p, &row, &NoVerdicts);
+            assert_eq!(format!("{jit:?}"), format!("{interp:?}"), "{} on {row:?}", p.rubric.name);
+            assert!(jit.score.is_some(), "{jit:?}");
+        }
+    }
+}

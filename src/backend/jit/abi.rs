@@ -132,6 +132,11 @@ pub enum HostFn {
     IntrinsicBool2,
     /// `(intrinsic, handle, handle, handle) -> i32`.
     IntrinsicBool3,
+    /// `(slot) -> i32`, and `num_out` for a Number: the call of the program's slot table
+    /// entry `slot` (an intrinsic the scan plan memoises, on inputs and text constants), whose
+    /// plain result the host also keeps in the context's row slot `slot`; compiled code reads
+    /// a filled slot itself and calls this only when it is not (see `host::Slot`).
+    IntrinsicSlot,
 }
 
 /// In the argument words of the `Intrinsic*` calls, text constant `k` of the program's string
@@ -142,7 +147,7 @@ pub const STRING_WORD: i64 = -(1 << 24);
 use Ty::{F64 as F, I32 as I};
 
 impl HostFn {
-    pub const ALL: [HostFn; 45] = [
+    pub const ALL: [HostFn; 46] = [
         HostFn::BoxNum,
         HostFn::BoxBool,
         HostFn::UnboxNum,
@@ -188,6 +193,7 @@ impl HostFn {
         HostFn::IntrinsicBool1,
         HostFn::IntrinsicBool2,
         HostFn::IntrinsicBool3,
+        HostFn::IntrinsicSlot,
     ];
 
     /// The position in [`HostFn::ALL`].
@@ -243,6 +249,7 @@ impl HostFn {
             HostFn::IntrinsicBool1 => "rubric_jit_intrinsic_bool1",
             HostFn::IntrinsicBool2 => "rubric_jit_intrinsic_bool2",
             HostFn::IntrinsicBool3 => "rubric_jit_intrinsic_bool3",
+            HostFn::IntrinsicSlot => "rubric_jit_intrinsic_slot",
         }
     }
 
@@ -261,7 +268,7 @@ impl HostFn {
             HostFn::ArithNum | HostFn::CompareNum => (&[I, F, I, F, I], &[I]),
             HostFn::Cond | HostFn::FoldItem | HostFn::FoldItemNum | HostFn::FoldItemBool => (&[I], &[I]),
             HostFn::FoldStep | HostFn::FoldStepBool => (&[I], &[I]),
-            HostFn::Intrinsic => (&[I], &[I]),
+            HostFn::Intrinsic | HostFn::IntrinsicSlot => (&[I], &[I]),
             HostFn::Aggregate => (&[I, I, I, I], &[I]),
             HostFn::Intrinsic1 | HostFn::IntrinsicNum1 | HostFn::IntrinsicBool1 => (&[I, I], &[I]),
             HostFn::Intrinsic2 | HostFn::IntrinsicNum2 | HostFn::IntrinsicBool2 => (&[I, I, I], &[I]),

@@ -14,10 +14,14 @@
 //! can fail, returning at once (zeros) when a host function recorded a trap.
 
 use super::abi::{HostFn, Ty, STRING_WORD};
-use super::host::{self, IntrinsicEntry, Tables, NUM_OUT_OFFSET, STACK_LIMIT_OFFSET, TRAPPED_OFFSET};
+use super::host::{
+    self, IntrinsicEntry, SlotCall, Tables, EPOCH_OFFSET, NUM_OUT_OFFSET, SLOTS_OFFSET, SLOT_EPOCH_OFFSET,
+    SLOT_NUM_OFFSET, SLOT_SIZE, SLOT_WORD_OFFSET, STACK_LIMIT_OFFSET, TRAPPED_OFFSET,
+};
 use crate::backend::lower::{self as codes, slot_uses, Repr, NULL};
 use crate::interp::{ops, roots, Root};
 use crate::ir::{self, BinOp, CmpOp, Const, Expr, ExprKind, HigherOrder, Program, Type, UnOp};
+use crate::stdlib::scan::Answer;
 use crate::value::Value;
 use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
 use cranelift_codegen::ir::{
@@ -99,6 +103,8 @@ pub fn compile(p: &Program) -> Result<Native, String> {
         string_index: HashMap::new(),
         intrinsics: Vec::new(),
         intrinsic_index: HashMap::new(),
+        slots: Vec::new(),
+        slot_index: HashMap::new(),
     };
     for f in HostFn::ALL {
         let (params, results) = f.signature();
@@ -188,7 +194,21 @@ pub fn compile(p: &Program) -> Result<Native, String> {
         })
         .collect();
     out.sort_by_key(|(root, _)| *root);
-    let tables = Tables { program: Arc::new(p.clone()), strings: m.strings, intrinsics: m.intrinsics };
+    // Slots one pass over one input answers, grouped (`SlotCall::group`).
+    let mut slots = m.slots;
+    let mut groups: Vec<Vec<u32>> = Vec::new();
+    let mut group_of: HashMap<(i32, u8), u32> = HashMap::new();
+    for (k, call) in slots.iter_mut().enumerate() {
+        if let Some((answer, _)) = call.answer {
+            let g = *group_of.entry((call.args[0], answer.pass())).or_insert_with(|| {
+                groups.push(Vec::new());
+                groups.len() as u32 - 1
+            });
+            groups[g as usize].push(k as u32);
+            call.group = Some(g);
+        }
+    }
+    let tables = Tables { program: Arc::new(p.clone()), strings: m.strings, intrinsics: m.intrinsics, slots, groups };
     Ok(Native { module: m.module, tables, roots: out })
 }
 
@@ -292,6 +312,9 @@ struct ModuleGen<'p> {
     string_index: HashMap<String, i32>,
     intrinsics: Vec<IntrinsicEntry>,
     intrinsic_index: HashMap<(String, u32, usize), i32>,
+    /// Calls with a row slot (`host::SlotCall`), by slot.
+    slots: Vec<SlotCall>,
+    slot_index: HashMap<SlotCall, u32>,
 }
 
 impl ModuleGen<'_> {
@@ -316,6 +339,33 @@ impl ModuleGen<'_> {
         self.strings.push(Arc::from(s));
         self.string_index.insert(s.to_string(), i);
         i
+    }
+
+    /// The row slot of `call`, when it may have one: its intrinsic is one the program's scan
+    /// plan memoises (`call_memoised` would answer every call of it in a row after the first
+    /// from the memo; the slot answers them without a host call).
+    fn slot(&mut self, mut call: SlotCall) -> Option<i32> {
+        let entry = self.intrinsics.get(usize::try_from(call.intrinsic).ok()?)?;
+        let resolved = entry.resolved?;
+        let plan = crate::interp::prepared(self.p).scan(self.p);
+        // A check of an input against a needle or pattern the plan holds: its pass answers it.
+        call.answer = match (Answer::of(&entry.name, entry.overload), call.args.as_slice()) {
+            (Some(answer), &[input, needle]) if input < 0 && i64::from(needle) <= STRING_WORD => {
+                let needle = self.strings.get(usize::try_from(STRING_WORD - i64::from(needle)).ok()?)?;
+                plan.place(answer, needle).map(|place| (answer, place))
+            }
+            _ => None,
+        };
+        if call.answer.is_none() && !plan.memoises(resolved) {
+            return None;
+        }
+        if let Some(k) = self.slot_index.get(&call) {
+            return Some(*k as i32);
+        }
+        let k = self.slots.len() as u32;
+        self.slots.push(call.clone());
+        self.slot_index.insert(call, k);
+        Some(k as i32)
     }
 
     fn intrinsic(&mut self, name: &str, overload: u32, arity: usize) -> i32 {
@@ -493,6 +543,42 @@ impl FnGen<'_, '_, '_> {
             Repr::Bool => Val::Bool(h),
             Repr::Handle => Val::Handle(h),
         }
+    }
+
+    /// The call of row slot `k` (a Number or a Bool, `repr`): the slot's value when this row
+    /// filled it, else the host's call, which fills it.
+    fn slotted(&mut self, k: i32, repr: Repr) -> Val {
+        let flags = MemFlagsData::trusted();
+        let slots = self.b.ins().load(self.m.ptr, flags, self.ctx, SLOTS_OFFSET);
+        let epoch = self.b.ins().load(types::I32, flags, self.ctx, EPOCH_OFFSET);
+        let at = k * SLOT_SIZE;
+        let filled = self.b.ins().load(types::I32, flags, slots, at + SLOT_EPOCH_OFFSET);
+        let hit = self.b.ins().icmp(IntCC::Equal, filled, epoch);
+        let read = self.b.create_block();
+        let call = self.b.create_block();
+        let merge = self.b.create_block();
+        for ty in clif_types(repr) {
+            self.b.append_block_param(merge, *ty);
+        }
+        self.b.ins().brif(hit, read, &[], call, &[]);
+        self.b.switch_to_block(read);
+        let word = self.b.ins().load(types::I32, flags, slots, at + SLOT_WORD_OFFSET);
+        let v = match repr {
+            Repr::Num => Val::Num(self.b.ins().load(types::F64, flags, slots, at + SLOT_NUM_OFFSET), word),
+            _ => Val::Bool(word),
+        };
+        self.jump(merge, &v.values());
+        self.b.switch_to_block(call);
+        let k = self.i32(k as i64);
+        let word = self.host1(HostFn::IntrinsicSlot, &[k]);
+        let v = match repr {
+            Repr::Num => Val::Num(self.b.ins().load(types::F64, flags, self.ctx, NUM_OUT_OFFSET), word),
+            _ => Val::Bool(word),
+        };
+        self.jump(merge, &v.values());
+        self.b.switch_to_block(merge);
+        let params = self.b.block_params(merge).to_vec();
+        Val::from_values(repr, &params)
     }
 
     fn unbox_num(&mut self, h: V) -> Val {
@@ -735,15 +821,32 @@ impl FnGen<'_, '_, '_> {
                 // Up to three arguments go straight to the call (one host call, not one per
                 // argument and one for the call).
                 let index = self.m.intrinsic(name, *overload, args.len());
+                // Inputs and text constants are passed as words, not values.
+                let words: Vec<Option<i64>> = args
+                    .iter()
+                    .map(|a| match &a.kind {
+                        ExprKind::Input(i) => Some(-(*i as i64) - 1),
+                        ExprKind::Const(Const::Text(t)) => Some(STRING_WORD - self.m.string(t) as i64),
+                        _ => None,
+                    })
+                    .collect();
+                if natural != Repr::Handle && words.iter().all(Option::is_some) {
+                    let call = SlotCall {
+                        intrinsic: index,
+                        args: words.iter().map(|w| w.unwrap_or_default() as i32).collect(),
+                        bool: natural == Repr::Bool,
+                        answer: None,
+                        group: None,
+                    };
+                    if let Some(k) = self.m.slot(call) {
+                        return Ok(self.slotted(k, natural));
+                    }
+                }
                 let mut call = vec![self.i32(index as i64)];
-                for a in args {
-                    let w = match &a.kind {
-                        ExprKind::Input(i) => self.i32(-(*i as i64) - 1),
-                        ExprKind::Const(Const::Text(t)) => {
-                            let k = self.m.string(t);
-                            self.i32(STRING_WORD - k as i64)
-                        }
-                        _ => self.expr_as(a, Repr::Handle)?.word(),
+                for (a, w) in args.iter().zip(words) {
+                    let w = match w {
+                        Some(w) => self.i32(w),
+                        None => self.expr_as(a, Repr::Handle)?.word(),
                     };
                     call.push(w);
                 }

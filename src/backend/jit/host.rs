@@ -17,6 +17,7 @@
 use super::abi::{HostFn, STRING_WORD};
 use crate::backend::host::{type_trap, HostCore};
 use crate::ir::Program;
+use crate::stdlib::scan::Answer;
 use crate::stdlib::{Budget, Intrinsic, Trap, TrapKind};
 use crate::value::Value;
 use std::mem::offset_of;
@@ -44,15 +45,62 @@ pub struct Tables {
     /// Text constants and field names.
     pub strings: Vec<Arc<str>>,
     pub intrinsics: Vec<IntrinsicEntry>,
+    /// The calls that have a row slot, by slot.
+    pub slots: Vec<SlotCall>,
+    /// Slots answered by one pass over one input (`SlotCall::group`).
+    pub groups: Vec<Vec<u32>>,
 }
+
+/// A call that has a row slot, called on inputs and text constants only: an intrinsic the
+/// program's scan plan memoises (`stdlib::scan`), so that every call of it in a row has equal
+/// arguments and, by the memo's own rule, the same result; or a check on an input that one of
+/// the plan's passes answers (`scan::Answer`: the needle or pattern is the plan's). Its
+/// argument words are those of the `Intrinsic*` calls (inputs `-i - 1`, text constants below
+/// `STRING_WORD`).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct SlotCall {
+    pub intrinsic: i32,
+    pub args: smallvec::SmallVec<[i32; 3]>,
+    /// A Bool result (`false`: a Number).
+    pub bool: bool,
+    /// For a check a pass answers: which, and the needle's place in that pass.
+    pub answer: Option<(Answer, u32)>,
+    /// The slots of the checks the same pass over the same input answers (an index into
+    /// `Tables::groups`): when one of them calls the host, which runs the pass, the host fills
+    /// them all from it, so the others need no call at all.
+    pub group: Option<u32>,
+}
+
+/// A row slot: the plain result of a [`SlotCall`] once the row computed it. `epoch` is the
+/// context's row number when it was filled, so a slot of an earlier row is simply stale and no
+/// row has to clear them. `repr(C)`: compiled code reads the three fields at fixed offsets.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Slot {
+    pub epoch: u32,
+    /// A Bool's `0` or `1`, or a Number's `0` word.
+    pub word: i32,
+    pub num: f64,
+}
+
+pub const SLOT_SIZE: i32 = std::mem::size_of::<Slot>() as i32;
+pub const SLOT_EPOCH_OFFSET: i32 = offset_of!(Slot, epoch) as i32;
+pub const SLOT_WORD_OFFSET: i32 = offset_of!(Slot, word) as i32;
+pub const SLOT_NUM_OFFSET: i32 = offset_of!(Slot, num) as i32;
 
 /// The context of one row (reused for the next): its address is the first argument of every
 /// compiled function and host function. `repr(C)` so that compiled code reads `trapped`,
-/// `num_out` and `stack_limit` at fixed offsets.
+/// `num_out`, `stack_limit`, `epoch` and `slots` at fixed offsets.
 #[repr(C)]
 pub struct Ctx {
     /// Non-zero once a host function recorded a trap: compiled code returns at once.
     pub trapped: u32,
+    /// The row's number (from 1, per context): a [`Slot`] with this epoch is filled.
+    pub epoch: u32,
+    /// The address of `slot_store`'s first slot, for compiled code, which reads slot `k` only
+    /// for `k < tables.slots.len()`: `begin_row` makes `slot_store` that long before the row's
+    /// first root and nothing resizes it until the next row's `begin_row`.
+    slots: usize,
     /// The `f64` half of a Number a host function returns.
     pub num_out: f64,
     /// The lowest stack address compiled code may start a function below (`StackExhausted`).
@@ -61,10 +109,14 @@ pub struct Ctx {
     /// function with less than `HOST_RED_ZONE` bytes above it runs on a new segment.
     pub stack_floor: usize,
     tables: Option<Arc<Tables>>,
+    /// One slot per [`SlotCall`] of the program; resized only between rows.
+    slot_store: Vec<Slot>,
     pub core: HostCore,
 }
 
 pub const TRAPPED_OFFSET: i32 = offset_of!(Ctx, trapped) as i32;
+pub const EPOCH_OFFSET: i32 = offset_of!(Ctx, epoch) as i32;
+pub const SLOTS_OFFSET: i32 = offset_of!(Ctx, slots) as i32;
 pub const NUM_OUT_OFFSET: i32 = offset_of!(Ctx, num_out) as i32;
 pub const STACK_LIMIT_OFFSET: i32 = offset_of!(Ctx, stack_limit) as i32;
 
@@ -76,7 +128,17 @@ impl Default for Ctx {
 
 impl Ctx {
     pub fn new() -> Ctx {
-        Ctx { trapped: 0, num_out: 0.0, stack_limit: 0, stack_floor: 0, tables: None, core: HostCore::new() }
+        Ctx {
+            trapped: 0,
+            epoch: 0,
+            slots: 0,
+            num_out: 0.0,
+            stack_limit: 0,
+            stack_floor: 0,
+            tables: None,
+            slot_store: Vec::new(),
+            core: HostCore::new(),
+        }
     }
 
     /// Start a row of the program of `tables`: forget everything of the previous row. Trusted
@@ -85,6 +147,17 @@ impl Ctx {
         self.core.begin_row(&tables.program, inputs, Budget::unlimited());
         self.tables = Some(tables.clone());
         self.trapped = 0;
+        // A new row number makes every slot stale; only when the number wraps are the slots
+        // cleared, so that one filled 2^32 rows ago cannot pass for this row's.
+        self.epoch = self.epoch.wrapping_add(1);
+        if self.epoch == 0 {
+            self.slot_store.fill(Slot::default());
+            self.epoch = 1;
+        }
+        if self.slot_store.len() != tables.slots.len() {
+            self.slot_store.resize(tables.slots.len(), Slot::default());
+        }
+        self.slots = self.slot_store.as_mut_ptr() as usize;
     }
 
     /// After a row: drop what it held (the context waits for the next row in a thread-local).
@@ -140,6 +213,60 @@ impl Ctx {
         let v = self.intrinsic_value(i, handles)?;
         let word = self.core.num_word(v)?;
         Ok(self.num_out(word))
+    }
+
+    /// The call of row slot `k`: its result as `IntrinsicNum*` or `IntrinsicBool*` return
+    /// it, kept in the slot when it is plain (a handle lives only as long as its root).
+    fn intrinsic_slot(&mut self, k: i32) -> Result<i32, Trap> {
+        let call = usize::try_from(k)
+            .ok()
+            .and_then(|k| self.tables().ok()?.slots.get(k).cloned())
+            .ok_or_else(|| type_trap(format!("unknown row slot {k}")))?;
+        let v = self.intrinsic_value(call.intrinsic, &call.args)?;
+        let (word, num) = if call.bool {
+            (self.core.bool_repr(v)?, 0.0)
+        } else {
+            let (num, word) = self.core.num_word(v)?;
+            self.num_out = num;
+            (word, num)
+        };
+        let plain = if call.bool { word == 0 || word == 1 } else { word == 0 };
+        if plain {
+            self.fill_slot(k as usize, word, num);
+            if let Some(g) = call.group {
+                self.fill_group(g, call.args[0]);
+            }
+        }
+        Ok(word)
+    }
+
+    fn fill_slot(&mut self, k: usize, word: i32, num: f64) {
+        if let Some(slot) = self.slot_store.get_mut(k) {
+            *slot = Slot { epoch: self.epoch, word, num };
+        }
+    }
+
+    /// After a call of group `g` on input word `input` ran its pass: every slot of the group
+    /// not yet filled gets its answer from that pass (exactly what its call would return:
+    /// `ScanPlan::read` is the intrinsic's own planned answer).
+    fn fill_group(&mut self, g: u32, input: i32) {
+        let Some(tables) = self.tables.clone() else { return };
+        let Some(members) = tables.groups.get(g as usize) else { return };
+        let Value::Text(text) = self.core.input_value(-(input + 1)) else { return };
+        for &j in members {
+            let (Some(call), Some(slot)) = (tables.slots.get(j as usize), self.slot_store.get(j as usize)) else {
+                continue;
+            };
+            if slot.epoch == self.epoch {
+                continue;
+            }
+            let Some((answer, place)) = call.answer else { continue };
+            match self.core.eval.planned_answer(&text, answer, place) {
+                Some(Value::Bool(b)) => self.fill_slot(j as usize, i32::from(b), 0.0),
+                Some(Value::Number(n)) => self.fill_slot(j as usize, 0, n),
+                _ => {}
+            }
+        }
     }
 
     /// [`Ctx::intrinsic_of`] for a Bool result: `0`, `1` or a handle, returned.
@@ -428,6 +555,10 @@ extern "C" fn intrinsic_bool3(ctx: *mut Ctx, i: i32, a: i32, b: i32, c3: i32) ->
     enter(ctx, 0, |c| c.intrinsic_bool_of(i, &[a, b, c3]))
 }
 
+extern "C" fn intrinsic_slot(ctx: *mut Ctx, k: i32) -> i32 {
+    enter(ctx, 0, |c| c.intrinsic_slot(k))
+}
+
 extern "C" fn aggregate_fn(ctx: *mut Ctx, op: i32, set: i32, policy: i32, n: i32) -> i32 {
     enter(ctx, 0, |c| c.aggregate(op, set, policy, n))
 }
@@ -496,6 +627,7 @@ pub fn address(f: HostFn) -> *const u8 {
         HostFn::IntrinsicBool1 => intrinsic_bool1 as H2r as *const u8,
         HostFn::IntrinsicBool2 => intrinsic_bool2 as H3r as *const u8,
         HostFn::IntrinsicBool3 => intrinsic_bool3 as H4r as *const u8,
+        HostFn::IntrinsicSlot => intrinsic_slot as H1r as *const u8,
     }
 }
 

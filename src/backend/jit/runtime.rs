@@ -93,6 +93,14 @@ impl JitCode {
         &self.tables.program
     }
 
+    /// The shape of the program's row slots (`host::SlotCall`), for tests and diagnosis: how
+    /// many calls have a slot, how many of those a scan pass answers, and the size of each pass
+    /// group, in group order.
+    pub fn slot_shape(&self) -> (usize, usize, Vec<usize>) {
+        let answered = self.tables.slots.iter().filter(|s| s.answer.is_some()).count();
+        (self.tables.slots.len(), answered, self.tables.groups.iter().map(Vec::len).collect())
+    }
+
     fn entry(&self, root: Root) -> Option<&RootEntry> {
         self.roots.get(&root)
     }
@@ -235,8 +243,9 @@ impl Evaluator for JitEval<'_> {
                 return Err(Trap::new(TrapKind::Type, format!("the compiled program has no root `{}`", root.name())))
             }
         };
+        // The context is clean here: `begin_row` left it so, and every root call cleans up
+        // after itself below.
         let ctx = &mut *self.ctx;
-        ctx.begin_root();
         // A root that reads only inputs needs neither the decided criteria nor the locals.
         let word = if inputs_only {
             call_root(f, ctx, self.reserve)
