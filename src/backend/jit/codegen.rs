@@ -547,38 +547,32 @@ impl FnGen<'_, '_, '_> {
 
     /// The call of row slot `k` (a Number or a Bool, `repr`): the slot's value when this row
     /// filled it, else the host's call, which fills it.
-    fn slotted(&mut self, k: i32, repr: Repr) -> Val {
+    fn slotted(&mut self, k: i32, repr: Repr) -> Result<Val, String> {
         let flags = MemFlagsData::trusted();
         let slots = self.b.ins().load(self.m.ptr, flags, self.ctx, SLOTS_OFFSET);
         let epoch = self.b.ins().load(types::I32, flags, self.ctx, EPOCH_OFFSET);
         let at = k * SLOT_SIZE;
         let filled = self.b.ins().load(types::I32, flags, slots, at + SLOT_EPOCH_OFFSET);
         let hit = self.b.ins().icmp(IntCC::Equal, filled, epoch);
-        let read = self.b.create_block();
-        let call = self.b.create_block();
-        let merge = self.b.create_block();
-        for ty in clif_types(repr) {
-            self.b.append_block_param(merge, *ty);
-        }
-        self.b.ins().brif(hit, read, &[], call, &[]);
-        self.b.switch_to_block(read);
-        let word = self.b.ins().load(types::I32, flags, slots, at + SLOT_WORD_OFFSET);
-        let v = match repr {
-            Repr::Num => Val::Num(self.b.ins().load(types::F64, flags, slots, at + SLOT_NUM_OFFSET), word),
+        // The value: a Bool's word, or a Number's word with its `f64` at `num`.
+        let value = |s: &mut Self, word: V, base: V, num: i32| match repr {
+            Repr::Num => Val::Num(s.b.ins().load(types::F64, flags, base, num), word),
             _ => Val::Bool(word),
         };
-        self.jump(merge, &v.values());
-        self.b.switch_to_block(call);
-        let k = self.i32(k as i64);
-        let word = self.host1(HostFn::IntrinsicSlot, &[k]);
-        let v = match repr {
-            Repr::Num => Val::Num(self.b.ins().load(types::F64, flags, self.ctx, NUM_OUT_OFFSET), word),
-            _ => Val::Bool(word),
-        };
-        self.jump(merge, &v.values());
-        self.b.switch_to_block(merge);
-        let params = self.b.block_params(merge).to_vec();
-        Val::from_values(repr, &params)
+        self.branch(
+            hit,
+            repr,
+            |s| {
+                let word = s.b.ins().load(types::I32, flags, slots, at + SLOT_WORD_OFFSET);
+                Ok(value(s, word, slots, at + SLOT_NUM_OFFSET))
+            },
+            |s| {
+                let k = s.i32(k as i64);
+                let word = s.host1(HostFn::IntrinsicSlot, &[k]);
+                let ctx = s.ctx;
+                Ok(value(s, word, ctx, NUM_OUT_OFFSET))
+            },
+        )
     }
 
     fn unbox_num(&mut self, h: V) -> Val {
@@ -839,7 +833,7 @@ impl FnGen<'_, '_, '_> {
                         group: None,
                     };
                     if let Some(k) = self.m.slot(call) {
-                        return Ok(self.slotted(k, natural));
+                        return self.slotted(k, natural);
                     }
                 }
                 let mut call = vec![self.i32(index as i64)];
