@@ -292,6 +292,12 @@ impl Budget {
     }
 }
 
+/// A text's key in the per-row maps of [`EvalCtx`]: its `Arc`'s address and length (each map
+/// keeps the `Arc` alive, so the address cannot be reused while the entry stands).
+fn text_key(text: &Arc<str>) -> (usize, usize) {
+    (Arc::as_ptr(text) as *const u8 as usize, text.len())
+}
+
 /// Per-row evaluation context shared by all intrinsic calls of one row: the text index of
 /// every distinct text seen (so a response is lexed once however many checks read it),
 /// compiled regular expressions, and the row's [`Budget`].
@@ -331,15 +337,13 @@ impl EvalCtx {
     /// The plan and `text`'s scans in this row; `None` without a plan (nothing is kept then).
     fn scans_of(&mut self, text: &Arc<str>) -> Option<(&ScanPlan, &mut TextScans)> {
         let plan = self.plan.as_deref()?;
-        let key = (Arc::as_ptr(text) as *const u8 as usize, text.len());
-        Some((plan, self.scans.entry(key).or_insert_with(|| TextScans::new(text))))
+        Some((plan, self.scans.entry(text_key(text)).or_insert_with(|| TextScans::new(text))))
     }
 
     /// The answer at `place` of the pass for `answer` over `text`, when this row already ran
     /// that pass (`ScanPlan::read`).
     pub fn planned_answer(&mut self, text: &Arc<str>, answer: scan::Answer, place: u32) -> Option<Value> {
-        let key = (Arc::as_ptr(text) as *const u8 as usize, text.len());
-        ScanPlan::read(self.scans.get(&key)?, answer, place)
+        ScanPlan::read(self.scans.get(&text_key(text))?, answer, place)
     }
 
     /// `text` lowercased: with a plan once per row and text, else afresh.
@@ -412,7 +416,7 @@ impl EvalCtx {
     /// `Arc` is kept alive in the map so the address cannot be reused while cached.
     /// Lexing is charged to the row's budget, and stops at its limits.
     pub fn text_index(&mut self, text: &Arc<str>) -> Result<Arc<TextIndex>, Trap> {
-        let key = (Arc::as_ptr(text) as *const u8 as usize, text.len());
+        let key = text_key(text);
         if let Some((_, idx)) = self.texts.get(&key) {
             return Ok(idx.clone());
         }
