@@ -196,11 +196,18 @@ impl ScanPlan {
         let mut others: Vec<Arc<str>> = Vec::new();
         let mut forms: FxHashMap<(&str, u32), FxHashMap<&str, usize>> = FxHashMap::default();
         for c in calls {
-            match (c.name.as_str(), c.overload, &c.needle) {
-                ("contains" | "count_occurrences", 0, Some(n)) => exact.push((Box::from(&**n), n.to_string())),
-                ("contains_ci", 0, Some(n)) => folded.push((Box::from(&**n), n.to_lowercase())),
-                ("matches", 0, Some(n)) if !patterns.contains(n) => patterns.push(n.clone()),
-                ("find_all" | "count_matches", 0, Some(n)) if !others.contains(n) => others.push(n.clone()),
+            // The checks a pass answers (`Answer::of`, the table the JIT's row slots read too),
+            // then the other regex intrinsics.
+            match (Answer::of(&c.name, c.overload), &c.needle) {
+                (Some(Answer::Contains | Answer::Count), Some(n)) => exact.push((Box::from(&**n), n.to_string())),
+                (Some(Answer::ContainsCi), Some(n)) => folded.push((Box::from(&**n), n.to_lowercase())),
+                (Some(Answer::Matches), Some(n)) if !patterns.contains(n) => patterns.push(n.clone()),
+                (None, Some(n))
+                    if matches!((c.name.as_str(), c.overload), ("find_all" | "count_matches", 0))
+                        && !others.contains(n) =>
+                {
+                    others.push(n.clone())
+                }
                 _ => {}
             }
             // `exec` runs programs: each call is a run of its own. A call without a form is
