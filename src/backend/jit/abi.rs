@@ -133,7 +133,8 @@ pub enum HostFn {
     /// `(intrinsic, handle, handle, handle) -> i32`.
     IntrinsicBool3,
     /// `(slot) -> i32`, and `num_out` for a Number: the call of the program's slot table
-    /// entry `slot` (an intrinsic the scan plan memoises, on inputs and text constants), whose
+    /// entry `slot` (on inputs and text constants, an intrinsic the scan plan memoises or a
+    /// check one of its passes answers: `host::SlotCall`), whose
     /// plain result the host also keeps in the context's row slot `slot`; compiled code reads
     /// a filled slot itself and calls this only when it is not (see `host::Slot`).
     IntrinsicSlot,

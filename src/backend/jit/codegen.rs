@@ -343,7 +343,8 @@ impl ModuleGen<'_> {
 
     /// The row slot of `call`, when it may have one: its intrinsic is one the program's scan
     /// plan memoises (`call_memoised` would answer every call of it in a row after the first
-    /// from the memo; the slot answers them without a host call).
+    /// from the memo; the slot answers them without a host call), or it is a check one of the
+    /// plan's passes answers (`scan::Answer`; its slot is then in that pass's group).
     fn slot(&mut self, mut call: SlotCall) -> Option<i32> {
         let entry = self.intrinsics.get(usize::try_from(call.intrinsic).ok()?)?;
         let resolved = entry.resolved?;
