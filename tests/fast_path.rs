@@ -283,3 +283,120 @@ score = weighted_mean(all)
         }
     }
 }
+
+/// A rubric of plain runs (`interp::prepared::PlainRun`: consecutive criteria whose checks read
+/// only inputs, with constant attributes) broken by what may not join one: a criterion that
+/// reads another, a weight read from an input, a gate, a lone plain criterion. One check
+/// divides by an input, so a row with `n = 0` traps in the middle of a run.
+const RUNS: &str = r#"rubric runs.t @ 1.0.0
+input t: Text
+input n: Number = 1
+criterion a "a" check contains(t, "a")
+criterion b "b" weight 2 check word_count(t) > 1
+criterion c "c" check 10 / n > 1
+criterion d "d" check contains(t, "d")
+criterion e "e" check a.met or contains(t, "e")
+criterion f "f" check len(t) > 2
+criterion g "g" weight n check contains(t, "g")
+criterion h "h" points 3 check contains(t, "h")
+criterion i "i" check matches(t, "i+")
+gate long: len(t) >= 1 else score 0 reason "empty"
+criterion j "j" check contains(t, "j")
+criterion k "k" check contains(t, "k")
+score = weighted_mean(all)
+"#;
+
+/// The rows the plain-run rubric is scored on: every check met and unmet somewhere, a trap in
+/// the middle of the first run (`n = 0`), and the gate closed (empty text).
+fn run_rows() -> Vec<[Value; 2]> {
+    let texts = ["", "a d e", "abc def ghi hjk", "iii", "no", "g h i j k"];
+    let mut rows = Vec::new();
+    for t in texts {
+        for n in [1.0, 0.0, 20.0] {
+            rows.push([Value::text(t), Value::Number(n)]);
+        }
+    }
+    rows
+}
+
+/// The plain runs are where they should be, and deciding a run's checks together (every
+/// engine's `Evaluator::checks`) decides each criterion as evaluating it alone does: the
+/// interpreter with a trace (which decides every criterion one by one) and without agree on
+/// every row under every fuel from none to enough, so a limit hit in the middle of a run ends
+/// the row at the same criterion; the Wasm and JIT engines agree with the interpreter.
+#[test]
+fn plain_runs_decide_as_their_criteria_one_by_one() {
+    let p = rubric::types::compile_source("main.rubric", RUNS).program.unwrap_or_else(|| panic!("compiles"));
+    let prepared = rubric::interp::prepared(&p);
+    let ids = |run: &rubric::interp::prepared::PlainRun| -> Vec<String> {
+        run.criteria.iter().map(|c| p.criteria[*c as usize].id.clone()).collect()
+    };
+    let runs: Vec<Vec<String>> = prepared.runs.iter().map(ids).collect();
+    assert_eq!(runs, [vec!["a", "b", "c", "d"], vec!["h", "i"], vec!["j", "k"]]);
+
+    let wasm = rubric::backend::wasm::WasmEngine::new();
+    for row in run_rows() {
+        let plain = Interpreter.evaluate(&p, &row, &NoVerdicts);
+        let mut trace = Vec::new();
+        let alone = rubric::interp::evaluate_within(&p, &row, &NoVerdicts, Some(&mut trace), None);
+        assert_eq!(format!("{plain:?}"), format!("{alone:?}"), "{row:?}");
+        assert!(!trace.is_empty());
+        let w = wasm.evaluate(&p, &row, &NoVerdicts);
+        assert_eq!(format!("{w:?}"), format!("{plain:?}"), "wasm on {row:?}");
+        #[cfg(feature = "jit")]
+        {
+            let jit = FAST.evaluate(&p, &row, &NoVerdicts);
+            assert_eq!(format!("{jit:?}"), format!("{plain:?}"), "jit on {row:?}");
+        }
+    }
+    // The trap in the middle of the first run leaves `c` unscored and decides `d` after it.
+    let r = Interpreter.evaluate(&p, &[Value::text("a d"), Value::Number(0.0)], &NoVerdicts);
+    let c = r.criterion("c").unwrap_or_else(|| panic!("{r:?}"));
+    assert_eq!(c.status, rubric::engine::Status::Unscored, "{c:?}");
+    assert!(r.criterion("d").is_some_and(|d| d.is_met()), "{r:?}");
+
+    // Under every fuel: a row that runs out does so at the same criterion either way.
+    let row = [Value::text("abc def ghi hjk"), Value::Number(1.0)];
+    let mut limited = 0;
+    for fuel in 0..400 {
+        let limits = Some(rubric::stdlib::Limits { fuel, ..rubric::stdlib::Limits::DEFAULT });
+        let plain = rubric::interp::evaluate_within(&p, &row, &NoVerdicts, None, limits);
+        let mut trace = Vec::new();
+        let alone = rubric::interp::evaluate_within(&p, &row, &NoVerdicts, Some(&mut trace), limits);
+        assert_eq!(format!("{plain:?}"), format!("{alone:?}"), "fuel {fuel}");
+        limited += usize::from(plain.trap.as_ref().is_some_and(|t| t.code == "rubric::trap::limit"));
+    }
+    assert!(limited > 10 && limited < 400, "the sweep crosses the runs: {limited} rows ran out");
+}
+
+/// Arguments computed by the host (`abi::DERIVED_WORD`): `letter_count(lower(t), c)` and
+/// `len`/`sum` of `numbers(t)`, memoised calls on a memoised call, get row slots; a `null`
+/// argument (`heading_count(t)`'s optional one) is a word too. Their slots answer as the calls
+/// do, on rows of text where lowercasing and numbers bite.
+#[cfg(feature = "jit")]
+#[test]
+fn derived_arguments_answer_as_their_calls_do() {
+    let p = compiled(
+        r#"rubric derived.t @ 1.0.0
+input t: Text
+criterion l1 "l1" check letter_count(lower(t), "i") >= 2
+criterion l2 "l2" check letter_count(lower(t), "i") >= 3
+criterion l3 "l3" value min(letter_count(lower(t), "σ") / 4, 1)
+criterion n1 "n1" check len(numbers(t)) >= 1 and sum(numbers(t)) < 100
+criterion n2 "n2" check len(numbers(t)) >= 2 and sum(numbers(t)) < 10
+criterion h1 "h1" check heading_count(t) <= 1
+criterion h2 "h2" check heading_count(t) >= 1
+score = weighted_mean(all)
+"#,
+    );
+    let (slots, answered, groups) = rubric::backend::jit::code(&p).unwrap().slot_shape();
+    // letter_count twice (two letters), len, sum, heading_count; no pass answers any.
+    assert_eq!((slots, answered, groups.len()), (5, 0, 0));
+    let texts = ["", "İIi ii", "ΣΑΣ σας 3 4", "# Head\n1.5 and -2 and 1e3", "# a\n# b\nIII 7 8 9"];
+    for t in texts {
+        let row = [Value::text(t)];
+        let jit = FAST.evaluate(&p, &row, &NoVerdicts);
+        let interp = Interpreter.evaluate(&p, &row, &NoVerdicts);
+        assert_eq!(format!("{jit:?}"), format!("{interp:?}"), "{t:?}");
+    }
+}

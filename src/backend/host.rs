@@ -97,7 +97,7 @@ impl HostCore {
     pub fn begin_row(&mut self, program: &Arc<Program>, inputs: &[Value], budget: Budget) {
         self.inputs.clear();
         self.inputs.extend_from_slice(inputs);
-        self.eval = EvalCtx::for_row(budget, crate::interp::prepared(program).scan(program));
+        self.eval.reset_for_row(budget, Some(crate::interp::prepared(program).scan(program)));
         self.lets.clear();
         self.lets.resize(program.lets.len(), None);
         if !self.program.as_ref().is_some_and(|p| Arc::ptr_eq(p, program)) {
@@ -112,20 +112,31 @@ impl HostCore {
         self.inputs.clear();
         self.locals.clear();
         self.lets.clear();
-        self.eval = EvalCtx::new();
+        self.eval.reset_for_row(Budget::unlimited(), None);
         self.decided = Decided::default();
     }
 
     /// Before and after each root call: an empty table (a root's result is taken out as a
     /// value), no literal, fold, argument or `let` in progress, no trap.
     pub fn begin_root(&mut self) {
-        self.table.truncate(NULL as usize + 1);
-        self.lists.clear();
-        self.records.clear();
-        self.folds.clear();
-        self.args.clear();
-        self.pending_lets.clear();
-        self.trap = None;
+        // Most roots leave nothing behind (a check whose calls all return numbers or booleans):
+        // one test of the tables' lengths, and nothing to drop.
+        let used = self.table.len() > NULL as usize + 1
+            || !self.lists.is_empty()
+            || !self.records.is_empty()
+            || !self.folds.is_empty()
+            || !self.args.is_empty()
+            || !self.pending_lets.is_empty()
+            || self.trap.is_some();
+        if used {
+            self.table.truncate(NULL as usize + 1);
+            self.lists.clear();
+            self.records.clear();
+            self.folds.clear();
+            self.args.clear();
+            self.pending_lets.clear();
+            self.trap = None;
+        }
     }
 
     /// After a failed root call: the `let`s it was evaluating fail with the same trap, as in

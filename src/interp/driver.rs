@@ -14,8 +14,7 @@ use super::TraceEvent;
 use crate::engine::{CriterionResult, GateResult, Name, NamedScoreResult, RowResult, Status, TrapInfo, VerdictSource};
 use crate::ir::validate::{MAX_GROUP_DEPTH, MAX_LOCALS};
 use crate::ir::{
-    self, AggOp, CriterionDecl, CriterionKind, Expr, ExprKind, GateAction, Member, Policy, Program, SetKind, Step,
-    Verifier,
+    self, AggOp, CriterionDecl, Expr, ExprKind, GateAction, Member, Policy, Program, SetKind, Step, Verifier,
 };
 use crate::stdlib::{Trap, TrapKind};
 use crate::value::Value;
@@ -214,12 +213,12 @@ impl Decided {
         self.results.get(r.start as usize..r.end as usize).unwrap_or(&[])
     }
 
-    /// Decide static criterion `c` (a criterion is decided once).
-    pub fn set_criterion(&mut self, c: u32, r: CriterionResult) {
-        if let Some(slot) = self.criteria.get_mut(c as usize) {
-            *slot = Some(self.results.len() as u32);
-            self.results.push(r);
-        }
+    /// Decide static criterion `c` (a criterion is decided once): its result, where it now is.
+    pub fn set_criterion(&mut self, c: u32, r: CriterionResult) -> Option<&mut CriterionResult> {
+        let slot = self.criteria.get_mut(c as usize)?;
+        *slot = Some(self.results.len() as u32);
+        self.results.push(r);
+        self.results.last_mut()
     }
 
     /// Decide the instances of the `each` step `step`, in order.
@@ -277,6 +276,30 @@ pub trait Evaluator {
         decided: &mut Decided,
         trace: &mut Trace<'_>,
     ) -> Result<Value, Trap>;
+
+    /// The checks of the plain run `run` of `p` (`prepared::PlainRun`: criteria whose checks
+    /// read only the inputs), in order, into `out`, stopping after the first that fails (a
+    /// trap): the criteria after it are the driver's to evaluate one by one. An engine that
+    /// can evaluate a run in one go (the JIT) does; the others evaluate each check as a root.
+    fn checks(
+        &mut self,
+        p: &Program,
+        run: u32,
+        decided: &mut Decided,
+        trace: &mut Trace<'_>,
+        out: &mut Vec<Result<Value, Trap>>,
+    ) {
+        let Some(run) = super::prepared(p).runs.get(run as usize) else { return };
+        let mut locals = Vec::new();
+        for (root, e) in run.checks(p) {
+            let v = self.eval(root, e, &mut locals, decided, trace);
+            let failed = v.is_err();
+            out.push(v);
+            if failed {
+                return;
+            }
+        }
+    }
 }
 
 /// Evaluate one row with `ev` evaluating the expressions.
@@ -287,11 +310,25 @@ pub fn run_row(
     ev: &mut dyn Evaluator,
     trace: Option<&mut Vec<TraceEvent>>,
 ) -> RowResult {
-    Driver { p, inputs, verdicts, ev, decided: Decided::new(p), trace: Trace::new(trace), limit: None }.run()
+    Driver {
+        p,
+        prepared: super::prepared(p),
+        inputs,
+        verdicts,
+        ev,
+        decided: Decided::new(p),
+        trace: Trace::new(trace),
+        limit: None,
+        checks: Vec::new(),
+        run_until: 0,
+    }
+    .run()
 }
 
 struct Driver<'a, 't> {
     p: &'a Program,
+    /// `p`'s prepared facts.
+    prepared: &'a super::prepared::Prepared,
     inputs: &'a [Value],
     verdicts: &'a dyn VerdictSource,
     ev: &'a mut dyn Evaluator,
@@ -299,6 +336,10 @@ struct Driver<'a, 't> {
     trace: Trace<'t>,
     /// A resource limit hit by some root, with that root: the row ends there.
     limit: Option<(Trap, Root)>,
+    /// The values of a plain run's checks (`Evaluator::checks`), kept for the next run.
+    checks: Vec<Result<Value, Trap>>,
+    /// The step after the last criterion decided with its plain run.
+    run_until: usize,
 }
 
 impl<'a> Driver<'a, '_> {
@@ -429,6 +470,10 @@ impl<'a> Driver<'a, '_> {
                     let Some(decl) = p.criteria.get(*ci as usize) else {
                         return invalid_program(format!("step {si} evaluates criterion {ci}, which does not exist"));
                     };
+                    // Decided with the plain run it is in, or deciding that run now.
+                    if si < self.run_until || (stopped.is_none() && self.plain_run(si)) {
+                        continue;
+                    }
                     let owner = Owner::Criterion(*ci);
                     let mut locals = Vec::new();
                     let r = if let Some(gate) = &stopped {
@@ -561,10 +606,11 @@ impl<'a> Driver<'a, '_> {
             };
             result.reward = Some(reward);
         }
-        let policies = group_policies(p);
+        let policies = &self.prepared.group_policies;
         for (i, s) in p.sets.iter().enumerate() {
             if s.kind == SetKind::Group {
-                let v = match tree(p, &self.decided, i as u32, policies[i], 0) {
+                let policy = policies.get(i).copied().unwrap_or(Policy::Propagate);
+                let v = match tree(p, &self.decided, i as u32, policy, 0) {
                     Ok(Value::Number(n)) => Some(n),
                     _ => None,
                 };
@@ -593,10 +639,48 @@ impl<'a> Driver<'a, '_> {
         result
     }
 
+    /// Decide the plain run that starts at step `step` (`prepared::PlainRun`), its checks
+    /// evaluated together (`Evaluator::checks`) and each result its criterion's template with
+    /// its check applied, as `criterion` would decide it; up to and with the first check that
+    /// fails, the criteria after which are evaluated one by one. `false` when no run starts at
+    /// `step`, and while tracing or after a resource limit (each criterion is then evaluated as
+    /// any other).
+    fn plain_run(&mut self, step: usize) -> bool {
+        if self.trace.is_on() || self.limit.is_some() {
+            return false;
+        }
+        let Some(run) = self.prepared.run_at.get(step).copied().flatten() else { return false };
+        let Some(criteria) = self.prepared.runs.get(run as usize).map(|r| &r.criteria[..]) else { return false };
+        let mut checks = std::mem::take(&mut self.checks);
+        checks.clear();
+        checks.reserve(criteria.len());
+        self.ev.checks(self.p, run, &mut self.decided, &mut self.trace, &mut checks);
+        if checks.is_empty() {
+            return false;
+        }
+        self.run_until = step + checks.len();
+        let templates = &self.prepared.templates;
+        for (&c, v) in criteria.iter().zip(checks.drain(..)) {
+            if let Err(t) = &v {
+                if t.kind == TrapKind::Limit {
+                    self.limit =
+                        Some((t.clone(), Root::Criterion { owner: Owner::Criterion(c), attr: Attr::Verifier }));
+                }
+            }
+            let Some(template) = templates.get(c as usize).and_then(Option::as_ref) else { continue };
+            let r = template.clone().into_result(Vec::new());
+            if let Some(r) = self.decided.set_criterion(c, r) {
+                apply_check(r, v);
+            }
+        }
+        self.checks = checks;
+        true
+    }
+
     /// The shared metadata of `owner` (computed afresh for a program the prepared facts do not
     /// describe).
     fn meta(&self, owner: Owner, d: &CriterionDecl) -> std::borrow::Cow<'a, super::prepared::CriterionMeta> {
-        let prepared = super::prepared(self.p);
+        let prepared = self.prepared;
         let meta = match owner {
             Owner::Criterion(c) => prepared.criteria.get(c as usize),
             Owner::Each(s) => prepared.each.get(s as usize).and_then(Option::as_ref),
@@ -652,37 +736,8 @@ impl<'a> Driver<'a, '_> {
                 (tags, axis)
             }
         };
-        CriterionResult {
-            id: id.map_or_else(|| meta.id.clone(), Name::Counted),
-            text,
-            kind: match d.kind {
-                CriterionKind::Binary => "binary",
-                CriterionKind::Ordinal { .. } => "ordinal",
-                CriterionKind::Nominal { .. } => "nominal",
-                CriterionKind::Continuous => "continuous",
-                CriterionKind::Preference => "preference",
-            },
-            status: Status::Unscored,
-            reason: None,
-            value: None,
-            level: None,
-            label: None,
-            points,
-            weight,
-            axis,
-            tags,
-            source: meta.source.clone(),
-            evidence: None,
-            extracted: None,
-            p_yes: None,
-            votes: None,
-            calibrated: None,
-            position: None,
-            preference: None,
-            shown: Vec::new(),
-            step: None,
-            sets: meta.sets,
-        }
+        let id = id.map_or_else(|| meta.id.clone(), Name::Counted);
+        meta.undecided(d, id, text, (points, weight), axis).into_result(tags)
     }
 
     /// What a judged instance's judge is shown (`shows`), evaluated with the element bound:
@@ -1163,6 +1218,7 @@ fn score_site(e: &Expr) -> Option<u32> {
 
 /// A check's value decides a binary criterion: `true` met, `false` unmet, unscored or a trap
 /// unscored with the reason. Shared by `check` and `extract ... check`.
+#[inline]
 fn apply_check(r: &mut CriterionResult, v: Result<Value, Trap>) {
     match v {
         Ok(Value::Bool(b)) => {

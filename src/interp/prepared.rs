@@ -10,8 +10,8 @@
 //! the plan of each row's `stdlib::EvalCtx`, by the intrinsics. It is never serialised and never
 //! part of a program's bytes or hash; a clone of a program starts with an empty slot.
 
-use crate::engine::{intern_names, Name};
-use crate::ir::{walk, CriterionDecl, Expr, ExprKind, Program, Step, Verifier};
+use crate::engine::{intern_names, CriterionResult, Name, Status};
+use crate::ir::{walk, CriterionDecl, CriterionKind, Expr, ExprKind, Program, Step, Verifier};
 use crate::stdlib::scan::{PlannedCall, ScanPlan};
 use rustc_hash::{FxHashMap, FxHashSet};
 use std::sync::Arc;
@@ -60,6 +60,140 @@ impl CriterionMeta {
     }
 }
 
+/// What a criterion's result starts as, before anything is decided (`unscored`, no reason):
+/// its metadata and the values of its text, points, weight and axis.
+#[derive(Debug, Clone)]
+pub struct Undecided {
+    pub id: Name,
+    pub text: Option<Name>,
+    /// `binary`, `ordinal`, `nominal`, `continuous` or `preference`.
+    pub kind: &'static str,
+    pub points: Option<f64>,
+    pub weight: f64,
+    pub axis: Option<Name>,
+    pub source: Name,
+    pub sets: &'static [Name],
+}
+
+impl Undecided {
+    /// The result, with `tags`.
+    #[inline]
+    pub fn into_result(self, tags: Vec<String>) -> CriterionResult {
+        CriterionResult {
+            id: self.id,
+            text: self.text,
+            kind: self.kind,
+            status: Status::Unscored,
+            reason: None,
+            value: None,
+            level: None,
+            label: None,
+            points: self.points,
+            weight: self.weight,
+            axis: self.axis,
+            tags,
+            source: self.source,
+            evidence: None,
+            extracted: None,
+            p_yes: None,
+            votes: None,
+            calibrated: None,
+            position: None,
+            preference: None,
+            shown: Vec::new(),
+            step: None,
+            sets: self.sets,
+        }
+    }
+}
+
+impl CriterionMeta {
+    /// The undecided result of criterion `d` with these metadata and the attributes given.
+    pub fn undecided(
+        &self,
+        d: &CriterionDecl,
+        id: Name,
+        text: Option<Name>,
+        (points, weight): (Option<f64>, f64),
+        axis: Option<Name>,
+    ) -> Undecided {
+        Undecided {
+            id,
+            text,
+            kind: match d.kind {
+                CriterionKind::Binary => "binary",
+                CriterionKind::Ordinal { .. } => "ordinal",
+                CriterionKind::Nominal { .. } => "nominal",
+                CriterionKind::Continuous => "continuous",
+                CriterionKind::Preference => "preference",
+            },
+            points,
+            weight,
+            axis,
+            source: self.source.clone(),
+            sets: self.sets,
+        }
+    }
+
+    /// The undecided result of a static criterion whose text, points, weight and axis are all
+    /// constants: the same for every row.
+    fn template(&self, d: &CriterionDecl) -> Option<Undecided> {
+        let (text, numbers, axis) = (self.text.clone()?, self.numbers?, self.axis.clone()?);
+        Some(self.undecided(d, self.id.clone(), Some(text), numbers, axis))
+    }
+}
+
+/// A run of plain criteria: consecutive `criterion` steps of criteria decided by a `check` that
+/// reads only the row's inputs (`Program::reads_only_inputs`), with no `pass` and a template
+/// (constant text, points, weight and axis). Nothing in a run reads another of its criteria,
+/// so an engine may evaluate its checks together (`Evaluator::checks`), and the driver makes
+/// each result from the criterion's template.
+#[derive(Debug, Clone)]
+pub struct PlainRun {
+    /// The static criteria, in step order.
+    pub criteria: Vec<u32>,
+}
+
+impl PlainRun {
+    /// The check of each criterion of the run, in order, with the root it is.
+    pub fn checks<'p>(&'p self, p: &'p Program) -> impl Iterator<Item = (super::Root, &'p Expr)> + 'p {
+        self.criteria.iter().filter_map(move |c| match &p.criteria.get(*c as usize)?.verifier {
+            Verifier::Check { expr } => {
+                Some((super::Root::Criterion { owner: super::Owner::Criterion(*c), attr: super::Attr::Verifier }, expr))
+            }
+            _ => None,
+        })
+    }
+}
+
+/// The plain runs of `p` (at least two criteria long) and the step each starts at.
+fn plain_runs(p: &Program, templates: &[Option<Undecided>]) -> (Vec<PlainRun>, Vec<Option<u32>>) {
+    let plain = |c: u32| -> bool {
+        let Some(d) = p.criteria.get(c as usize) else { return false };
+        let Verifier::Check { expr } = &d.verifier else { return false };
+        d.pass.is_none() && templates.get(c as usize).is_some_and(Option::is_some) && p.reads_only_inputs(expr)
+    };
+    let mut runs = Vec::new();
+    let mut run_at = vec![None; p.steps.len()];
+    let mut current: Option<(usize, Vec<u32>)> = None;
+    let mut close = |current: &mut Option<(usize, Vec<u32>)>, runs: &mut Vec<PlainRun>| {
+        if let Some((step, criteria)) = current.take() {
+            if criteria.len() >= 2 {
+                run_at[step] = Some(runs.len() as u32);
+                runs.push(PlainRun { criteria });
+            }
+        }
+    };
+    for (si, step) in p.steps.iter().enumerate() {
+        match step {
+            Step::Criterion(c) if plain(*c) => current.get_or_insert_with(|| (si, Vec::new())).1.push(*c),
+            _ => close(&mut current, &mut runs),
+        }
+    }
+    close(&mut current, &mut runs);
+    (runs, run_at)
+}
+
 /// What an optional number attribute evaluates to when it is absent or a constant (`Some(None)`
 /// for an absent or non-number one); `None` when it must be evaluated per row.
 fn constant_number(e: &Option<Expr>) -> Option<Option<f64>> {
@@ -77,6 +211,15 @@ pub struct Prepared {
     pub criteria: Vec<CriterionMeta>,
     /// By step index: the template of each `each` step (instances get ids of their own).
     pub each: Vec<Option<CriterionMeta>>,
+    /// By static criterion index: its undecided result, where that is the same for every row
+    /// ([`CriterionMeta::template`]).
+    pub templates: Vec<Option<Undecided>>,
+    /// The program's plain runs ([`PlainRun`]), in step order.
+    pub runs: Vec<PlainRun>,
+    /// By step index: the run that starts at the step.
+    pub run_at: Vec<Option<u32>>,
+    /// By set index: the unscored policy of each group's tree (`driver::group_policies`).
+    pub group_policies: Vec<crate::ir::Policy>,
     /// The scan plan, made the first time an engine that scans asks for it ([`Prepared::scan`]):
     /// the interpreter computes every call as written and never does.
     scan: std::sync::OnceLock<Arc<ScanPlan>>,
@@ -93,8 +236,15 @@ impl Prepared {
     }
 
     pub fn of(p: &Program) -> Prepared {
+        let criteria: Vec<CriterionMeta> = p.criteria.iter().map(|d| CriterionMeta::of(p, d)).collect();
+        let templates: Vec<Option<Undecided>> = criteria.iter().zip(&p.criteria).map(|(m, d)| m.template(d)).collect();
+        let (runs, run_at) = plain_runs(p, &templates);
         Prepared {
-            criteria: p.criteria.iter().map(|d| CriterionMeta::of(p, d)).collect(),
+            criteria,
+            templates,
+            runs,
+            run_at,
+            group_policies: super::driver::group_policies(p),
             each: p
                 .steps
                 .iter()
@@ -134,6 +284,23 @@ fn small(e: &Expr, depth: u32) -> bool {
     }
 }
 
+/// `e` (a small expression: see [`small`]) with its sites cleared.
+fn unsite(e: &mut Expr) {
+    match &mut e.kind {
+        ExprKind::Field { base, site, .. } => {
+            *site = 0;
+            unsite(base);
+        }
+        ExprKind::Narrowed(base) => unsite(base),
+        ExprKind::Intrinsic { args, site, .. } => {
+            *site = 0;
+            args.iter_mut().for_each(unsite);
+        }
+        ExprKind::List(args) => args.iter_mut().for_each(unsite),
+        _ => {}
+    }
+}
+
 /// Visit every expression of `p`: its roots, `let` values and function bodies.
 fn walk_program(p: &Program, visit: &mut dyn FnMut(&Expr)) {
     for (_, e) in super::roots(p) {
@@ -161,7 +328,11 @@ fn scan_plan(p: &Program) -> ScanPlan {
         // Only calls on small arguments get a form (the memo is for `f(response)`, not for a
         // call on a deep expression, whose form would cost its whole subtree to write).
         let form = if args.iter().all(|a| small(a, 0)) {
-            serde_json::to_string(args).unwrap_or_default()
+            // Sites are where a call is, not what it computes: `len(numbers(response))` in two
+            // criteria is one form.
+            let mut args = args.clone();
+            args.iter_mut().for_each(unsite);
+            serde_json::to_string(&args).unwrap_or_default()
         } else {
             String::new()
         };

@@ -1316,6 +1316,51 @@ impl Program {
         bytes.windows(needle.len()).any(|w| w == needle)
     }
 
+    /// Whether `e` reads only the row's inputs, constants and `let`s: no criterion or
+    /// aggregation in it or in the `let`s and functions it reaches, and no local it does not
+    /// bind itself (an `each` element, an extracted value). Such an expression needs neither
+    /// the decided criteria nor the driver's locals: the engines evaluate it in any order
+    /// among the criteria around it.
+    pub fn reads_only_inputs(&self, e: &Expr) -> bool {
+        let mut reads = std::collections::BTreeSet::new();
+        let mut bound = std::collections::BTreeSet::new();
+        walk(e, &mut |x| match &x.kind {
+            ExprKind::Local(i) => {
+                reads.insert(*i);
+            }
+            ExprKind::HigherOrder { local, .. } => {
+                bound.insert(*local);
+            }
+            _ => {}
+        });
+        if !reads.is_subset(&bound) {
+            return false;
+        }
+        // `let`s and functions reached, each looked at once (their locals are their own).
+        let mut seen_lets = std::collections::BTreeSet::new();
+        let mut seen_fns = std::collections::BTreeSet::new();
+        let mut todo = vec![e];
+        let mut ok = true;
+        while let Some(e) = todo.pop() {
+            walk(e, &mut |x| match &x.kind {
+                ExprKind::Criterion(_) | ExprKind::Aggregate { .. } => ok = false,
+                ExprKind::Let(i) if seen_lets.insert(*i) => match self.lets.get(*i as usize) {
+                    Some(l) => todo.push(&l.value),
+                    None => ok = false,
+                },
+                ExprKind::Call { func, .. } if seen_fns.insert(*func) => match self.functions.get(*func as usize) {
+                    Some(f) => todo.push(&f.body),
+                    None => ok = false,
+                },
+                _ => {}
+            });
+            if !ok {
+                return false;
+            }
+        }
+        ok
+    }
+
     pub fn input_index(&self, name: &str) -> Option<usize> {
         self.inputs.iter().position(|i| i.name == name)
     }

@@ -326,12 +326,18 @@ impl EvalCtx {
         EvalCtx { budget, ..EvalCtx::default() }
     }
 
-    /// A context for a row of the program whose scan plan is `plan`: the plan is used only
-    /// under an unlimited `budget` (a row with limits computes and charges every call as
-    /// written).
-    pub fn for_row(budget: Budget, plan: &Arc<ScanPlan>) -> EvalCtx {
-        let plan = budget.limits().is_none().then(|| plan.clone());
-        EvalCtx { budget, plan, ..EvalCtx::default() }
+    /// This context, emptied, for a row of the program whose scan plan is `plan`, keeping its
+    /// tables' room (a batch's rows then allocate none of them again). The plan is used only
+    /// under an unlimited `budget`: a row with limits computes and charges every call as
+    /// written.
+    pub fn reset_for_row(&mut self, budget: Budget, plan: Option<&Arc<ScanPlan>>) {
+        self.texts.clear();
+        self.regexes.clear();
+        self.plan = plan.filter(|_| budget.limits().is_none()).cloned();
+        self.scans.clear();
+        self.memo.clear();
+        self.lex_count = 0;
+        self.budget = budget;
     }
 
     /// The plan and `text`'s scans in this row; `None` without a plan (nothing is kept then).

@@ -365,6 +365,11 @@ pub struct Memo {
 type Entry = (usize, Box<[Value]>, Value);
 
 impl Memo {
+    /// Forget every entry, keeping the table's room for the next row.
+    pub fn clear(&mut self) {
+        self.by_hash.clear();
+    }
+
     /// The key hash of `f` on `args`; `None` for calls the memo does not key on (a number
     /// that is not equal to itself).
     pub fn key(f: &'static Intrinsic, args: &[Value]) -> Option<u64> {

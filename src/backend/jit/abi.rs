@@ -133,10 +133,10 @@ pub enum HostFn {
     /// `(intrinsic, handle, handle, handle) -> i32`.
     IntrinsicBool3,
     /// `(slot) -> i32`, and `num_out` for a Number: the call of the program's slot table
-    /// entry `slot` (on inputs and text constants, an intrinsic the scan plan memoises or a
-    /// check one of its passes answers: `host::SlotCall`), whose
-    /// plain result the host also keeps in the context's row slot `slot`; compiled code reads
-    /// a filled slot itself and calls this only when it is not (see `host::Slot`).
+    /// entry `slot` (on inputs, text constants, `null` and derived arguments, an intrinsic the
+    /// scan plan memoises or a check one of its passes answers: `host::SlotCall`), whose plain
+    /// result the host also keeps in the context's row slot `slot`; compiled code reads a
+    /// filled slot itself and calls this only when it is not (see `host::Slot`).
     IntrinsicSlot,
 }
 
@@ -144,6 +144,12 @@ pub enum HostFn {
 /// table is `STRING_WORD - k` (read in place: no `Str` call, no handle), below every input's
 /// `-i - 1`.
 pub const STRING_WORD: i64 = -(1 << 24);
+
+/// In the same words, derived argument `j` (`host::Tables::derived`: a call of an intrinsic the
+/// scan plan memoises, on inputs and text constants, such as `lower(response)`) is
+/// `DERIVED_WORD - j`, below every text constant's word: the host computes it in place, from
+/// the row's memo after its first use, with no handle in between.
+pub const DERIVED_WORD: i64 = -(1 << 28);
 
 use Ty::{F64 as F, I32 as I};
 

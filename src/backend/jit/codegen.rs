@@ -13,7 +13,7 @@
 //! against the context's limit, and reads the context's `trapped` word after every call that
 //! can fail, returning at once (zeros) when a host function recorded a trap.
 
-use super::abi::{HostFn, Ty, STRING_WORD};
+use super::abi::{HostFn, Ty, DERIVED_WORD, STRING_WORD};
 use super::host::{
     self, IntrinsicEntry, SlotCall, Tables, EPOCH_OFFSET, NUM_OUT_OFFSET, SLOTS_OFFSET, SLOT_EPOCH_OFFSET,
     SLOT_NUM_OFFSET, SLOT_SIZE, SLOT_WORD_OFFSET, STACK_LIMIT_OFFSET, TRAPPED_OFFSET,
@@ -105,6 +105,7 @@ pub fn compile(p: &Program) -> Result<Native, String> {
         intrinsic_index: HashMap::new(),
         slots: Vec::new(),
         slot_index: HashMap::new(),
+        derived: Vec::new(),
     };
     for f in HostFn::ALL {
         let (params, results) = f.signature();
@@ -134,7 +135,7 @@ pub fn compile(p: &Program) -> Result<Native, String> {
             ExprKind::Const(c) => root_ids.push((*root, Err(ops::const_value(c)))),
             _ => {
                 let id = m.declare(&format!("root{i}"), Linkage::Export, &handle_sig)?;
-                root_ids.push((*root, Ok((id, *e, Repr::of(&e.ty), inputs_only(p, e)))));
+                root_ids.push((*root, Ok((id, *e, Repr::of(&e.ty), p.reads_only_inputs(e)))));
             }
         }
     }
@@ -208,41 +209,15 @@ pub fn compile(p: &Program) -> Result<Native, String> {
             call.group = Some(g);
         }
     }
-    let tables = Tables { program: Arc::new(p.clone()), strings: m.strings, intrinsics: m.intrinsics, slots, groups };
+    let tables = Tables {
+        program: Arc::new(p.clone()),
+        strings: m.strings,
+        intrinsics: m.intrinsics,
+        slots,
+        derived: m.derived,
+        groups,
+    };
     Ok(Native { module: m.module, tables, roots: out })
-}
-
-/// Whether `e` reads only inputs, constants and `let`s (see [`Compiled::inputs_only`]): no
-/// criterion or aggregation in it or in the `let`s and functions it reaches, and no local it
-/// does not bind itself.
-fn inputs_only<'a>(p: &'a Program, e: &'a Expr) -> bool {
-    let (reads, bound) = slot_uses(e);
-    if reads.keys().any(|slot| !bound.contains(slot)) {
-        return false;
-    }
-    // `let`s and functions reached, each looked at once (their locals are their own).
-    let mut seen_lets = BTreeSet::new();
-    let mut seen_fns = BTreeSet::new();
-    let mut todo = vec![e];
-    let mut ok = true;
-    while let Some(e) = todo.pop() {
-        ir::walk(e, &mut |x| match &x.kind {
-            ExprKind::Criterion(_) | ExprKind::Aggregate { .. } => ok = false,
-            ExprKind::Let(i) if seen_lets.insert(*i) => match p.lets.get(*i as usize) {
-                Some(l) => todo.push(&l.value),
-                None => ok = false,
-            },
-            ExprKind::Call { func, .. } if seen_fns.insert(*func) => match p.functions.get(*func as usize) {
-                Some(f) => todo.push(&f.body),
-                None => ok = false,
-            },
-            _ => {}
-        });
-        if !ok {
-            return false;
-        }
-    }
-    ok
 }
 
 fn clif(t: Ty) -> types::Type {
@@ -315,6 +290,7 @@ struct ModuleGen<'p> {
     /// Calls with a row slot (`host::SlotCall`), by slot.
     slots: Vec<SlotCall>,
     slot_index: HashMap<SlotCall, u32>,
+    derived: Vec<(i32, smallvec::SmallVec<[i32; 3]>)>,
 }
 
 impl ModuleGen<'_> {
@@ -351,7 +327,9 @@ impl ModuleGen<'_> {
         let plan = crate::interp::prepared(self.p).scan(self.p);
         // A check of an input against a needle or pattern the plan holds: its pass answers it.
         call.answer = match (Answer::of(&entry.name, entry.overload), call.args.as_slice()) {
-            (Some(answer), &[input, needle]) if input < 0 && i64::from(needle) <= STRING_WORD => {
+            (Some(answer), &[input, needle])
+                if input < 0 && i64::from(input) > STRING_WORD && i64::from(needle) <= STRING_WORD =>
+            {
                 let needle = self.strings.get(usize::try_from(STRING_WORD - i64::from(needle)).ok()?)?;
                 plan.place(answer, needle).map(|place| (answer, place))
             }
@@ -367,6 +345,36 @@ impl ModuleGen<'_> {
         self.slots.push(call.clone());
         self.slot_index.insert(call, k);
         Some(k as i32)
+    }
+
+    /// The word of argument `a` of an intrinsic call when it is passed as a word rather than a
+    /// value: an input, a text constant, `null`, or (where `derive`) a call of an intrinsic the scan
+    /// plan memoises on inputs and text constants, computed by the host (`abi::DERIVED_WORD`).
+    fn arg_word(&mut self, a: &Expr, derive: bool) -> Option<i64> {
+        match &a.kind {
+            ExprKind::Input(i) => Some(-(*i as i64) - 1),
+            ExprKind::Const(Const::Text(t)) => Some(STRING_WORD - self.string(t) as i64),
+            // `null` is always handle `NULL`, in every root.
+            ExprKind::Const(Const::Null) => Some(i64::from(NULL)),
+            ExprKind::Intrinsic { name, overload, args, .. } if derive && (1..=3).contains(&args.len()) => {
+                let words: Vec<i64> = args.iter().map(|a| self.arg_word(a, false)).collect::<Option<_>>()?;
+                let index = self.intrinsic(name, *overload, args.len());
+                let resolved = self.intrinsics.get(index as usize)?.resolved?;
+                if !crate::interp::prepared(self.p).scan(self.p).memoises(resolved) {
+                    return None;
+                }
+                let call = (index, words.iter().map(|w| *w as i32).collect());
+                let j = match self.derived.iter().position(|d| *d == call) {
+                    Some(j) => j,
+                    None => {
+                        self.derived.push(call);
+                        self.derived.len() - 1
+                    }
+                };
+                Some(DERIVED_WORD - j as i64)
+            }
+            _ => None,
+        }
     }
 
     fn intrinsic(&mut self, name: &str, overload: u32, arity: usize) -> i32 {
@@ -816,15 +824,9 @@ impl FnGen<'_, '_, '_> {
                 // Up to three arguments go straight to the call (one host call, not one per
                 // argument and one for the call).
                 let index = self.m.intrinsic(name, *overload, args.len());
-                // Inputs and text constants are passed as words, not values.
-                let words: Vec<Option<i64>> = args
-                    .iter()
-                    .map(|a| match &a.kind {
-                        ExprKind::Input(i) => Some(-(*i as i64) - 1),
-                        ExprKind::Const(Const::Text(t)) => Some(STRING_WORD - self.m.string(t) as i64),
-                        _ => None,
-                    })
-                    .collect();
+                // Inputs, text constants and memoised calls on them are passed as words, not
+                // values: no handle, and no host call of their own.
+                let words: Vec<Option<i64>> = args.iter().map(|a| self.m.arg_word(a, true)).collect();
                 if natural != Repr::Handle && words.iter().all(Option::is_some) {
                     let call = SlotCall {
                         intrinsic: index,

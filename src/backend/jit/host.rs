@@ -14,7 +14,7 @@
     reason = "the JIT call boundary: host functions turn the context pointer compiled code passes back into a reference (`enter`)"
 )]
 
-use super::abi::{HostFn, STRING_WORD};
+use super::abi::{HostFn, DERIVED_WORD, STRING_WORD};
 use crate::backend::host::{type_trap, HostCore};
 use crate::ir::Program;
 use crate::stdlib::scan::Answer;
@@ -47,16 +47,20 @@ pub struct Tables {
     pub intrinsics: Vec<IntrinsicEntry>,
     /// The calls that have a row slot, by slot.
     pub slots: Vec<SlotCall>,
+    /// The derived arguments of intrinsic calls (`abi::DERIVED_WORD`), by index: each an
+    /// intrinsic the scan plan memoises and its argument words (inputs and text constants).
+    pub derived: Vec<(i32, smallvec::SmallVec<[i32; 3]>)>,
     /// Slots answered by one pass over one input (`SlotCall::group`).
     pub groups: Vec<Vec<u32>>,
 }
 
-/// A call that has a row slot, called on inputs and text constants only: an intrinsic the
+/// A call that has a row slot, called on inputs, text constants, `null` and derived arguments
+/// only (memoised calls on inputs and text constants, `abi::DERIVED_WORD`): an intrinsic the
 /// program's scan plan memoises (`stdlib::scan`), so that every call of it in a row has equal
 /// arguments and, by the memo's own rule, the same result; or a check on an input that one of
 /// the plan's passes answers (`scan::Answer`: the needle or pattern is the plan's). Its
 /// argument words are those of the `Intrinsic*` calls (inputs `-i - 1`, text constants below
-/// `STRING_WORD`).
+/// `STRING_WORD`, derived arguments below `DERIVED_WORD`, `null` the `NULL` handle).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct SlotCall {
     pub intrinsic: i32,
@@ -276,12 +280,23 @@ impl Ctx {
     }
 
     fn intrinsic_value(&mut self, i: i32, handles: &[i32]) -> Result<Value, Trap> {
-        let entry = intrinsic_entry(&self.tables, i)?;
         let mut args: smallvec::SmallVec<[Value; 4]> = smallvec::SmallVec::new();
         for &h in handles {
-            // A negative word is input `-w - 1` or, below `STRING_WORD`, text constant
-            // `STRING_WORD - w`, read in place (no `Input` or `Str` call, no handle).
-            args.push(if i64::from(h) <= STRING_WORD {
+            // A negative word is input `-w - 1`, below `STRING_WORD` text constant
+            // `STRING_WORD - w`, read in place (no `Input` or `Str` call, no handle), and below
+            // `DERIVED_WORD` derived argument `DERIVED_WORD - w`, computed here.
+            args.push(if i64::from(h) <= DERIVED_WORD {
+                let (i, words) = usize::try_from(DERIVED_WORD - i64::from(h))
+                    .ok()
+                    .and_then(|j| self.tables().ok()?.derived.get(j).cloned())
+                    .ok_or_else(|| type_trap(format!("unknown derived argument {h}")))?;
+                // Its own words are inputs and text constants only (`codegen` makes them so): it
+                // never recurses further.
+                if words.iter().any(|w| i64::from(*w) <= DERIVED_WORD) {
+                    return Err(type_trap(format!("derived argument {h} has a derived argument")));
+                }
+                self.intrinsic_value(i, &words)?
+            } else if i64::from(h) <= STRING_WORD {
                 Value::Text(self.string((STRING_WORD - i64::from(h)) as i32)?)
             } else if h < 0 {
                 self.core.input_value(-(h + 1))
@@ -289,6 +304,7 @@ impl Ctx {
                 self.core.get(h)?.clone()
             });
         }
+        let entry = intrinsic_entry(&self.tables, i)?;
         self.core.intrinsic_value(entry.resolved, &entry.name, entry.overload, &args)
     }
 
@@ -313,7 +329,7 @@ fn intrinsic_entry(tables: &Option<Arc<Tables>>, i: i32) -> Result<&IntrinsicEnt
 fn enter<R>(ctx: *mut Ctx, on_trap: R, f: impl FnOnce(&mut Ctx) -> Result<R, Trap>) -> R {
     // SAFETY: `enter` and the host functions that call it are private to this module; outside
     // it they exist only as the addresses `address` hands to compiled code, which passes on the
-    // pointer the engine gave the root it called (`runtime::call_root`): a live `Ctx` that the
+    // pointer the engine gave the root it called (`runtime::call`): a live `Ctx` that the
     // engine borrows exclusively for the whole call and does not touch until the root returns
     // (this module's own tests pass a live local `Ctx` the same way). Host functions never
     // call back into compiled code, so this is the only reference to it while `f` runs.

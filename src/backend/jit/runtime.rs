@@ -41,6 +41,7 @@ const NATIVE_STACK: usize = 8 << 20;
 /// segment when they need more than 128 KiB).
 const HOST_RESERVE: usize = 256 << 10;
 
+#[derive(Clone)]
 enum RootEntry {
     /// A literal root (most criterion texts, points, weights): no call at all.
     Const(Value),
@@ -55,6 +56,9 @@ enum RootEntry {
 pub struct JitCode {
     tables: Arc<Tables>,
     roots: rustc_hash::FxHashMap<Root, RootEntry>,
+    /// By plain run of the program (`interp::prepared::PlainRun`): the entries of its checks,
+    /// in order, called together by `Evaluator::checks`.
+    runs: Vec<Vec<RootEntry>>,
     /// Owns the machine code the entries point into; freed when this drops.
     module: Option<Mutex<JITModule>>,
 }
@@ -84,8 +88,13 @@ impl JitCode {
                 };
                 (root, entry)
             })
+            .collect::<rustc_hash::FxHashMap<Root, RootEntry>>();
+        let runs = crate::interp::prepared(p)
+            .runs
+            .iter()
+            .map(|run| run.checks(p).map_while(|(root, _)| roots.get(&root).cloned()).collect())
             .collect();
-        Ok(JitCode { tables: Arc::new(native.tables), roots, module: Some(Mutex::new(native.module)) })
+        Ok(JitCode { tables: Arc::new(native.tables), roots, runs, module: Some(Mutex::new(native.module)) })
     }
 
     /// The program this code was compiled from.
@@ -244,55 +253,103 @@ impl Evaluator for JitEval<'_> {
             }
         };
         // The context is clean here: `begin_row` left it so, and every root call cleans up
-        // after itself below.
+        // after itself (`finish`).
         let ctx = &mut *self.ctx;
+        let reserve = self.reserve;
         // A root that reads only inputs needs neither the decided criteria nor the locals.
-        let word = if inputs_only {
-            call_root(f, ctx, self.reserve)
+        if inputs_only {
+            on_native_stack(ctx, reserve, |ctx| run_root(f, repr, ctx))
         } else {
             ctx.core.decided = std::mem::take(decided);
             ctx.core.locals = std::mem::take(locals);
-            let word = call_root(f, ctx, self.reserve);
+            let result = on_native_stack(ctx, reserve, |ctx| run_root(f, repr, ctx));
             *decided = std::mem::take(&mut ctx.core.decided);
             *locals = std::mem::take(&mut ctx.core.locals);
-            word
-        };
-        let result = if ctx.trapped != 0 {
-            Err(ctx.take_trap())
-        } else {
-            match repr {
-                Repr::Bool => ctx.core.bool_value(word),
-                Repr::Num => ctx.core.num_value(ctx.num_out, word),
-                Repr::Handle => ctx.core.get(word).cloned(),
-            }
-        };
-        if let Err(t) = &result {
-            ctx.core.fail_pending_lets(t);
+            result
         }
-        ctx.begin_root();
-        result
+    }
+
+    /// A plain run's checks read only inputs: their functions are called one after another on
+    /// one native stack, with no lookup of their roots and no driver in between.
+    fn checks(
+        &mut self,
+        _p: &Program,
+        run: u32,
+        _decided: &mut Decided,
+        _trace: &mut Trace<'_>,
+        out: &mut Vec<Result<Value, Trap>>,
+    ) {
+        // A run this code does not have (its program is not the one compiled) decides nothing
+        // here: the driver then evaluates each criterion as a root.
+        let Some(entries) = self.code.runs.get(run as usize) else { return };
+        on_native_stack(self.ctx, self.reserve, |ctx| {
+            for entry in entries {
+                let v = match entry {
+                    RootEntry::Const(v) => Ok(v.clone()),
+                    RootEntry::Code { f, repr, .. } => run_root(*f, *repr, ctx),
+                };
+                let failed = v.is_err();
+                out.push(v);
+                if failed {
+                    return;
+                }
+            }
+        });
     }
 }
 
-/// Call a root's compiled function with `ctx`, with room on the stack: compiled functions stop
-/// (`StackExhausted`) rather than start with less than `reserve` bytes of it left.
-fn call_root(f: RootFn, ctx: &mut Ctx, reserve: usize) -> i32 {
+/// Call root function `f`, whose value is in representation `repr`: its value or its trap,
+/// and the context clean again for the next call. Only inside [`on_native_stack`].
+fn run_root(f: RootFn, repr: Repr, ctx: &mut Ctx) -> Result<Value, Trap> {
+    let word = call(f, ctx);
+    finish(ctx, word, repr)
+}
+
+/// The value of a root call that returned `word` in representation `repr` (or its trap), and
+/// the context clean again for the next call.
+fn finish(ctx: &mut Ctx, word: i32, repr: Repr) -> Result<Value, Trap> {
+    let result = if ctx.trapped != 0 {
+        Err(ctx.take_trap())
+    } else {
+        match repr {
+            Repr::Bool => ctx.core.bool_value(word),
+            Repr::Num => ctx.core.num_value(ctx.num_out, word),
+            Repr::Handle => ctx.core.get(word).cloned(),
+        }
+    };
+    if let Err(t) = &result {
+        ctx.core.fail_pending_lets(t);
+    }
+    ctx.begin_root();
+    result
+}
+
+/// Run `body`, which calls compiled functions ([`call`]), with room on the stack: `ctx`'s stack
+/// limit is set here, below which compiled functions stop (`StackExhausted`) rather than start
+/// with less than `reserve` bytes of stack left. `body` itself must use little stack.
+fn on_native_stack<R>(ctx: &mut Ctx, reserve: usize, body: impl FnOnce(&mut Ctx) -> R) -> R {
     stacker::maybe_grow(NATIVE_RED_ZONE, NATIVE_STACK, || {
         let marker = 0u8;
         let here = std::ptr::addr_of!(marker) as usize;
         let room = stacker::remaining_stack().unwrap_or(NATIVE_RED_ZONE);
         ctx.stack_floor = here.saturating_sub(room);
         ctx.stack_limit = ctx.stack_floor.saturating_add(reserve);
-        let p: *mut Ctx = ctx;
-        // SAFETY: `f` is a root function of a `JitCode` (see `JitCode::new` for its
-        // signature) that the caller (`JitEval`) holds for the whole call, so its machine code
-        // is alive. `p` comes from a `&mut Ctx` that is not used again until the call returns;
-        // the compiled code only reads the context's `trapped`, `num_out` and `stack_limit`
-        // words at their `repr(C)` offsets and hands `p` to host functions, which borrow it one
-        // at a time (`host::enter`) and never keep it. Nothing unwinds through the native
-        // frames: host functions catch panics and report traps through `trapped`.
-        unsafe { f(p) }
+        body(ctx)
     })
+}
+
+/// Call a root's compiled function with `ctx`: only inside [`on_native_stack`], which set the
+/// stack limit the function checks.
+fn call(f: RootFn, ctx: &mut Ctx) -> i32 {
+    let p: *mut Ctx = ctx;
+    // SAFETY: `f` is a root function of a `JitCode` (see `JitCode::new` for its signature) that
+    // the caller (`JitEval`) holds for the whole call, so its machine code is alive. `p` comes
+    // from a `&mut Ctx` that is not used again until the call returns; the compiled code only
+    // reads the context's `trapped`, `num_out`, `stack_limit`, `epoch` and `slots` words at
+    // their `repr(C)` offsets (and the slots they point to) and hands `p` to host functions,
+    // which borrow it one at a time (`host::enter`) and never keep it. Nothing unwinds through
+    // the native frames: host functions catch panics and report traps through `trapped`.
+    unsafe { f(p) }
 }
 
 #[cfg(test)]
