@@ -533,6 +533,12 @@ impl HostCore {
         }
     }
 
+    /// [`HostCore::intrinsic_value`] of a resolved intrinsic whose caller keeps the result
+    /// for the rest of the row (`ops::call_resolved_once`: no memo entry).
+    pub fn intrinsic_value_once(&mut self, intr: &'static Intrinsic, args: &[Value]) -> Result<Value, Trap> {
+        ops::call_resolved_once(intr, args, &mut self.eval)
+    }
+
     /// A Number value as compiled code holds one: `(n, 0)`, or `(0, handle)` for anything else
     /// (unscored, null), which goes into the table.
     pub fn num_word(&mut self, v: Value) -> Result<(f64, i32), Trap> {

@@ -221,6 +221,18 @@ impl Decided {
         self.results.last_mut()
     }
 
+    /// Decide static criterion `c` as the result `make` makes, made in place.
+    pub fn set_criterion_with(
+        &mut self,
+        c: u32,
+        make: impl FnMut() -> CriterionResult,
+    ) -> Option<&mut CriterionResult> {
+        let slot = self.criteria.get_mut(c as usize)?;
+        *slot = Some(self.results.len() as u32);
+        self.results.resize_with(self.results.len() + 1, make);
+        self.results.last_mut()
+    }
+
     /// Decide the instances of the `each` step `step`, in order.
     pub fn set_each(&mut self, step: u32, rs: Vec<CriterionResult>) {
         if let Some(slot) = self.each.get_mut(step as usize) {
@@ -668,8 +680,7 @@ impl<'a> Driver<'a, '_> {
                 }
             }
             let Some(template) = templates.get(c as usize).and_then(Option::as_ref) else { continue };
-            let r = template.clone().into_result(Vec::new());
-            if let Some(r) = self.decided.set_criterion(c, r) {
+            if let Some(r) = self.decided.set_criterion_with(c, || template.clone().into_result(Vec::new())) {
                 apply_check(r, v);
             }
         }

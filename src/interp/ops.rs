@@ -231,6 +231,18 @@ pub fn call_resolved(intr: &'static Intrinsic, args: &[Value], ctx: &mut EvalCtx
     call_metered(intr, args, ctx)
 }
 
+/// [`call_resolved`] without the row's memo: for a caller that keeps the result for the rest
+/// of the row itself (the JIT's row slots), where a memo entry would never be read.
+pub fn call_resolved_once(intr: &'static Intrinsic, args: &[Value], ctx: &mut EvalCtx) -> Result<Value, Trap> {
+    if let Some(u) = args.iter().find(|v| v.is_unscored()) {
+        return Ok(u.clone());
+    }
+    if ctx.budget.limits().is_none() {
+        return (intr.imp)(args, ctx);
+    }
+    call_metered(intr, args, ctx)
+}
+
 /// The list a `map`/`filter`/`all`/`any`/`count` iterates over: `Ok(Ok(items))`, or
 /// `Ok(Err(unscored))` when the list itself is unscored (the result is then that value).
 pub fn iteration_list(v: Value) -> Result<Result<Arc<Vec<Value>>, Value>, Trap> {

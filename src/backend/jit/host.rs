@@ -226,7 +226,14 @@ impl Ctx {
             .ok()
             .and_then(|k| self.tables().ok()?.slots.get(k).cloned())
             .ok_or_else(|| type_trap(format!("unknown row slot {k}")))?;
-        let v = self.intrinsic_value(call.intrinsic, &call.args)?;
+        // The slot keeps the result for the rest of the row: no memo entry for it (its
+        // derived arguments, which other slots share, are memoised).
+        let args = self.arg_values(&call.args)?;
+        let entry = intrinsic_entry(&self.tables, call.intrinsic)?;
+        let v = match entry.resolved {
+            Some(intr) => self.core.intrinsic_value_once(intr, &args)?,
+            None => self.core.intrinsic_value(None, &entry.name, entry.overload, &args)?,
+        };
         let (word, num) = if call.bool {
             (self.core.bool_repr(v)?, 0.0)
         } else {
@@ -280,6 +287,13 @@ impl Ctx {
     }
 
     fn intrinsic_value(&mut self, i: i32, handles: &[i32]) -> Result<Value, Trap> {
+        let args = self.arg_values(handles)?;
+        let entry = intrinsic_entry(&self.tables, i)?;
+        self.core.intrinsic_value(entry.resolved, &entry.name, entry.overload, &args)
+    }
+
+    /// The values of an intrinsic call's argument words.
+    fn arg_values(&mut self, handles: &[i32]) -> Result<smallvec::SmallVec<[Value; 4]>, Trap> {
         let mut args: smallvec::SmallVec<[Value; 4]> = smallvec::SmallVec::new();
         for &h in handles {
             // A negative word is input `-w - 1`, below `STRING_WORD` text constant
@@ -304,8 +318,7 @@ impl Ctx {
                 self.core.get(h)?.clone()
             });
         }
-        let entry = intrinsic_entry(&self.tables, i)?;
-        self.core.intrinsic_value(entry.resolved, &entry.name, entry.overload, &args)
+        Ok(args)
     }
 
     fn aggregate(&mut self, op: i32, set: i32, policy: i32, n: i32) -> Result<i32, Trap> {
