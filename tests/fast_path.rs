@@ -286,13 +286,14 @@ score = weighted_mean(all)
 
 /// A rubric of plain runs (`interp::prepared::PlainRun`: consecutive criteria whose checks read
 /// only inputs, with constant attributes) broken by what may not join one: a criterion that
-/// reads another, a weight read from an input, a gate, a lone plain criterion. One check
-/// divides by an input, so a row with `n = 0` traps in the middle of a run.
+/// reads another, a weight read from an input, a gate, a lone plain criterion. One check is a
+/// constant; one divides by an input, so a row with `n = 0` traps in the middle of a run.
 const RUNS: &str = r#"rubric runs.t @ 1.0.0
 input t: Text
 input n: Number = 1
 criterion a "a" check contains(t, "a")
 criterion b "b" weight 2 check word_count(t) > 1
+criterion z "z" check true
 criterion c "c" check 10 / n > 1
 criterion d "d" check contains(t, "d")
 criterion e "e" check a.met or contains(t, "e")
@@ -332,7 +333,7 @@ fn plain_runs_decide_as_their_criteria_one_by_one() {
         run.criteria.iter().map(|c| p.criteria[*c as usize].id.clone()).collect()
     };
     let runs: Vec<Vec<String>> = prepared.runs.iter().map(ids).collect();
-    assert_eq!(runs, [vec!["a", "b", "c", "d"], vec!["h", "i"], vec!["j", "k"]]);
+    assert_eq!(runs, [vec!["a", "b", "z", "c", "d"], vec!["h", "i"], vec!["j", "k"]]);
 
     let wasm = rubric::backend::wasm::WasmEngine::new();
     for row in run_rows() {
