@@ -213,15 +213,16 @@ impl Decided {
         self.results.get(r.start as usize..r.end as usize).unwrap_or(&[])
     }
 
-    /// Decide static criterion `c` (a criterion is decided once): its result, where it now is.
-    pub fn set_criterion(&mut self, c: u32, r: CriterionResult) -> Option<&mut CriterionResult> {
-        let slot = self.criteria.get_mut(c as usize)?;
-        *slot = Some(self.results.len() as u32);
-        self.results.push(r);
-        self.results.last_mut()
+    /// Decide static criterion `c` (a criterion is decided once).
+    pub fn set_criterion(&mut self, c: u32, r: CriterionResult) {
+        if let Some(slot) = self.criteria.get_mut(c as usize) {
+            *slot = Some(self.results.len() as u32);
+            self.results.push(r);
+        }
     }
 
-    /// Decide static criterion `c` as the result `make` makes, made in place.
+    /// Decide static criterion `c` as the result `make` makes, made in place (not built
+    /// elsewhere and copied in): that result, where it now is.
     pub fn set_criterion_with(
         &mut self,
         c: u32,
@@ -683,6 +684,7 @@ impl<'a> Driver<'a, '_> {
                         Some((t.clone(), Root::Criterion { owner: Owner::Criterion(c), attr: Attr::Verifier }));
                 }
             }
+            // Every criterion of a run has a template (`prepared::plain_runs` makes it so).
             let Some(template) = templates.get(c as usize).and_then(Option::as_ref) else { continue };
             if let Some(r) = self.decided.set_criterion_with(c, || template.clone().into_result(Vec::new())) {
                 apply_check(r, v);
