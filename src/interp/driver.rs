@@ -945,20 +945,117 @@ fn invalid_program(why: String) -> RowResult {
     }
 }
 
-/// The results of a set's criteria, flattened in member order (members that do not exist, and
-/// sets nested deeper than groups may nest, are left out).
-fn members<'d>(p: &Program, decided: &'d Decided, set: u32, out: &mut Vec<&'d CriterionResult>, depth: usize) {
-    let Some(s) = p.sets.get(set as usize).filter(|_| depth <= MAX_GROUP_DEPTH) else { return };
-    for m in &s.members {
-        match m {
-            Member::Criterion(c) => {
-                if let Some(r) = decided.criterion(*c) {
-                    out.push(r);
+/// What an aggregation needs of a set's decided members, gathered in one pass in member
+/// order (each sum in the order, and from the start, that summing the members one by one
+/// gives: `Sum` of floats starts at `-0.0`).
+struct Tally<'d> {
+    /// The aggregation (which sums to keep).
+    op: AggOp,
+    /// Members that count: scored, or unscored under `unmet`.
+    n: usize,
+    met: usize,
+    any_unmet: bool,
+    /// Σ value × weight and Σ weight (`weighted_mean`).
+    weighted: f64,
+    weights: f64,
+    /// Σ value (`mean`).
+    values: f64,
+    /// Σ points × value of the met members, and Σ of the positive points (from `0.0`, for
+    /// `points_ratio`, and from `-0.0` for `max_points`).
+    achieved: f64,
+    possible: f64,
+    positive_points: f64,
+    min: f64,
+    max: f64,
+    /// Members still without a verdict, by id.
+    skipped: Vec<&'d str>,
+}
+
+impl<'d> Tally<'d> {
+    fn new(op: AggOp) -> Self {
+        Tally {
+            op,
+            n: 0,
+            met: 0,
+            any_unmet: false,
+            weighted: 0.0,
+            weights: 0.0,
+            values: -0.0,
+            achieved: 0.0,
+            possible: 0.0,
+            positive_points: -0.0,
+            min: f64::INFINITY,
+            max: f64::NEG_INFINITY,
+            skipped: Vec::new(),
+        }
+    }
+
+    fn add(&mut self, met: bool, value: f64, weight: f64, points: f64) {
+        self.n += 1;
+        self.met += usize::from(met);
+        self.any_unmet |= !met;
+        // Only the sums `op` reads (the others stay as they started).
+        match self.op {
+            AggOp::WeightedMean => {
+                self.weighted += value * weight;
+                self.weights += weight;
+            }
+            AggOp::Mean => self.values += value,
+            AggOp::PointsRatio | AggOp::SumPoints | AggOp::MaxPoints => {
+                if met {
+                    self.achieved += points * value;
+                }
+                if points > 0.0 {
+                    self.possible += points;
+                    self.positive_points += points;
                 }
             }
-            Member::Each(step) => out.extend(decided.each(*step)),
-            Member::Set(s) => members(p, decided, *s, out, depth + 1),
+            AggOp::MinValue => self.min = self.min.min(value),
+            AggOp::MaxValue => self.max = self.max.max(value),
+            _ => {}
         }
+    }
+
+    /// Member `r` under `policy`; `Err` is the set's result when `r` decides it (an unscored
+    /// member that propagates).
+    fn member(&mut self, r: &'d CriterionResult, policy: Policy) -> Result<(), Value> {
+        match r.status {
+            Status::Skipped => self.skipped.push(&r.id),
+            Status::Unscored => match policy {
+                Policy::Propagate => {
+                    return Err(unscored(format!(
+                        "criterion `{}` is unscored ({})",
+                        r.id,
+                        r.reason.as_deref().unwrap_or("no reason")
+                    )))
+                }
+                Policy::Skip => {}
+                Policy::Unmet => self.add(false, 0.0, r.weight, r.points.unwrap_or(0.0)),
+            },
+            s => self.add(s == Status::Met, r.value.unwrap_or(0.0), r.weight, r.points.unwrap_or(0.0)),
+        }
+        Ok(())
+    }
+
+    /// Every decided member of `set`, its subsets' included, in member order.
+    fn set(&mut self, p: &Program, decided: &'d Decided, set: u32, policy: Policy, depth: usize) -> Result<(), Value> {
+        let Some(s) = p.sets.get(set as usize).filter(|_| depth <= MAX_GROUP_DEPTH) else { return Ok(()) };
+        for m in &s.members {
+            match m {
+                Member::Criterion(c) => {
+                    if let Some(r) = decided.criterion(*c) {
+                        self.member(r, policy)?;
+                    }
+                }
+                Member::Each(step) => {
+                    for r in decided.each(*step) {
+                        self.member(r, policy)?;
+                    }
+                }
+                Member::Set(s) => self.set(p, decided, *s, policy, depth + 1)?,
+            }
+        }
+        Ok(())
     }
 }
 
@@ -978,35 +1075,18 @@ pub fn aggregate(
     if op == AggOp::Tree {
         return tree(p, decided, set, policy, 0);
     }
-    let mut all = Vec::new();
-    members(p, decided, set, &mut all, 0);
-    let name = &p.sets[set as usize].name;
-    let mut rs: Vec<(bool, f64, f64, f64)> = Vec::new(); // (met, value, weight, points)
-    let mut skipped: Vec<&str> = Vec::new();
-    for r in all {
-        match r.status {
-            Status::Skipped => skipped.push(&r.id),
-            Status::Unscored => match policy {
-                Policy::Propagate => {
-                    return Ok(unscored(format!(
-                        "criterion `{}` is unscored ({})",
-                        r.id,
-                        r.reason.as_deref().unwrap_or("no reason")
-                    )))
-                }
-                Policy::Skip => {}
-                Policy::Unmet => rs.push((false, 0.0, r.weight, r.points.unwrap_or(0.0))),
-            },
-            s => rs.push((s == Status::Met, r.value.unwrap_or(0.0), r.weight, r.points.unwrap_or(0.0))),
-        }
+    let mut t = Tally::new(op);
+    if let Err(v) = t.set(p, decided, set, policy, 0) {
+        return Ok(v);
     }
-    if !skipped.is_empty() {
+    let name = &p.sets[set as usize].name;
+    if !t.skipped.is_empty() {
         // Members still without a verdict: `all`, `any` and `at_least` may be decided by the
         // others whatever those verdicts are; anything else needs them.
-        let met = rs.iter().filter(|r| r.0).count() as f64;
-        let open = skipped.len() as f64;
+        let met = t.met as f64;
+        let open = t.skipped.len() as f64;
         let settled = match op {
-            AggOp::All => rs.iter().any(|r| !r.0).then_some(false),
+            AggOp::All => t.any_unmet.then_some(false),
             AggOp::Any => (met > 0.0).then_some(true),
             AggOp::AtLeast => {
                 let k = args.first().and_then(Value::as_number).unwrap_or(f64::NAN);
@@ -1023,86 +1103,62 @@ pub fn aggregate(
         if let Some(b) = settled {
             return Ok(Value::Bool(b));
         }
-        for id in &skipped {
+        for id in &t.skipped {
             decided.demand(id);
         }
-        return Ok(unscored(format!("`{name}` is waiting for {} verdicts", skipped.len())));
+        return Ok(unscored(format!("`{name}` is waiting for {} verdicts", t.skipped.len())));
     }
-    let n = rs.len() as f64;
+    let n = t.n as f64;
     let empty = || Ok(unscored(format!("no scored criteria in `{name}`")));
     Ok(match op {
         AggOp::WeightedMean => {
-            if rs.is_empty() {
+            if t.n == 0 {
                 return empty();
             }
-            let mut num = 0.0;
-            let mut den = 0.0;
-            for (_, v, w, _) in &rs {
-                num += v * w;
-                den += w;
-            }
-            if den == 0.0 {
+            if t.weights == 0.0 {
                 return Err(Trap::new(TrapKind::DivisionByZero, format!("the weights of `{name}` sum to 0")));
             }
-            Value::Number(num / den)
+            Value::Number(t.weighted / t.weights)
         }
         AggOp::Mean => {
-            if rs.is_empty() {
+            if t.n == 0 {
                 return empty();
             }
-            Value::Number(rs.iter().map(|r| r.1).sum::<f64>() / n)
+            Value::Number(t.values / n)
         }
         AggOp::Fraction => {
-            if rs.is_empty() {
+            if t.n == 0 {
                 return empty();
             }
-            Value::Number(rs.iter().filter(|r| r.0).count() as f64 / n)
+            Value::Number(t.met as f64 / n)
         }
         AggOp::PointsRatio => {
-            let mut achieved = 0.0;
-            let mut possible = 0.0;
-            for (met, v, _, p) in &rs {
-                if *met {
-                    achieved += p * v;
-                }
-                if *p > 0.0 {
-                    possible += p;
-                }
-            }
-            if possible == 0.0 {
+            if t.possible == 0.0 {
                 return Ok(unscored(format!("no positive points in `{name}`")));
             }
-            Value::Number(achieved / possible)
+            Value::Number(t.achieved / t.possible)
         }
-        AggOp::SumPoints => {
-            let mut s = 0.0;
-            for (met, v, _, p) in &rs {
-                if *met {
-                    s += p * v;
-                }
-            }
-            Value::Number(s)
-        }
-        AggOp::MaxPoints => Value::Number(rs.iter().map(|r| r.3).filter(|p| *p > 0.0).sum()),
-        AggOp::All => Value::Bool(rs.iter().all(|r| r.0)),
-        AggOp::Any => Value::Bool(rs.iter().any(|r| r.0)),
+        AggOp::SumPoints => Value::Number(t.achieved),
+        AggOp::MaxPoints => Value::Number(t.positive_points),
+        AggOp::All => Value::Bool(!t.any_unmet),
+        AggOp::Any => Value::Bool(t.met > 0),
         AggOp::AtLeast => {
             let k = args.first().and_then(Value::as_number).unwrap_or(f64::NAN);
-            Value::Bool(rs.iter().filter(|r| r.0).count() as f64 >= k)
+            Value::Bool(t.met as f64 >= k)
         }
-        AggOp::CountMet => Value::Number(rs.iter().filter(|r| r.0).count() as f64),
+        AggOp::CountMet => Value::Number(t.met as f64),
         AggOp::Count => Value::Number(n),
         AggOp::MinValue => {
-            if rs.is_empty() {
+            if t.n == 0 {
                 return empty();
             }
-            Value::Number(rs.iter().map(|r| r.1).fold(f64::INFINITY, f64::min))
+            Value::Number(t.min)
         }
         AggOp::MaxValue => {
-            if rs.is_empty() {
+            if t.n == 0 {
                 return empty();
             }
-            Value::Number(rs.iter().map(|r| r.1).fold(f64::NEG_INFINITY, f64::max))
+            Value::Number(t.max)
         }
         AggOp::Tree => unreachable!("handled above"),
     })

@@ -304,7 +304,7 @@ fn text_key(text: &Arc<str>) -> (usize, usize) {
 #[derive(Default)]
 pub struct EvalCtx {
     texts: FxHashMap<(usize, usize), (Arc<str>, Arc<TextIndex>)>,
-    regexes: HashMap<String, Arc<regex::Regex>>,
+    regexes: FxHashMap<String, Arc<regex::Regex>>,
     /// The program's scan plan (`scan`): only under an unlimited budget.
     plan: Option<Arc<ScanPlan>>,
     /// Each distinct text's scans, by the `Arc`'s address and length (the scans keep it alive).

@@ -15,8 +15,8 @@ use crate::stdlib::{Intrinsic, Trap};
 use crate::value::Value;
 use langdetect::{Compat, DetectorFactory, Seed};
 use regex::Regex;
+use rustc_hash::FxHashMap;
 use std::cell::RefCell;
-use std::collections::HashMap;
 use std::sync::LazyLock;
 
 /// Results of the costlier measures for the texts a thread saw last: loose mode asks the same
@@ -24,9 +24,9 @@ use std::sync::LazyLock;
 /// response itself. Bounded: cleared when it holds too many texts.
 #[derive(Default)]
 struct Memo {
-    sentences: HashMap<String, usize>,
-    capitals: HashMap<String, usize>,
-    languages: HashMap<String, Option<String>>,
+    sentences: FxHashMap<String, usize>,
+    capitals: FxHashMap<String, usize>,
+    languages: FxHashMap<String, Option<String>>,
 }
 
 const MEMO_LIMIT: usize = 256;
@@ -37,7 +37,7 @@ thread_local! {
 
 fn memoized<V: Clone>(
     text: &str,
-    table: fn(&mut Memo) -> &mut HashMap<String, V>,
+    table: fn(&mut Memo) -> &mut FxHashMap<String, V>,
     compute: impl FnOnce(&str) -> V,
 ) -> V {
     if let Some(v) = MEMO.with(|m| table(&mut m.borrow_mut()).get(text).cloned()) {
