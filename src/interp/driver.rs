@@ -954,17 +954,14 @@ struct Tally<'d> {
     /// Members that count: scored, or unscored under `unmet`.
     n: usize,
     met: usize,
-    any_unmet: bool,
     /// Σ value × weight and Σ weight (`weighted_mean`).
     weighted: f64,
     weights: f64,
     /// Σ value (`mean`).
     values: f64,
-    /// Σ points × value of the met members, and Σ of the positive points (from `0.0`, for
-    /// `points_ratio`, and from `-0.0` for `max_points`).
+    /// Σ points × value of the met members, and Σ of the positive points.
     achieved: f64,
     possible: f64,
-    positive_points: f64,
     min: f64,
     max: f64,
     /// Members still without a verdict, by id.
@@ -977,13 +974,11 @@ impl<'d> Tally<'d> {
             op,
             n: 0,
             met: 0,
-            any_unmet: false,
             weighted: 0.0,
             weights: 0.0,
             values: -0.0,
             achieved: 0.0,
             possible: 0.0,
-            positive_points: -0.0,
             min: f64::INFINITY,
             max: f64::NEG_INFINITY,
             skipped: Vec::new(),
@@ -993,7 +988,6 @@ impl<'d> Tally<'d> {
     fn add(&mut self, met: bool, value: f64, weight: f64, points: f64) {
         self.n += 1;
         self.met += usize::from(met);
-        self.any_unmet |= !met;
         // Only the sums `op` reads (the others stay as they started).
         match self.op {
             AggOp::WeightedMean => {
@@ -1007,7 +1001,6 @@ impl<'d> Tally<'d> {
                 }
                 if points > 0.0 {
                     self.possible += points;
-                    self.positive_points += points;
                 }
             }
             AggOp::MinValue => self.min = self.min.min(value),
@@ -1086,7 +1079,7 @@ pub fn aggregate(
         let met = t.met as f64;
         let open = t.skipped.len() as f64;
         let settled = match op {
-            AggOp::All => t.any_unmet.then_some(false),
+            AggOp::All => (t.met < t.n).then_some(false),
             AggOp::Any => (met > 0.0).then_some(true),
             AggOp::AtLeast => {
                 let k = args.first().and_then(Value::as_number).unwrap_or(f64::NAN);
@@ -1139,8 +1132,9 @@ pub fn aggregate(
             Value::Number(t.achieved / t.possible)
         }
         AggOp::SumPoints => Value::Number(t.achieved),
-        AggOp::MaxPoints => Value::Number(t.positive_points),
-        AggOp::All => Value::Bool(!t.any_unmet),
+        // `Sum` of no points is `-0.0`; after the first, `possible` holds the same sum.
+        AggOp::MaxPoints => Value::Number(if t.possible == 0.0 { -0.0 } else { t.possible }),
+        AggOp::All => Value::Bool(t.met == t.n),
         AggOp::Any => Value::Bool(t.met > 0),
         AggOp::AtLeast => {
             let k = args.first().and_then(Value::as_number).unwrap_or(f64::NAN);
