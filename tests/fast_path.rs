@@ -18,6 +18,19 @@ const FAST: rubric::backend::jit::JitEngine = rubric::backend::jit::JitEngine::n
 #[test]
 fn planned_answers_are_the_intrinsics_answers() {
     let needles = ["aa", "a", "ab", "b", "σ", "ΣΑΣ", "İ", "i̇", "ß", "SS", "é", "naïve", "\n", "oo"];
+    // A family of at most 16 needles is searched needle by needle, a larger one by one
+    // automaton (`stdlib::scan`): both answer as the intrinsics do.
+    let shares = planned_answers_match(&needles);
+    assert!(shares.exact <= 16 && shares.folded <= 16, "{shares:?}");
+    let more: Vec<&str> =
+        needles.iter().copied().chain(["o", "ba", "aab", "Σ", "ss", "NAÏVE", "wor", "12", "\n\n"]).collect();
+    let shares = planned_answers_match(&more);
+    assert!(shares.exact > 16 && shares.folded > 16, "{shares:?}");
+}
+
+/// The planned answers of a rubric counting, finding and finding case-insensitively each of
+/// `needles` (and matching some patterns) are the intrinsics' answers; returns the plan's shares.
+fn planned_answers_match(needles: &[&str]) -> rubric::stdlib::scan::Shares {
     let patterns = [r"(?i)\bwor\w*\b", r"^$", r"(?m)^b", r"o{2,}", r"\d+", r"(?i)STRASSE"];
     let mut src = String::from("rubric scan.test @ 1.0.0\ninput t: Text\n");
     for (i, n) in needles.iter().enumerate() {
@@ -62,6 +75,7 @@ fn planned_answers_are_the_intrinsics_answers() {
     let four_a = FAST.evaluate(&p, &[Value::text("aaaa")], &NoVerdicts);
     let c0 = four_a.criterion("c0").and_then(|c| c.value);
     assert_eq!(c0, Some(0.2), "`aa` occurs twice in `aaaa` without overlapping");
+    shares
 }
 
 #[test]

@@ -54,7 +54,7 @@ pub fn bench_command(file: &Path, opts: &BenchOptions<'_>) -> ExitCode {
     );
     let shares = crate::interp::prepared(program).scan(program).shares();
     println!(
-        "scan plan: {} exact and {} case-folded needles in one pass each, {} regexes in one set, {} intrinsics memoised per row",
+        "scan plan: {} exact and {} case-folded needles counted once per text, {} regexes in one set, {} intrinsics memoised per row",
         shares.exact, shares.folded, shares.patterns, shares.memoised
     );
     // The first engine's results as a digest of each row's whole result (`Debug`: every float

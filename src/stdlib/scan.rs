@@ -2,12 +2,13 @@
 //! memo of the intrinsic calls a program repeats.
 //!
 //! A [`ScanPlan`] is built once per program (`interp::prepared`) from its intrinsic calls: every constant
-//! needle of `contains`, `contains_ci` and `count_occurrences` goes into an Aho-Corasick
-//! automaton (case-sensitive needles in one, lowercased needles of `contains_ci` in another),
-//! every constant pattern of `matches` into one `RegexSet`, and every constant regex is
-//! compiled once. At run time, the first planned check on a text runs the whole family's
-//! automaton over it once ([`TextScans`], per row, per distinct text) and every check of that
-//! family reads its answer from that pass. A needle or pattern the plan does not hold (built at
+//! needle of `contains`, `contains_ci` and `count_occurrences` goes into a family
+//! (case-sensitive needles in one, lowercased needles of `contains_ci` in another), searched
+//! needle by needle with SIMD substring searchers when it holds at most 16 needles and by one
+//! Aho-Corasick automaton beyond; every constant pattern of `matches` goes into one `RegexSet`,
+//! and every constant regex is compiled once. At run time, the first planned check on a text
+//! counts the whole family in it once ([`TextScans`], per row, per distinct text) and every
+//! check of that family reads its answer from that pass. A needle or pattern the plan does not hold (built at
 //! run time, or a regex that does not compile) takes the intrinsic's own path, so the plan
 //! decides only what is computed together, never an answer: each answer is the one the
 //! intrinsic's definition gives for the needle asked.
@@ -36,12 +37,25 @@ const SET_SIZE_LIMIT: usize = 16 << 20;
 /// Texts up to this many bytes are memo keys by content; longer ones by identity.
 const SHORT_TEXT: usize = 64;
 
-/// A family of constant needles with one automaton over all of them.
+/// A family of constant needles, counted together in each text.
 struct Needles {
     /// The needle as the rubric wrote it, to its pattern number.
     index: FxHashMap<Box<str>, u32>,
-    automaton: AhoCorasick,
+    search: Search,
 }
+
+/// How a family finds its needles.
+enum Search {
+    /// Each needle by its own SIMD substring searcher, one after the other: for the handful
+    /// of needles a rubric usually applies to a text, this beats one automaton pass, which
+    /// stops at every occurrence of every needle (docs/performance.md, the eleventh step).
+    Each(Box<[memchr::memmem::Finder<'static>]>),
+    /// Every needle in one Aho-Corasick automaton, run once over the text.
+    Automaton(AhoCorasick),
+}
+
+/// Families of at most this many distinct needles search each needle alone.
+const EACH_MAX: usize = 16;
 
 impl Needles {
     /// `None` when there are fewer than two needles (one scan per needle is then one scan).
@@ -64,8 +78,20 @@ impl Needles {
             };
             index.insert(asked, k as u32);
         }
-        let automaton = AhoCorasick::builder().match_kind(MatchKind::Standard).build(&patterns).ok()?;
-        Some(Needles { index, automaton })
+        let search = if patterns.len() <= EACH_MAX {
+            Search::Each(patterns.iter().map(|p| memchr::memmem::Finder::new(p.as_bytes()).into_owned()).collect())
+        } else {
+            Search::Automaton(AhoCorasick::builder().match_kind(MatchKind::Standard).build(&patterns).ok()?)
+        };
+        Some(Needles { index, search })
+    }
+
+    /// How many distinct needles the family searches.
+    fn len(&self) -> usize {
+        match &self.search {
+            Search::Each(finders) => finders.len(),
+            Search::Automaton(automaton) => automaton.patterns_len(),
+        }
     }
 
     /// Every needle's count of non-overlapping occurrences in `text`, scanning left to right
@@ -73,10 +99,17 @@ impl Needles {
     /// needle come in order of their start, and a match counts when it starts at or after the
     /// end of the last one counted.
     fn counts(&self, text: &str) -> Box<[u32]> {
-        let n = self.automaton.patterns_len();
+        let automaton = match &self.search {
+            // `find_iter` reports non-overlapping occurrences, left to right.
+            Search::Each(finders) => {
+                return finders.iter().map(|f| f.find_iter(text.as_bytes()).count() as u32).collect();
+            }
+            Search::Automaton(automaton) => automaton,
+        };
+        let n = automaton.patterns_len();
         let mut counts = vec![0u32; n];
         let mut next = vec![0usize; n];
-        for m in self.automaton.find_overlapping_iter(text) {
+        for m in automaton.find_overlapping_iter(text) {
             let p = m.pattern().as_usize();
             if m.start() >= next[p] {
                 counts[p] += 1;
@@ -178,7 +211,7 @@ impl Answer {
 /// How much of a program a plan shares (for `rubric bench`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Shares {
-    /// Distinct constant needles in the automata (case-sensitive, then lowercased).
+    /// Distinct constant needles in the needle families (case-sensitive, then lowercased).
     pub exact: usize,
     pub folded: usize,
     /// Constant patterns of `matches` in the set.
@@ -251,7 +284,7 @@ impl ScanPlan {
     }
 
     pub fn shares(&self) -> Shares {
-        let needles = |n: &Option<Needles>| n.as_ref().map_or(0, |n| n.automaton.patterns_len());
+        let needles = |n: &Option<Needles>| n.as_ref().map_or(0, Needles::len);
         Shares {
             exact: needles(&self.exact),
             folded: needles(&self.folded),
