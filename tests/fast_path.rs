@@ -22,6 +22,9 @@ fn planned_answers_are_the_intrinsics_answers() {
     // automaton (`stdlib::scan`): both answer as the intrinsics do.
     let shares = planned_answers_match(&needles);
     assert!(shares.exact <= 16 && shares.folded <= 16, "{shares:?}");
+    // `(?i)\bwor\w*\b`, `o{2,}` and `(?i)STRASSE` are led by literals and asked alone; `^$`,
+    // `(?m)^b` and `\d+` are not, and form the set.
+    assert_eq!((shares.patterns, shares.patterns_alone), (6, 3), "{shares:?}");
     let more: Vec<&str> =
         needles.iter().copied().chain(["o", "ba", "aab", "Σ", "ss", "NAÏVE", "wor", "12", "\n\n"]).collect();
     let shares = planned_answers_match(&more);

@@ -54,8 +54,8 @@ pub fn bench_command(file: &Path, opts: &BenchOptions<'_>) -> ExitCode {
     );
     let shares = crate::interp::prepared(program).scan(program).shares();
     println!(
-        "scan plan: {} exact and {} case-folded needles counted once per text, {} regexes in one set, {} intrinsics memoised per row",
-        shares.exact, shares.folded, shares.patterns, shares.memoised
+        "scan plan: {} exact and {} case-folded needles counted once per text, {} regexes answered once per text ({} led by literals asked alone, the rest in one set), {} intrinsics memoised per row",
+        shares.exact, shares.folded, shares.patterns, shares.patterns_alone, shares.memoised
     );
     // The first engine's results as a digest of each row's whole result (`Debug`: every float
     // and NaN exactly), not the results themselves: a million rows of results do not fit.

@@ -5,8 +5,9 @@
 //! needle of `contains`, `contains_ci` and `count_occurrences` goes into a family
 //! (case-sensitive needles in one, lowercased needles of `contains_ci` in another), searched
 //! needle by needle with SIMD substring searchers when it holds at most 16 needles and by one
-//! Aho-Corasick automaton beyond; every constant pattern of `matches` goes into one `RegexSet`,
-//! and every constant regex is compiled once. At run time, the first planned check on a text
+//! Aho-Corasick automaton beyond; the constant patterns of `matches` into one family, whose
+//! patterns led by literals are asked one by one and the others as one `RegexSet`; and every
+//! constant regex is compiled once. At run time, the first planned check on a text
 //! counts the whole family in it once ([`TextScans`], per row, per distinct text) and every
 //! check of that family reads its answer from that pass. A needle or pattern the plan does not hold (built at
 //! run time, or a regex that does not compile) takes the intrinsic's own path, so the plan
@@ -122,8 +123,43 @@ impl Needles {
 
 /// The constant regexes of `matches`, as one set.
 struct Patterns {
+    /// The pattern to its place in the family's verdicts.
     index: FxHashMap<Box<str>, u32>,
-    set: regex::RegexSet,
+    /// Patterns every match of which starts with one of a few literals (`literal_led`), by
+    /// place: each is asked alone, where its own prefilter skips to those literals. In one
+    /// set they would make its automaton stop at each of their matches, and a text outside
+    /// ASCII makes a set of patterns with Unicode word boundaries fall back from its lazy DFA
+    /// to a far slower engine (docs/performance.md, the twelfth step).
+    alone: Vec<(u32, Arc<regex::Regex>)>,
+    /// The other patterns, in one set, with their places.
+    set: Option<(Vec<u32>, regex::RegexSet)>,
+    len: usize,
+}
+
+impl Patterns {
+    /// Every pattern's verdict on `text`, by place.
+    fn verdicts(&self, text: &str) -> Box<[bool]> {
+        let mut hits = vec![false; self.len];
+        for (k, re) in &self.alone {
+            hits[*k as usize] = re.is_match(text);
+        }
+        if let Some((places, set)) = &self.set {
+            for i in set.matches(text).iter() {
+                hits[places[i] as usize] = true;
+            }
+        }
+        hits.into_boxed_slice()
+    }
+}
+
+/// Whether every match of `pattern` starts with one of a finite set of literals of two bytes
+/// or more (as `regex-syntax` extracts them, under the same default flags `regex` parses
+/// with): then a single regex's prefilter finds the candidates.
+fn literal_led(pattern: &str) -> bool {
+    use regex_syntax::hir::literal::{ExtractKind, Extractor};
+    let Ok(hir) = regex_syntax::Parser::new().parse(pattern) else { return false };
+    let prefixes = Extractor::new().kind(ExtractKind::Prefix).extract(&hir);
+    prefixes.is_finite() && prefixes.min_literal_len().is_some_and(|n| n >= 2)
 }
 
 /// What a program's constant patterns share: built once per program.
@@ -214,8 +250,10 @@ pub struct Shares {
     /// Distinct constant needles in the needle families (case-sensitive, then lowercased).
     pub exact: usize,
     pub folded: usize,
-    /// Constant patterns of `matches` in the set.
+    /// Constant patterns of `matches` in the family.
     pub patterns: usize,
+    /// Of those, the ones asked alone (led by literals); the rest are in one set.
+    pub patterns_alone: usize,
     /// Intrinsics memoised.
     pub memoised: usize,
 }
@@ -264,13 +302,23 @@ impl ScanPlan {
         }
         let patterns = (compiled.len() >= 2)
             .then(|| {
-                let set = regex::RegexSetBuilder::new(compiled.iter().map(|p| &**p))
-                    .size_limit(SET_SIZE_LIMIT)
-                    .dfa_size_limit(SET_SIZE_LIMIT)
-                    .build()
-                    .ok()?;
                 let index = compiled.iter().enumerate().map(|(i, p)| (Box::from(&**p), i as u32)).collect();
-                Some(Patterns { index, set })
+                let regex = |k: u32| regexes.get(&*compiled[k as usize]).cloned().map(|re| (k, re));
+                let (led, rest): (Vec<u32>, Vec<u32>) =
+                    (0..compiled.len() as u32).partition(|&k| literal_led(&compiled[k as usize]));
+                let mut alone: Vec<(u32, Arc<regex::Regex>)> = led.into_iter().filter_map(regex).collect();
+                let set = if rest.len() >= 2 {
+                    let set = regex::RegexSetBuilder::new(rest.iter().map(|&k| &*compiled[k as usize]))
+                        .size_limit(SET_SIZE_LIMIT)
+                        .dfa_size_limit(SET_SIZE_LIMIT)
+                        .build()
+                        .ok()?;
+                    Some((rest, set))
+                } else {
+                    alone.extend(rest.into_iter().filter_map(regex));
+                    None
+                };
+                Some(Patterns { index, alone, set, len: compiled.len() })
             })
             .flatten();
         let memo = forms
@@ -288,7 +336,8 @@ impl ScanPlan {
         Shares {
             exact: needles(&self.exact),
             folded: needles(&self.folded),
-            patterns: self.patterns.as_ref().map_or(0, |p| p.set.len()),
+            patterns: self.patterns.as_ref().map_or(0, |p| p.len),
+            patterns_alone: self.patterns.as_ref().map_or(0, |p| p.alone.len()),
             memoised: self.memo.len(),
         }
     }
@@ -347,10 +396,7 @@ impl ScanPlan {
     pub fn matches(&self, scans: &mut TextScans, text: &str, pattern: &str) -> Option<bool> {
         let family = self.patterns.as_ref()?;
         let k = *family.index.get(pattern)?;
-        let hits = scans.patterns.get_or_insert_with(|| {
-            let found = family.set.matches(text);
-            (0..family.set.len()).map(|i| found.matched(i)).collect()
-        });
+        let hits = scans.patterns.get_or_insert_with(|| family.verdicts(text));
         hits.get(k as usize).copied()
     }
 }
