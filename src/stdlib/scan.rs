@@ -121,7 +121,7 @@ impl Needles {
     }
 }
 
-/// The constant regexes of `matches`, as one set.
+/// The constant regexes of `matches`, answered together on each text.
 struct Patterns {
     /// The pattern to its place in the family's verdicts.
     index: FxHashMap<Box<str>, u32>,
@@ -133,13 +133,12 @@ struct Patterns {
     alone: Vec<(u32, Arc<regex::Regex>)>,
     /// The other patterns, in one set, with their places.
     set: Option<(Vec<u32>, regex::RegexSet)>,
-    len: usize,
 }
 
 impl Patterns {
     /// Every pattern's verdict on `text`, by place.
     fn verdicts(&self, text: &str) -> Box<[bool]> {
-        let mut hits = vec![false; self.len];
+        let mut hits = vec![false; self.index.len()];
         for (k, re) in &self.alone {
             hits[*k as usize] = re.is_match(text);
         }
@@ -306,7 +305,8 @@ impl ScanPlan {
                 let regex = |k: u32| regexes.get(&*compiled[k as usize]).cloned().map(|re| (k, re));
                 let (led, rest): (Vec<u32>, Vec<u32>) =
                     (0..compiled.len() as u32).partition(|&k| literal_led(&compiled[k as usize]));
-                let mut alone: Vec<(u32, Arc<regex::Regex>)> = led.into_iter().filter_map(regex).collect();
+                // Every pattern of the family compiled (`compiled`): each has its regex.
+                let mut alone: Vec<(u32, Arc<regex::Regex>)> = led.into_iter().map(regex).collect::<Option<_>>()?;
                 let set = if rest.len() >= 2 {
                     let set = regex::RegexSetBuilder::new(rest.iter().map(|&k| &*compiled[k as usize]))
                         .size_limit(SET_SIZE_LIMIT)
@@ -315,10 +315,10 @@ impl ScanPlan {
                         .ok()?;
                     Some((rest, set))
                 } else {
-                    alone.extend(rest.into_iter().filter_map(regex));
+                    alone.extend(rest.into_iter().map(regex).collect::<Option<Vec<_>>>()?);
                     None
                 };
-                Some(Patterns { index, alone, set, len: compiled.len() })
+                Some(Patterns { index, alone, set })
             })
             .flatten();
         let memo = forms
@@ -336,7 +336,7 @@ impl ScanPlan {
         Shares {
             exact: needles(&self.exact),
             folded: needles(&self.folded),
-            patterns: self.patterns.as_ref().map_or(0, |p| p.len),
+            patterns: self.patterns.as_ref().map_or(0, |p| p.index.len()),
             patterns_alone: self.patterns.as_ref().map_or(0, |p| p.alone.len()),
             memoised: self.memo.len(),
         }
