@@ -287,11 +287,13 @@ impl ScanPlan {
             }
         }
         let mut regexes = FxHashMap::default();
-        let mut compiled = Vec::new();
+        // The patterns of `matches` that compile, each with its regex.
+        let mut compiled: Vec<(Arc<str>, Arc<regex::Regex>)> = Vec::new();
         for pat in &patterns {
             if let Ok(re) = super::compile_regex(pat) {
-                regexes.insert(Box::from(&**pat), Arc::new(re));
-                compiled.push(pat.clone());
+                let re = Arc::new(re);
+                regexes.insert(Box::from(&**pat), re.clone());
+                compiled.push((pat.clone(), re));
             }
         }
         for pat in &others {
@@ -301,21 +303,20 @@ impl ScanPlan {
         }
         let patterns = (compiled.len() >= 2)
             .then(|| {
-                let index = compiled.iter().enumerate().map(|(i, p)| (Box::from(&**p), i as u32)).collect();
-                let regex = |k: u32| regexes.get(&*compiled[k as usize]).cloned().map(|re| (k, re));
+                let index = compiled.iter().enumerate().map(|(i, (p, _))| (Box::from(&**p), i as u32)).collect();
+                let regex = |k: u32| (k, compiled[k as usize].1.clone());
                 let (led, rest): (Vec<u32>, Vec<u32>) =
-                    (0..compiled.len() as u32).partition(|&k| literal_led(&compiled[k as usize]));
-                // Every pattern of the family compiled (`compiled`): each has its regex.
-                let mut alone: Vec<(u32, Arc<regex::Regex>)> = led.into_iter().map(regex).collect::<Option<_>>()?;
+                    (0..compiled.len() as u32).partition(|&k| literal_led(&compiled[k as usize].0));
+                let mut alone: Vec<(u32, Arc<regex::Regex>)> = led.into_iter().map(regex).collect();
                 let set = if rest.len() >= 2 {
-                    let set = regex::RegexSetBuilder::new(rest.iter().map(|&k| &*compiled[k as usize]))
+                    let set = regex::RegexSetBuilder::new(rest.iter().map(|&k| &*compiled[k as usize].0))
                         .size_limit(SET_SIZE_LIMIT)
                         .dfa_size_limit(SET_SIZE_LIMIT)
                         .build()
                         .ok()?;
                     Some((rest, set))
                 } else {
-                    alone.extend(rest.into_iter().map(regex).collect::<Option<Vec<_>>>()?);
+                    alone.extend(rest.into_iter().map(regex));
                     None
                 };
                 Some(Patterns { index, alone, set })
