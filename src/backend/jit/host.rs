@@ -149,7 +149,11 @@ impl Ctx {
     /// code: the row's budget is unlimited.
     pub fn begin_row(&mut self, tables: &Arc<Tables>, inputs: &[Value]) {
         self.core.begin_row(&tables.program, inputs, Budget::unlimited());
-        self.tables = Some(tables.clone());
+        // Rows of one program on one thread keep its tables, as the core keeps the program: no
+        // reference count touched per row (a count every thread of a batch would share).
+        if !self.tables.as_ref().is_some_and(|t| Arc::ptr_eq(t, tables)) {
+            self.tables = Some(tables.clone());
+        }
         self.trapped = 0;
         // A new row number makes every slot stale; only when the number wraps are the slots
         // cleared, so that one filled 2^32 rows ago cannot pass for this row's.
@@ -164,10 +168,10 @@ impl Ctx {
         self.slots = self.slot_store.as_mut_ptr() as usize;
     }
 
-    /// After a row: drop what it held (the context waits for the next row in a thread-local).
+    /// After a row: drop what it held (the context waits for the next row in a thread-local,
+    /// holding on to its program's tables, as the core holds on to the program).
     pub fn end_row(&mut self) {
         self.core.end_row();
-        self.tables = None;
         self.trapped = 0;
     }
 
@@ -261,7 +265,13 @@ impl Ctx {
     /// not yet filled gets its answer from that pass (exactly what its call would return:
     /// `ScanPlan::read` is the intrinsic's own planned answer).
     fn fill_group(&mut self, g: u32, input: i32) {
-        let Some(tables) = self.tables.clone() else { return };
+        // Taken out for the walk and put back (no reference count touched).
+        let Some(tables) = self.tables.take() else { return };
+        self.fill_group_of(&tables, g, input);
+        self.tables = Some(tables);
+    }
+
+    fn fill_group_of(&mut self, tables: &Tables, g: u32, input: i32) {
         let Some(members) = tables.groups.get(g as usize) else { return };
         let Value::Text(text) = self.core.input_value(-(input + 1)) else { return };
         for &j in members {

@@ -177,7 +177,7 @@ impl Engine for JitEngine {
     }
 
     fn evaluate(&self, program: &Program, inputs: &[Value], verdicts: &dyn VerdictSource) -> RowResult {
-        evaluate_with(code(program), program, inputs, verdicts)
+        evaluate_with(&code(program), program, inputs, verdicts)
     }
 }
 
@@ -188,7 +188,7 @@ impl Engine for BoundJitEngine<'_> {
 
     fn evaluate(&self, program: &Program, inputs: &[Value], verdicts: &dyn VerdictSource) -> RowResult {
         if std::ptr::eq(program, self.program) {
-            evaluate_with(self.code.clone(), program, inputs, verdicts)
+            evaluate_with(&self.code, program, inputs, verdicts)
         } else {
             JitEngine.evaluate(program, inputs, verdicts)
         }
@@ -205,7 +205,7 @@ fn failed_row(t: Trap) -> RowResult {
 }
 
 fn evaluate_with(
-    code: Result<Arc<JitCode>, String>,
+    code: &Result<Arc<JitCode>, String>,
     program: &Program,
     inputs: &[Value],
     verdicts: &dyn VerdictSource,
@@ -216,7 +216,7 @@ fn evaluate_with(
     };
     let mut ctx = SPARE.with(|s| s.borrow_mut().pop()).unwrap_or_default();
     ctx.begin_row(&code.tables, inputs);
-    let mut ev = JitEval { code: &code, ctx: &mut ctx, reserve: HOST_RESERVE };
+    let mut ev = JitEval { code, ctx: &mut ctx, reserve: HOST_RESERVE };
     let result = run_row(program, inputs, verdicts, &mut ev, None);
     ctx.end_row();
     SPARE.with(|s| {
