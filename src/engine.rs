@@ -530,6 +530,18 @@ impl RowResult {
     /// Serialise the fields of [`RowResult::to_json`] into `m`, in that order: a record's line
     /// is written straight from the result, without a JSON tree in between.
     pub fn serialize_fields<M: SerializeMap>(&self, sites: &crate::ir::SiteTable, m: &mut M) -> Result<(), M::Error> {
+        self.serialize_fields_as(sites, false, m)
+    }
+
+    /// [`RowResult::serialize_fields`], or with `compact` those of a compact record (`rubric
+    /// run --compact`): `values`, each criterion's value in criteria order (`null` unless met
+    /// or unmet), where the full record has `criteria`, and no `gates` or `groups`.
+    pub fn serialize_fields_as<M: SerializeMap>(
+        &self,
+        sites: &crate::ir::SiteTable,
+        compact: bool,
+        m: &mut M,
+    ) -> Result<(), M::Error> {
         m.serialize_entry("score", &num(self.score))?;
         m.serialize_entry("status", if self.score.is_some() { "scored" } else { "unscored" })?;
         if let Some(r) = &self.unscored_reason {
@@ -548,13 +560,17 @@ impl RowResult {
                 m.serialize_entry("reward_reason", why)?;
             }
         }
-        m.serialize_entry("gates", &self.gates)?;
-        m.serialize_entry("criteria", &self.criteria)?;
+        if compact {
+            m.serialize_entry("values", &CompactValues(&self.criteria))?;
+        } else {
+            m.serialize_entry("gates", &self.gates)?;
+            m.serialize_entry("criteria", &self.criteria)?;
+        }
         if let Some(steps) = self.step_rewards() {
             let steps: Vec<Option<Num>> = steps.into_iter().map(num).collect();
             m.serialize_entry("step_rewards", &steps)?;
         }
-        if !self.groups.is_empty() {
+        if !compact && !self.groups.is_empty() {
             m.serialize_entry("groups", &GroupValues(&self.groups))?;
         }
         let axes = self.axis_counts();
@@ -606,6 +622,19 @@ impl RowResult {
                 (a, n)
             })
             .collect()
+    }
+}
+
+/// A compact record's `values`: each criterion's `value` as its full record writes it when it
+/// is met or unmet, else `null`.
+struct CompactValues<'a>(&'a [CriterionResult]);
+
+impl Serialize for CompactValues<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_seq(self.0.iter().map(|c| match c.status {
+            Status::Met | Status::Unmet => num(c.value),
+            _ => None,
+        }))
     }
 }
 

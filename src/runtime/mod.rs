@@ -720,7 +720,7 @@ pub fn finish_record(out: Map<String, Json>, ident: &Identity, engine: &str, res
         return error_record(out, ident, t.code, t.message.clone());
     }
     #[expect(clippy::expect_used, reason = "a record's parts have string keys and no failing Serialize")]
-    serde_json::to_value(RecordLine { out: &out, ident, engine, result }).expect("a record serialises")
+    serde_json::to_value(RecordLine { out: &out, ident, engine, result, compact: false }).expect("a record serialises")
 }
 
 /// The record of an evaluated row, in order: `out`'s fields, the identity, the engine and the
@@ -732,6 +732,8 @@ struct RecordLine<'a> {
     ident: &'a Identity,
     engine: &'a str,
     result: &'a RowResult,
+    /// The compact record ([`compact`]) rather than the full one.
+    compact: bool,
 }
 
 impl serde::Serialize for RecordLine<'_> {
@@ -748,7 +750,7 @@ impl serde::Serialize for RecordLine<'_> {
             m.serialize_entry("bundle", b)?;
         }
         m.serialize_entry("engine", self.engine)?;
-        self.result.serialize_fields(&self.ident.sites, &mut m)?;
+        self.result.serialize_fields_as(&self.ident.sites, self.compact, &mut m)?;
         m.end()
     }
 }
@@ -766,9 +768,10 @@ fn json_line(record: &impl serde::Serialize) -> String {
     line
 }
 
-/// [`score_row`] made into the line `run_batch_as` writes for it when records are written in
-/// full and without timings: the record is serialised straight from the row's result, the
-/// same text as [`record_line`] of `score_row`'s record without building that record.
+/// [`score_row`] made into the line `run_batch_as` writes for it when records are written
+/// without timings: the record (`compact`: the compact record) is serialised straight from the
+/// row's result, the same text as [`record_line`] of `score_row`'s record (after [`compact`])
+/// without building that record.
 fn score_row_line(
     engine: &dyn Engine,
     program: &Program,
@@ -776,6 +779,7 @@ fn score_row_line(
     index: usize,
     row: RowIn<'_>,
     verdicts: Option<&VerdictFile>,
+    compact: bool,
 ) -> (String, RowOutcome) {
     let row = match prepare_contained(program, ident, index, row, verdicts) {
         Ok(row) => row,
@@ -783,9 +787,10 @@ fn score_row_line(
     };
     let result = evaluate_prepared(engine, program, &row, verdicts);
     if result.trap.as_ref().is_some_and(|t| t.code == TrapKind::Internal.code()) {
+        // An error record: nothing of it is compacted.
         return record_line(&finish_record(row.out, ident, engine.name(), &result));
     }
-    let record = RecordLine { out: &row.out, ident, engine: engine.name(), result: &result };
+    let record = RecordLine { out: &row.out, ident, engine: engine.name(), result: &result, compact };
     (json_line(&record), RowOutcome::of_result(&result))
 }
 
@@ -877,18 +882,25 @@ fn check_provenance(output: &Path, want: &Json) -> Result<(), RunError> {
 /// `criteria` list (`null` when unscored or skipped); `criteria`, `gates` and `groups` go.
 fn compact(record: &mut Json) {
     let Some(o) = record.as_object_mut() else { return };
-    if let Some(Json::Array(cs)) = o.remove("criteria") {
-        let values = cs
-            .iter()
-            .map(|c| match c.get("status").and_then(Json::as_str) {
-                Some("met" | "unmet") => c.get("value").cloned().unwrap_or(Json::Null),
-                _ => Json::Null,
-            })
-            .collect();
-        o.insert("values".into(), Json::Array(values));
-    }
-    o.remove("gates");
-    o.remove("groups");
+    // Rebuilt in order, `values` in the place of `criteria`: the other keys keep the full
+    // record's order (as `RowResult::serialize_fields_as` writes a compact record).
+    *o = std::mem::take(o)
+        .into_iter()
+        .filter_map(|(k, v)| match (k.as_str(), v) {
+            ("gates" | "groups", _) => None,
+            ("criteria", Json::Array(cs)) => {
+                let values = cs
+                    .iter()
+                    .map(|c| match c.get("status").and_then(Json::as_str) {
+                        Some("met" | "unmet") => c.get("value").cloned().unwrap_or(Json::Null),
+                        _ => Json::Null,
+                    })
+                    .collect();
+                Some(("values".to_string(), Json::Array(values)))
+            }
+            (_, v) => Some((k, v)),
+        })
+        .collect();
 }
 
 /// Count complete result lines already in `output` (resume), truncating a torn last line.
@@ -1376,13 +1388,9 @@ fn stream_plain(
     let write_err = |e| RunError::Write { path: opts.output.display().to_string(), source: e };
     let score = |chunk: Vec<(usize, LineRead)>| -> Lines {
         let rows: Vec<(usize, RowIn<'_>)> = chunk.iter().map(|(i, line)| (*i, line.row())).collect();
-        if opts.compact {
-            rows.par_iter()
-                .map(|(i, row)| written_line(score_row(engine, program, ident, *i, *row, opts.verdicts), opts))
-                .collect()
-        } else {
-            rows.par_iter().map(|(i, row)| score_row_line(engine, program, ident, *i, *row, opts.verdicts)).collect()
-        }
+        rows.par_iter()
+            .map(|(i, row)| score_row_line(engine, program, ident, *i, *row, opts.verdicts, opts.compact))
+            .collect()
     };
     let mut write = |mut lines: Lines| -> Result<(), RunError> {
         write_records(&mut lines, summary, opts.slow_rows, out).map_err(write_err)?;
@@ -1728,17 +1736,27 @@ mod tests {
             let verdicts = verdicts.is_file().then(|| VerdictFile::load(&verdicts).expect("verdicts.jsonl loads"));
             for v in [verdicts.as_ref(), None] {
                 for (i, line) in lines.iter().enumerate() {
-                    let built =
-                        record_line(&score_row(&crate::interp::Interpreter, &program, &ident, i, RowIn::Line(line), v));
-                    let straight =
-                        score_row_line(&crate::interp::Interpreter, &program, &ident, i, RowIn::Line(line), v);
-                    assert_eq!(straight.0, built.0, "{} row {i}", dir.display());
-                    assert_eq!(
-                        (straight.1.score, &straight.1.codes),
-                        (built.1.score, &built.1.codes),
-                        "{} row {i}",
-                        dir.display()
-                    );
+                    let record = score_row(&crate::interp::Interpreter, &program, &ident, i, RowIn::Line(line), v);
+                    let mut compacted = record.clone();
+                    compact(&mut compacted);
+                    for (built, compact) in [(record_line(&record), false), (record_line(&compacted), true)] {
+                        let straight = score_row_line(
+                            &crate::interp::Interpreter,
+                            &program,
+                            &ident,
+                            i,
+                            RowIn::Line(line),
+                            v,
+                            compact,
+                        );
+                        assert_eq!(straight.0, built.0, "{} row {i}, compact {compact}", dir.display());
+                        assert_eq!(
+                            (straight.1.score, &straight.1.codes),
+                            (record_line(&record).1.score, &record_line(&record).1.codes),
+                            "{} row {i}",
+                            dir.display()
+                        );
+                    }
                     compared += 1;
                 }
             }
@@ -1817,10 +1835,23 @@ mod tests {
             let mut out = Map::new();
             out.insert("row".into(), json!(7));
             out.insert("id".into(), json!("r7"));
-            let built = record_line(&finish_record(out.clone(), &ident, "interp", &r));
-            let record = RecordLine { out: &out, ident: &ident, engine: "interp", result: &r };
+            let full = finish_record(out.clone(), &ident, "interp", &r);
+            let built = record_line(&full);
+            let record = RecordLine { out: &out, ident: &ident, engine: "interp", result: &r, compact: false };
             let straight = serde_json::to_string(&record).expect("serialises") + "\n";
             assert_eq!(straight, built.0);
+            // Compact: `values` where `criteria` was, then the fields after it in their order.
+            let mut compacted = full.clone();
+            compact(&mut compacted);
+            let record = RecordLine { compact: true, ..record };
+            let straight = serde_json::to_string(&record).expect("serialises") + "\n";
+            assert_eq!(straight, record_line(&compacted).0);
+            let keys: Vec<&str> = compacted.as_object().expect("a record").keys().map(String::as_str).collect();
+            let at = |k: &str| keys.iter().position(|x| *x == k);
+            assert!(at("gates").is_none() && at("criteria").is_none() && at("groups").is_none(), "{keys:?}");
+            assert!(at("failure_class").is_some() && at("trap").is_some(), "{keys:?}");
+            assert!(at("failure_class") < at("values") && at("values") < at("step_rewards"), "{keys:?}");
+            assert!(at("step_rewards") < at("axes") && at("axes") < at("trap"), "{keys:?}");
             let outcome = RowOutcome::of_result(&r);
             assert_eq!((outcome.score, outcome.codes), (built.1.score, built.1.codes));
         }
