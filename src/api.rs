@@ -221,6 +221,20 @@ impl EngineKind {
         }
     }
 
+    /// The engine a trusted source runs on when the caller names none, chosen per rubric from
+    /// its shape ([`SourceShape`]) by the rule `docs/performance.md` measures: the JIT when
+    /// checks the JIT calls back to back dominate the rubric and it compiles, else the
+    /// interpreter, which has no cold start and is ahead on everything else (judged and
+    /// per-instance criteria, IFEval's function-heavy checks). Deterministic: the same rubric
+    /// always gets the same engine, so its records and `--resume` agree from run to run.
+    pub fn for_source(program: &Program) -> EngineKind {
+        if SourceShape::of(program).prefers_jit() && crate::backend::jit::compiles(program) {
+            EngineKind::Jit
+        } else {
+            EngineKind::Interp
+        }
+    }
+
     /// The engine for a batch of rows of one program (the Wasm and JIT engines compile it
     /// once, here), the Wasm engine under `limits`.
     pub fn engine_for(self, program: &Program, limits: Limits) -> Box<dyn Engine + '_> {
@@ -232,8 +246,43 @@ impl EngineKind {
     }
 }
 
-/// How rubrics run: the engine (none named: the Wasm engine for a bundle, the sandbox; the
-/// interpreter for a source) and the row limits of the Wasm engine. Naming another engine for
+/// What decides a source's default engine ([`EngineKind::for_source`]): the checks in the
+/// program's plain runs (`interp::prepared::PlainRun`: consecutive criteria decided by a check
+/// on the inputs alone, which the JIT calls one after another with no driver in between and
+/// answers from one scan of each text) against every other criterion root (static criteria
+/// outside those runs, and each `each` step, whose instances are made per row).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SourceShape {
+    pub plain_checks: usize,
+    pub other_criteria: usize,
+}
+
+impl SourceShape {
+    /// Plain checks below which the JIT's compile and per-row entry are not paid back: with 8
+    /// text checks it was 1.16-1.18x the interpreter on one thread, with 4 1.01x, with 2 0.99x
+    /// (`docs/performance.md`, "Choosing the default engine").
+    pub const MIN_PLAIN_CHECKS: usize = 8;
+    /// How many times the other criteria the plain checks must outnumber: the JIT enters every
+    /// other root separately, and on rubrics of judged or per-instance criteria alone it ran
+    /// at 0.57-0.97x the interpreter.
+    pub const CHECK_SHARE: usize = 3;
+
+    pub fn of(program: &Program) -> SourceShape {
+        let prepared = crate::interp::prepared(program);
+        let plain_checks: usize = prepared.runs.iter().map(|r| r.criteria.len()).sum();
+        let each = program.steps.iter().filter(|s| matches!(s, crate::ir::Step::Each(_))).count();
+        SourceShape { plain_checks, other_criteria: program.criteria.len().saturating_sub(plain_checks) + each }
+    }
+
+    /// Whether the JIT is the faster engine for rubrics of this shape.
+    pub fn prefers_jit(&self) -> bool {
+        self.plain_checks >= SourceShape::MIN_PLAIN_CHECKS
+            && self.plain_checks >= SourceShape::CHECK_SHARE.saturating_mul(self.other_criteria)
+    }
+}
+
+/// How rubrics run: the engine (none named: the Wasm engine for a bundle, the sandbox; for a
+/// source the one its shape calls for, [`EngineKind::for_source`]) and the row limits of the Wasm engine. Naming another engine for
 /// a bundle says the caller trusts it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct EngineChoice {
@@ -248,9 +297,14 @@ impl Default for EngineChoice {
 }
 
 impl EngineChoice {
-    /// The engine `rubric` runs on.
+    /// The engine `rubric` runs on: the one named, else the Wasm engine for a bundle and
+    /// [`EngineKind::for_source`] for a source.
     pub fn kind_for(&self, rubric: &Rubric) -> EngineKind {
-        self.engine.unwrap_or(if rubric.is_bundle() { EngineKind::Wasm } else { EngineKind::Interp })
+        match self.engine {
+            Some(kind) => kind,
+            None if rubric.is_bundle() => EngineKind::Wasm,
+            None => EngineKind::for_source(rubric.program()),
+        }
     }
 
     /// Whether `rubric` is a bundle that leaves the sandbox (the caller named another engine).

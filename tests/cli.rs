@@ -642,7 +642,10 @@ fn bench_compares_every_engine_on_the_same_rows() {
         assert_eq!(l.split_whitespace().last(), Some("0"), "no disagreement: {l}");
     }
     let only = rubric(&[&"bench", &file, &"--input", &input, &"--rows", &"5", &"--runs", &"1", &"--engines", &"wasm"]);
-    assert!(stdout(&only).lines().any(|l| l.starts_with("wasm ")) && !stdout(&only).contains("interp "));
+    let only = stdout(&only);
+    assert!(only.lines().any(|l| l.starts_with("wasm ")) && !only.lines().any(|l| l.starts_with("interp ")), "{only}");
+    // The engine `rubric run` would pick for this source, and why.
+    assert!(out.contains("default engine: interp (0 checks in plain runs, 7 other criteria"), "{out}");
 }
 
 /// `--compact` writes each criterion's value in criteria order instead of the criteria list:

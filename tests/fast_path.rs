@@ -418,3 +418,73 @@ score = weighted_mean(all)
         assert_eq!(format!("{jit:?}"), format!("{interp:?}"), "{t:?}");
     }
 }
+
+/// A source of `checks` criteria decided by a check on its input, then `judged` judged ones.
+#[cfg(feature = "jit")]
+fn shaped(checks: usize, judged: usize) -> String {
+    let mut src = String::from(
+        "rubric shaped @ 1.0.0\ninput response: Text\njudge grader {\n  model \"m\"\n  sees response\n}\n",
+    );
+    for i in 0..checks {
+        src.push_str(&format!(
+            "criterion c{i} \"C{i}\" check contains_ci(response, \"w{i}\") or word_count(response) > {i}\n"
+        ));
+    }
+    for i in 0..judged {
+        src.push_str(&format!("criterion j{i} \"J{i}\" by grader\n"));
+    }
+    src.push_str("score = mean(all)\n");
+    src
+}
+
+/// With no engine named, a source runs on the engine its shape calls for (`api::SourceShape`):
+/// the JIT when checks on its inputs alone make it up (at least 8, three times its other
+/// criteria), the interpreter otherwise; a bundle on the Wasm engine. `rubric run` writes the
+/// engine it chose in every record, and the records are those of the other engine but for it.
+#[cfg(feature = "jit")]
+#[test]
+fn a_source_runs_on_the_engine_its_shape_calls_for() {
+    use rubric::api::{EngineChoice, EngineKind, Rubric, SourceShape};
+    for (checks, judged, engine) in [
+        (8, 0, EngineKind::Jit),
+        (7, 0, EngineKind::Interp),
+        (9, 3, EngineKind::Jit),
+        (9, 4, EngineKind::Interp),
+        (0, 2, EngineKind::Interp),
+    ] {
+        let p = compiled(&shaped(checks, judged));
+        assert_eq!(SourceShape::of(&p), SourceShape { plain_checks: checks, other_criteria: judged });
+        assert_eq!(EngineKind::for_source(&p), engine, "{checks} checks, {judged} judged");
+    }
+    let scratch = crate::common::TempDir::new("shaped");
+    let input = scratch.file(
+        "rows.jsonl",
+        "{\"response\": \"w1 w2 W3\"}\n{\"response\": \"one two three four five six seven eight nine\"}\n{\"response\": 3}\n",
+    );
+    let source = scratch.file("main.rubric", &shaped(8, 0));
+    let loaded = Rubric::load(&source).expect("loads");
+    assert_eq!(EngineChoice::default().kind_for(&loaded), EngineKind::Jit);
+    let named = EngineChoice { engine: Some(EngineKind::Interp), ..EngineChoice::default() };
+    assert_eq!(named.kind_for(&loaded), EngineKind::Interp);
+    let run = |extra: &[&str]| {
+        let out = scratch.path("out.jsonl");
+        let mut args: Vec<&dyn AsRef<std::ffi::OsStr>> =
+            vec![&"run", &source, &"--input", &input, &"--output", &out, &"--allow-errors", &"--no-progress"];
+        for e in extra {
+            args.push(e);
+        }
+        let o = crate::cli::rubric(&args);
+        assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+        std::fs::read_to_string(&out).expect("records")
+    };
+    let chosen = run(&[]);
+    let interp = run(&["--engine", "interp"]);
+    assert_eq!(chosen.matches("\"engine\":\"jit\"").count(), 2, "{chosen}");
+    assert_eq!(chosen.replace("\"engine\":\"jit\"", "\"engine\":\"interp\""), interp);
+    assert!(chosen.contains("\"score\":1.0") || chosen.contains("\"score\":1,"), "{chosen}");
+    let bundle = scratch.path("main.rbk");
+    let o = crate::cli::rubric(&[&"build", &source, &"--output", &bundle]);
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    let loaded = Rubric::load(&bundle).expect("loads");
+    assert_eq!(EngineChoice::default().kind_for(&loaded), EngineKind::Wasm);
+}

@@ -59,8 +59,9 @@ impl NativeRubric {
 impl NativeRubric {
     /// Load `target`: rubric source text when it holds a newline, else a path to a `.rubric`
     /// source or a `.rbk` bundle. `engine`: `interp`, `wasm` or `jit` (`None`: `wasm` for a
-    /// bundle — the sandbox —, `interp` for a source; naming another engine for a bundle says
-    /// it is trusted). `row_fuel`, `row_timeout_ms`, `row_memory_mb`: the Wasm engine's row
+    /// bundle — the sandbox —; for a source `jit` when checks on its inputs alone make it up,
+    /// else `interp`, as `rubric run` chooses; naming another engine for a bundle says it is
+    /// trusted). `row_fuel`, `row_timeout_ms`, `row_memory_mb`: the Wasm engine's row
     /// limits (`rubric run --row-fuel ...`). Raises `ValueError` with the rendered diagnostics.
     ///
     /// Judged criteria without a recorded verdict are dispatched as by `rubric run`: `judges`,

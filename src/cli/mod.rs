@@ -173,11 +173,13 @@ pub use crate::api::EngineKind;
 
 /// Which engine runs a rubric, and the sandbox's limits: what `run`, `test`, `explain` and
 /// `serve` take. A bundle (a rubric from elsewhere) runs on the Wasm engine unless the user
-/// names another; a source on the interpreter.
+/// names another; a source on the engine its shape calls for (`EngineKind::for_source`).
 #[derive(clap::Args, Clone, Debug)]
 pub struct EngineArgs {
-    /// The engine; default: `wasm` for bundles (sandboxed, with the limits below), `interp`
-    /// for sources. Naming `interp` or `jit` for a bundle says it is trusted.
+    /// The engine; default: `wasm` for bundles (sandboxed, with the limits below); for
+    /// sources `jit` when checks on the inputs alone make up the rubric (8 or more, at least
+    /// three times its other criteria), else `interp`. Naming `interp` or `jit` for a bundle
+    /// says it is trusted.
     #[arg(long, value_enum)]
     pub engine: Option<EngineKind>,
     /// Fuel per row on the Wasm engine: Wasm instructions, and bytes or elements that

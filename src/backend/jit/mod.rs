@@ -17,6 +17,19 @@ mod runtime;
 #[cfg(feature = "jit")]
 pub use runtime::{code, BoundJitEngine, JitCode, JitEngine};
 
+/// Whether this build can run `p` on the JIT: it has the engine and `p` compiles (compiled
+/// once per process: the rows that follow find the code in the cache).
+#[cfg(feature = "jit")]
+pub fn compiles(p: &crate::ir::Program) -> bool {
+    code(p).is_ok()
+}
+
+/// Without the `jit` feature nothing runs on the JIT.
+#[cfg(not(feature = "jit"))]
+pub fn compiles(_p: &crate::ir::Program) -> bool {
+    false
+}
+
 /// Without the `jit` feature, the engine exists but refuses every row, saying why.
 #[cfg(not(feature = "jit"))]
 mod disabled {
