@@ -530,16 +530,17 @@ impl RowResult {
     /// Serialise the fields of [`RowResult::to_json`] into `m`, in that order: a record's line
     /// is written straight from the result, without a JSON tree in between.
     pub fn serialize_fields<M: SerializeMap>(&self, sites: &crate::ir::SiteTable, m: &mut M) -> Result<(), M::Error> {
-        self.serialize_fields_as(sites, false, m)
+        self.serialize_fields_as(sites, RecordForm::Full, m)
     }
 
-    /// [`RowResult::serialize_fields`], or with `compact` those of a compact record (`rubric
-    /// run --compact`): `values`, each criterion's value in criteria order (`null` unless met
-    /// or unmet), where the full record has `criteria`, and no `gates` or `groups`.
+    /// [`RowResult::serialize_fields`] in `form`: the full record's fields, the same written
+    /// for JSON text (`RecordForm::Text`), or those of a compact record (`rubric run
+    /// --compact`): `values`, each criterion's value in criteria order (`null` unless met or
+    /// unmet), where the full record has `criteria`, and no `gates` or `groups`.
     pub fn serialize_fields_as<M: SerializeMap>(
         &self,
         sites: &crate::ir::SiteTable,
-        compact: bool,
+        form: RecordForm,
         m: &mut M,
     ) -> Result<(), M::Error> {
         m.serialize_entry("score", &num(self.score))?;
@@ -560,17 +561,22 @@ impl RowResult {
                 m.serialize_entry("reward_reason", why)?;
             }
         }
-        if compact {
-            m.serialize_entry("values", &CompactValues(&self.criteria))?;
-        } else {
-            m.serialize_entry("gates", &self.gates)?;
-            m.serialize_entry("criteria", &self.criteria)?;
+        match form {
+            RecordForm::Compact => m.serialize_entry("values", &CompactValues(&self.criteria))?,
+            RecordForm::Full => {
+                m.serialize_entry("gates", &self.gates)?;
+                m.serialize_entry("criteria", &self.criteria)?;
+            }
+            RecordForm::Text => {
+                m.serialize_entry("gates", &self.gates)?;
+                m.serialize_entry("criteria", &CriteriaText(&self.criteria))?;
+            }
         }
         if let Some(steps) = self.step_rewards() {
             let steps: Vec<Option<Num>> = steps.into_iter().map(num).collect();
             m.serialize_entry("step_rewards", &steps)?;
         }
-        if !compact && !self.groups.is_empty() {
+        if form != RecordForm::Compact && !self.groups.is_empty() {
             m.serialize_entry("groups", &GroupValues(&self.groups))?;
         }
         let axes = self.axis_counts();
@@ -622,6 +628,145 @@ impl RowResult {
                 (a, n)
             })
             .collect()
+    }
+}
+
+/// Which record [`RowResult::serialize_fields_as`] writes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RecordForm {
+    /// The full record, to any serializer.
+    Full,
+    /// The full record, to a JSON text serializer (`serde_json::to_string` and its kin): the
+    /// same text, with the criterion objects seen before on this thread copied from their text
+    /// ([`CriteriaText`]). A JSON value made this way would parse each of them again.
+    Text,
+    /// The compact record.
+    Compact,
+}
+
+/// The most criterion objects a thread keeps the text of; it starts over when full.
+const CRITERION_TEXTS: usize = 8192;
+
+thread_local! {
+    /// The JSON text of criterion results this thread wrote, by everything that text says.
+    static CRITERION_TEXT: std::cell::RefCell<rustc_hash::FxHashMap<CriterionKey, Box<serde_json::value::RawValue>>> =
+        std::cell::RefCell::new(rustc_hash::FxHashMap::default());
+}
+
+/// Everything a criterion object's text is made of, for a result whose strings are all
+/// interned (program strings: the same address is the same text), whose value is none, 0 or 1,
+/// and that has none of a judge's fields (reason, level, label, tags, evidence, extraction,
+/// votes...): most results of checks and of plain judged criteria, the same for every row. Other
+/// results have no key and are written field by field.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+struct CriterionKey {
+    id: (usize, usize),
+    text: Option<(usize, usize)>,
+    kind: (usize, usize),
+    status: u8,
+    value: Option<u64>,
+    points: Option<u64>,
+    weight: u64,
+    axis: Option<(usize, usize)>,
+    source: (usize, usize),
+    sets: (usize, usize),
+}
+
+impl CriterionKey {
+    fn of(c: &CriterionResult) -> Option<CriterionKey> {
+        // Every field named, so that a new one must be thought about here.
+        let CriterionResult {
+            id,
+            text,
+            kind,
+            status,
+            reason,
+            value,
+            level,
+            label,
+            points,
+            weight,
+            axis,
+            tags,
+            source,
+            evidence,
+            extracted,
+            p_yes,
+            votes,
+            calibrated,
+            position,
+            preference,
+            sets,
+            shown: _, // not in records
+            step,
+        } = c;
+        let judged = reason.is_some()
+            || level.is_some()
+            || label.is_some()
+            || !tags.is_empty()
+            || evidence.is_some()
+            || extracted.is_some()
+            || p_yes.is_some()
+            || votes.is_some()
+            || calibrated.is_some()
+            || position.is_some()
+            || preference.is_some()
+            || step.is_some();
+        if judged || !matches!(value, None | Some(0.0) | Some(1.0)) || value.is_some_and(f64::is_sign_negative) {
+            return None;
+        }
+        let name = |n: &Name| match n {
+            Name::Static(s) => Some((s.as_ptr() as usize, s.len())),
+            Name::Counted(_) => None,
+        };
+        let optional = |n: &Option<Name>| n.as_ref().map(name);
+        Some(CriterionKey {
+            id: name(id)?,
+            text: optional(text).map_or(Some(None), |t| t.map(Some))?,
+            kind: (kind.as_ptr() as usize, kind.len()),
+            status: *status as u8,
+            value: value.map(f64::to_bits),
+            points: points.map(f64::to_bits),
+            weight: weight.to_bits(),
+            axis: optional(axis).map_or(Some(None), |a| a.map(Some))?,
+            source: name(source)?,
+            sets: (sets.as_ptr() as usize, sets.len()),
+        })
+    }
+}
+
+/// A record's criteria for JSON text: an object whose [`CriterionKey`] this thread has seen
+/// is copied from the text it was written as then.
+struct CriteriaText<'a>(&'a [CriterionResult]);
+
+impl Serialize for CriteriaText<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeSeq;
+        CRITERION_TEXT.with(|texts| {
+            let mut texts = texts.borrow_mut();
+            let mut seq = s.serialize_seq(Some(self.0.len()))?;
+            for c in self.0 {
+                let Some(key) = CriterionKey::of(c) else {
+                    seq.serialize_element(c)?;
+                    continue;
+                };
+                if let Some(text) = texts.get(&key) {
+                    seq.serialize_element(&**text)?;
+                    continue;
+                }
+                match serde_json::to_string(c).ok().and_then(|t| serde_json::value::RawValue::from_string(t).ok()) {
+                    Some(text) => {
+                        seq.serialize_element(&*text)?;
+                        if texts.len() >= CRITERION_TEXTS {
+                            texts.clear();
+                        }
+                        texts.insert(key, text);
+                    }
+                    None => seq.serialize_element(c)?,
+                }
+            }
+            seq.end()
+        })
     }
 }
 
@@ -745,6 +890,72 @@ impl Serialize for TrapFields<'_> {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    fn plain(id: Name, status: Status, value: Option<f64>) -> CriterionResult {
+        CriterionResult {
+            id,
+            text: Some(Name::interned("Says \"hi\" \u{1}")),
+            kind: "binary",
+            status,
+            reason: None,
+            value,
+            level: None,
+            label: None,
+            points: Some(2.0),
+            weight: 1.5,
+            axis: Some(Name::interned("ax")),
+            tags: Vec::new(),
+            source: Name::interned("check"),
+            evidence: None,
+            extracted: None,
+            p_yes: None,
+            votes: None,
+            calibrated: None,
+            position: None,
+            preference: None,
+            sets: intern_names(&[Name::interned("s")]),
+            shown: Vec::new(),
+            step: None,
+        }
+    }
+
+    /// Criterion objects written as text are those serde writes field by field, whether the
+    /// thread has their text already or not: results that differ in any field the key covers
+    /// get their own text, and those without a key (a counted name, a judge's field, a value
+    /// other than 0 or 1) are written field by field and not kept.
+    #[test]
+    fn criterion_texts_are_the_criteria_written_field_by_field() {
+        CRITERION_TEXT.with(|t| t.borrow_mut().clear());
+        let kept = || CRITERION_TEXT.with(|t| t.borrow().len());
+        let mut rs = vec![
+            plain(Name::interned("a"), Status::Met, Some(1.0)),
+            plain(Name::interned("a"), Status::Unmet, Some(0.0)),
+            plain(Name::interned("b"), Status::Unscored, None),
+            CriterionResult { weight: 2.5, ..plain(Name::interned("a"), Status::Met, Some(1.0)) },
+            CriterionResult { sets: &[], ..plain(Name::interned("a"), Status::Met, Some(1.0)) },
+            CriterionResult {
+                text: None,
+                axis: None,
+                points: None,
+                ..plain(Name::interned("a"), Status::Met, Some(1.0))
+            },
+        ];
+        let keyed = rs.len();
+        rs.extend([
+            plain(Name::Counted("a".into()), Status::Met, Some(1.0)),
+            plain(Name::interned("c"), Status::Met, Some(0.5)),
+            plain(Name::interned("c"), Status::Unmet, Some(-0.0)),
+            CriterionResult { reason: Some("why".into()), ..plain(Name::interned("c"), Status::Unscored, None) },
+            CriterionResult { tags: vec!["t".into()], ..plain(Name::interned("c"), Status::Met, Some(1.0)) },
+            CriterionResult { step: Some(3), ..plain(Name::interned("c"), Status::Met, Some(1.0)) },
+        ]);
+        let field_by_field = serde_json::to_string(&rs).expect("serialises");
+        for round in 0..3 {
+            assert_eq!(serde_json::to_string(&CriteriaText(&rs)).expect("serialises"), field_by_field, "round {round}");
+            assert_eq!(kept(), keyed, "round {round}");
+        }
+        assert!(field_by_field.contains(r#""weight":2.5"#), "{field_by_field}");
+    }
 
     /// Interning keeps one copy per text, and a name is its text whichever way it is held:
     /// equal, hashed, ordered and printed alike (records and digests cannot tell them apart).

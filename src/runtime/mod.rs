@@ -720,7 +720,8 @@ pub fn finish_record(out: Map<String, Json>, ident: &Identity, engine: &str, res
         return error_record(out, ident, t.code, t.message.clone());
     }
     #[expect(clippy::expect_used, reason = "a record's parts have string keys and no failing Serialize")]
-    serde_json::to_value(RecordLine { out: &out, ident, engine, result, compact: false }).expect("a record serialises")
+    serde_json::to_value(RecordLine { out: &out, ident, engine, result, form: crate::engine::RecordForm::Full })
+        .expect("a record serialises")
 }
 
 /// The record of an evaluated row, in order: `out`'s fields, the identity, the engine and the
@@ -732,8 +733,8 @@ struct RecordLine<'a> {
     ident: &'a Identity,
     engine: &'a str,
     result: &'a RowResult,
-    /// The compact record ([`compact`]) rather than the full one.
-    compact: bool,
+    /// Which record: the full one (as a JSON value or as text) or the compact one.
+    form: crate::engine::RecordForm,
 }
 
 impl serde::Serialize for RecordLine<'_> {
@@ -750,7 +751,7 @@ impl serde::Serialize for RecordLine<'_> {
             m.serialize_entry("bundle", b)?;
         }
         m.serialize_entry("engine", self.engine)?;
-        self.result.serialize_fields_as(&self.ident.sites, self.compact, &mut m)?;
+        self.result.serialize_fields_as(&self.ident.sites, self.form, &mut m)?;
         m.end()
     }
 }
@@ -790,7 +791,8 @@ fn score_row_line(
         // An error record: nothing of it is compacted.
         return record_line(&finish_record(row.out, ident, engine.name(), &result));
     }
-    let record = RecordLine { out: &row.out, ident, engine: engine.name(), result: &result, compact };
+    let form = if compact { crate::engine::RecordForm::Compact } else { crate::engine::RecordForm::Text };
+    let record = RecordLine { out: &row.out, ident, engine: engine.name(), result: &result, form };
     (json_line(&record), RowOutcome::of_result(&result))
 }
 
@@ -1837,13 +1839,24 @@ mod tests {
             out.insert("id".into(), json!("r7"));
             let full = finish_record(out.clone(), &ident, "interp", &r);
             let built = record_line(&full);
-            let record = RecordLine { out: &out, ident: &ident, engine: "interp", result: &r, compact: false };
+            let record = RecordLine {
+                out: &out,
+                ident: &ident,
+                engine: "interp",
+                result: &r,
+                form: crate::engine::RecordForm::Full,
+            };
             let straight = serde_json::to_string(&record).expect("serialises") + "\n";
             assert_eq!(straight, built.0);
+            // As text, twice: the second time from the criterion texts the first wrote.
+            for _ in 0..2 {
+                let text = RecordLine { form: crate::engine::RecordForm::Text, ..record };
+                assert_eq!(serde_json::to_string(&text).expect("serialises") + "\n", built.0);
+            }
             // Compact: `values` where `criteria` was, then the fields after it in their order.
             let mut compacted = full.clone();
             compact(&mut compacted);
-            let record = RecordLine { compact: true, ..record };
+            let record = RecordLine { form: crate::engine::RecordForm::Compact, ..record };
             let straight = serde_json::to_string(&record).expect("serialises") + "\n";
             assert_eq!(straight, record_line(&compacted).0);
             let keys: Vec<&str> = compacted.as_object().expect("a record").keys().map(String::as_str).collect();
