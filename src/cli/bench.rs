@@ -57,20 +57,6 @@ pub fn bench_command(file: &Path, opts: &BenchOptions<'_>) -> ExitCode {
         "scan plan: {} exact and {} case-folded needles counted once per text, {} regexes answered once per text ({} led by literals asked alone, the rest in one set), {} intrinsics memoised per row",
         shares.exact, shares.folded, shares.patterns, shares.patterns_alone, shares.memoised
     );
-    let shape = crate::api::SourceShape::of(program);
-    let default = if rubric.is_bundle() {
-        "wasm (a bundle runs sandboxed unless `--engine` names another)".to_string()
-    } else {
-        format!(
-            "{} ({} checks in plain runs, {} other criteria: the JIT takes a source with at least {} such checks, {}x its other criteria)",
-            crate::api::EngineKind::for_source(program).name(),
-            shape.plain_checks,
-            shape.other_criteria,
-            crate::api::SourceShape::MIN_PLAIN_CHECKS,
-            crate::api::SourceShape::CHECK_SHARE
-        )
-    };
-    println!("default engine: {default}");
     // The first engine's results as a digest of each row's whole result (`Debug`: every float
     // and NaN exactly), not the results themselves: a million rows of results do not fit.
     let mut oracle: Option<Vec<u64>> = None;
@@ -127,6 +113,21 @@ pub fn bench_command(file: &Path, opts: &BenchOptions<'_>) -> ExitCode {
             m.disagree
         );
     }
+    // After the measurements: choosing compiles the JIT's code, which would hide its cold start.
+    let shape = crate::api::SourceShape::of(program);
+    let default = if rubric.is_bundle() {
+        "wasm (a bundle runs sandboxed unless `--engine` names another)".to_string()
+    } else {
+        format!(
+            "{} ({} checks in plain runs, {} other criteria: the JIT takes a source with at least {} such checks, {}x its other criteria)",
+            crate::api::EngineKind::for_source(program).name(),
+            shape.plain_checks,
+            shape.other_criteria,
+            crate::api::SourceShape::MIN_PLAIN_CHECKS,
+            crate::api::SourceShape::CHECK_SHARE
+        )
+    };
+    println!("default engine: {default}");
     if measured.iter().any(|m| m.disagree > 0) {
         eprintln!("error: engines disagree with `{}` on some rows", base.name);
         return ExitCode::from(1);

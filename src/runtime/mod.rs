@@ -761,12 +761,21 @@ fn record_line(record: &Json) -> (String, RowOutcome) {
     (json_line(record), RowOutcome::of(record))
 }
 
-/// `record` as a line of JSONL, with its newline.
+thread_local! {
+    /// The length of the last line this thread wrote: the next line's first capacity.
+    static LINE_HINT: std::cell::Cell<usize> = const { std::cell::Cell::new(256) };
+}
+
+/// `record` as a line of JSONL, with its newline. The line starts with room for one as long as
+/// this thread's last, so that a batch's lines (alike in length) are not grown by doubling.
 fn json_line(record: &impl serde::Serialize) -> String {
+    let mut line = Vec::with_capacity(LINE_HINT.get() + 64);
     #[expect(clippy::expect_used, reason = "records have string keys and no failing Serialize")]
-    let mut line = serde_json::to_string(record).expect("a record serialises");
-    line.push('\n');
-    line
+    serde_json::to_writer(&mut line, record).expect("a record serialises");
+    line.push(b'\n');
+    LINE_HINT.set(line.len());
+    #[expect(clippy::expect_used, reason = "serde_json writes UTF-8")]
+    String::from_utf8(line).expect("JSON text is UTF-8")
 }
 
 /// [`score_row`] made into the line `run_batch_as` writes for it when records are written
