@@ -282,8 +282,8 @@ impl SourceShape {
 }
 
 /// How rubrics run: the engine (none named: the Wasm engine for a bundle, the sandbox; for a
-/// source the one its shape calls for, [`EngineKind::for_source`]) and the row limits of the Wasm engine. Naming another engine for
-/// a bundle says the caller trusts it.
+/// source the one its shape calls for, [`EngineKind::for_source`]) and the row limits of the
+/// Wasm engine. Naming another engine for a bundle says the caller trusts it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct EngineChoice {
     pub engine: Option<EngineKind>,
