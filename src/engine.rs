@@ -719,16 +719,17 @@ impl CriterionKey {
             Name::Static(s) => Some((s.as_ptr() as usize, s.len())),
             Name::Counted(_) => None,
         };
-        let optional = |n: &Option<Name>| n.as_ref().map(name);
+        // An absent name is keyed as absent; a counted one leaves the result without a key.
+        let optional = |n: &Option<Name>| n.as_ref().map_or(Some(None), |n| name(n).map(Some));
         Some(CriterionKey {
             id: name(id)?,
-            text: optional(text).map_or(Some(None), |t| t.map(Some))?,
+            text: optional(text)?,
             kind: (kind.as_ptr() as usize, kind.len()),
             status: *status as u8,
             value: value.map(f64::to_bits),
             points: points.map(f64::to_bits),
             weight: weight.to_bits(),
-            axis: optional(axis).map_or(Some(None), |a| a.map(Some))?,
+            axis: optional(axis)?,
             source: name(source)?,
             sets: (sets.as_ptr() as usize, sets.len()),
         })
