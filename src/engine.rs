@@ -892,32 +892,20 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    /// A result as the driver makes one from its criterion's template (`Undecided`), then
+    /// decides it.
     fn plain(id: Name, status: Status, value: Option<f64>) -> CriterionResult {
-        CriterionResult {
+        let undecided = crate::interp::prepared::Undecided {
             id,
             text: Some(Name::interned("Says \"hi\" \u{1}")),
             kind: "binary",
-            status,
-            reason: None,
-            value,
-            level: None,
-            label: None,
             points: Some(2.0),
             weight: 1.5,
             axis: Some(Name::interned("ax")),
-            tags: Vec::new(),
             source: Name::interned("check"),
-            evidence: None,
-            extracted: None,
-            p_yes: None,
-            votes: None,
-            calibrated: None,
-            position: None,
-            preference: None,
             sets: intern_names(&[Name::interned("s")]),
-            shown: Vec::new(),
-            step: None,
-        }
+        };
+        CriterionResult { status, value, ..undecided.into_result(Vec::new()) }
     }
 
     /// Criterion objects written as text are those serde writes field by field, whether the
@@ -932,6 +920,7 @@ mod tests {
             plain(Name::interned("a"), Status::Met, Some(1.0)),
             plain(Name::interned("a"), Status::Unmet, Some(0.0)),
             plain(Name::interned("b"), Status::Unscored, None),
+            plain(Name::interned("b"), Status::Skipped, None),
             CriterionResult { weight: 2.5, ..plain(Name::interned("a"), Status::Met, Some(1.0)) },
             CriterionResult { sets: &[], ..plain(Name::interned("a"), Status::Met, Some(1.0)) },
             CriterionResult {
