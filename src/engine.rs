@@ -892,20 +892,34 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    /// A result as the driver makes one from its criterion's template (`Undecided`), then
-    /// decides it.
+    /// A decided result of a check, every field spelled out (`engine` sits below the
+    /// interpreter, whose templates make such results: the module edges allow no call up).
     fn plain(id: Name, status: Status, value: Option<f64>) -> CriterionResult {
-        let undecided = crate::interp::prepared::Undecided {
+        CriterionResult {
             id,
             text: Some(Name::interned("Says \"hi\" \u{1}")),
             kind: "binary",
+            status,
+            reason: None,
+            value,
+            level: None,
+            label: None,
             points: Some(2.0),
             weight: 1.5,
             axis: Some(Name::interned("ax")),
+            tags: Vec::new(),
             source: Name::interned("check"),
+            evidence: None,
+            extracted: None,
+            p_yes: None,
+            votes: None,
+            calibrated: None,
+            position: None,
+            preference: None,
             sets: intern_names(&[Name::interned("s")]),
-        };
-        CriterionResult { status, value, ..undecided.into_result(Vec::new()) }
+            shown: Vec::new(),
+            step: None,
+        }
     }
 
     /// Criterion objects written as text are those serde writes field by field, whether the
