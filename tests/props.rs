@@ -734,6 +734,24 @@ fn unterminated_block_comment_is_an_error() {
     assert!(!out.diagnostics.is_empty(), "the criterion after the comment vanished without a diagnostic");
 }
 
+/// Comments are skipped to their end in one step (`line_rest`, `block_rest` in the grammar):
+/// the cases the layout property does not make (a line comment that ends the file with no
+/// newline, one comment's opening inside the other kind, a `*` or `/` alone inside a block).
+#[test]
+fn comments_end_where_they_should() {
+    for (src, want) in [
+        ("score = 1 // the end", "1"),
+        ("score = 1 // a /* inside\n+ 2", "1 + 2"),
+        ("score = /* a // inside */ 2", "2"),
+        ("score = /* * / ** */ 3 /**/", "3"),
+        ("score = /*\n multi\r\n line */ 4 //\n//\n", "4"),
+    ] {
+        let f = parse_clean(src);
+        let Item::Score(s) = &f.items[0] else { panic!("not a score item: {src:?}") };
+        assert_eq!(print_expr(&s.expr), want, "{src:?}");
+    }
+}
+
 #[test]
 fn crlf_block_strings_read_like_lf_ones() {
     let lf = "judge j {\n  template \"\"\"\n    a\n    b\n    \"\"\"\n}\n";
