@@ -390,7 +390,11 @@ fn plain_runs_decide_as_their_criteria_one_by_one() {
 /// Arguments computed by the host (`abi::DERIVED_WORD`): `letter_count(lower(t), c)` and
 /// `len`/`sum` of `numbers(t)`, memoised calls on a memoised call, get row slots; a `null`
 /// argument (`heading_count(t)`'s optional one) is a word too. Their slots answer as the calls
-/// do, on rows of text where lowercasing and numbers bite.
+/// do, on rows of text where lowercasing and numbers bite. A derived argument is computed once
+/// per row and kept for the row's other calls (`Ctx::derived_store`): these rows run in turn on
+/// one thread's context, so a value kept into the next row makes them differ (checked by not
+/// emptying the store between rows: this test and `planned_answers_are_the_intrinsics_answers`
+/// failed).
 #[cfg(feature = "jit")]
 #[test]
 fn derived_arguments_answer_as_their_calls_do() {

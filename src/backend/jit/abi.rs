@@ -147,8 +147,9 @@ pub const STRING_WORD: i64 = -(1 << 24);
 
 /// In the same words, derived argument `j` (`host::Tables::derived`: a call of an intrinsic the
 /// scan plan memoises, on inputs and text constants, such as `lower(response)`) is
-/// `DERIVED_WORD - j`, below every text constant's word: the host computes it in place, from
-/// the row's memo after its first use, with no handle in between.
+/// `DERIVED_WORD - j`, below every text constant's word: the host computes it on its first use
+/// in a row and keeps it for the row's other calls (`host::Ctx`'s derived store), with no
+/// handle in between.
 pub const DERIVED_WORD: i64 = -(1 << 28);
 
 use Ty::{F64 as F, I32 as I};

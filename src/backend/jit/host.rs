@@ -115,6 +115,11 @@ pub struct Ctx {
     tables: Option<Arc<Tables>>,
     /// One slot per [`SlotCall`] of the program; resized only between rows.
     slot_store: Vec<Slot>,
+    /// The row's value of each derived argument (`Tables::derived`, by index), once an
+    /// intrinsic call needed it: the same for every call of the row (its arguments are inputs
+    /// and text constants, and the scan plan memoises it), so it is computed once per row and
+    /// then read here. Emptied after each row.
+    derived_store: Vec<Option<Value>>,
     pub core: HostCore,
 }
 
@@ -141,6 +146,7 @@ impl Ctx {
             stack_floor: 0,
             tables: None,
             slot_store: Vec::new(),
+            derived_store: Vec::new(),
             core: HostCore::new(),
         }
     }
@@ -166,12 +172,15 @@ impl Ctx {
             self.slot_store.resize(tables.slots.len(), Slot::default());
         }
         self.slots = self.slot_store.as_mut_ptr() as usize;
+        self.derived_store.clear();
+        self.derived_store.resize(tables.derived.len(), None);
     }
 
     /// After a row: drop what it held (the context waits for the next row in a thread-local,
     /// holding on to its program's tables, as the core holds on to the program).
     pub fn end_row(&mut self) {
         self.core.end_row();
+        self.derived_store.clear();
         self.trapped = 0;
     }
 
@@ -310,16 +319,7 @@ impl Ctx {
             // `STRING_WORD - w`, read in place (no `Input` or `Str` call, no handle), and below
             // `DERIVED_WORD` derived argument `DERIVED_WORD - w`, computed here.
             args.push(if i64::from(h) <= DERIVED_WORD {
-                let (i, words) = usize::try_from(DERIVED_WORD - i64::from(h))
-                    .ok()
-                    .and_then(|j| self.tables().ok()?.derived.get(j).cloned())
-                    .ok_or_else(|| type_trap(format!("unknown derived argument {h}")))?;
-                // Its own words are inputs and text constants only (`codegen` makes them so): it
-                // never recurses further.
-                if words.iter().any(|w| i64::from(*w) <= DERIVED_WORD) {
-                    return Err(type_trap(format!("derived argument {h} has a derived argument")));
-                }
-                self.intrinsic_value(i, &words)?
+                self.derived_value(h)?
             } else if i64::from(h) <= STRING_WORD {
                 Value::Text(self.string((STRING_WORD - i64::from(h)) as i32)?)
             } else if h < 0 {
@@ -329,6 +329,28 @@ impl Ctx {
             });
         }
         Ok(args)
+    }
+
+    /// Derived argument word `h` (below `DERIVED_WORD`): computed by its first use in the row,
+    /// then read from `derived_store`.
+    fn derived_value(&mut self, h: i32) -> Result<Value, Trap> {
+        let j = usize::try_from(DERIVED_WORD - i64::from(h))
+            .map_err(|_| type_trap(format!("unknown derived argument {h}")))?;
+        if let Some(Some(v)) = self.derived_store.get(j) {
+            return Ok(v.clone());
+        }
+        let (i, words) =
+            self.tables()?.derived.get(j).cloned().ok_or_else(|| type_trap(format!("unknown derived argument {h}")))?;
+        // Its own words are inputs and text constants only (`codegen` makes them so): it
+        // never recurses further.
+        if words.iter().any(|w| i64::from(*w) <= DERIVED_WORD) {
+            return Err(type_trap(format!("derived argument {h} has a derived argument")));
+        }
+        let v = self.intrinsic_value(i, &words)?;
+        if let Some(slot) = self.derived_store.get_mut(j) {
+            *slot = Some(v.clone());
+        }
+        Ok(v)
     }
 
     fn aggregate(&mut self, op: i32, set: i32, policy: i32, n: i32) -> Result<i32, Trap> {
