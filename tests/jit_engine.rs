@@ -255,6 +255,49 @@ score = mean(all, unscored: skip)
     }
 }
 
+/// `max` and `min` of two Numbers, which the JIT calls directly on plain numbers (`HostFn::NumMax`,
+/// `NumMin`) and through the intrinsic otherwise: every engine gives the interpreter's number,
+/// on signed zeros, infinities and NaN (made by arithmetic: rows hold none), and the unscored
+/// value of a judged criterion passes through as the intrinsic passes it.
+#[test]
+fn max_and_min_of_two_numbers_agree_on_every_engine() {
+    let p = compile(
+        r#"rubric jit.extremes @ 1.0.0
+input x: Number
+input y: Number
+judge j { model "m" sees x }
+criterion j1 "J1" by j
+criterion c "Clipped" check min(max(x, y), 1) >= 0
+let inf = x * 1e308 * 10
+score hi = max(x, y)
+score lo = min(x, y)
+score yx = max(y, x)
+score ny = min(y, x)
+score nan_hi = max(inf - inf, y)
+score nan_lo = min(y, inf - inf)
+score judged_hi = max(j1.value, x)
+score judged_lo = min(y, j1.value)
+score nested = max(min(x, 0.25), min(y, 0.75))
+score = 1
+"#,
+    );
+    let values = [json!(0.0), json!(-0.0), json!(1), json!(-1), json!(0.5), json!(1e308), json!(-1e308)];
+    for verdict in [json!("met"), json!({"unscored": "judge_timeout"})] {
+        let mut verdicts = Map::new();
+        verdicts.insert("j1".into(), verdict.clone());
+        for x in &values {
+            for y in &values {
+                agree(&p, &json!({"x": x, "y": y}), &verdicts);
+            }
+        }
+    }
+    // The signed zeros and NaN reach the scores (the cases are not vacuous).
+    let row = |x: f64, y: f64| bind_row(&p, &json!({"x": x, "y": y})).unwrap();
+    let r = Interpreter.evaluate(&p, &row(1.0, 2.0), &Map::new());
+    let score = |name: &str| r.scores.iter().find(|s| s.name == name).and_then(|s| s.value);
+    assert_eq!((score("hi"), score("lo"), score("nan_hi")), (Some(2.0), Some(1.0), Some(2.0)), "{r:?}");
+}
+
 // ------------------------------------------------------------------ depth
 
 /// A chain of functions, each calling the next, and an expression nested nearly as deep as the

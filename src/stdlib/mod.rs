@@ -16,6 +16,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 pub(crate) use intrinsics::trajectory::trajectory_value;
+pub(crate) use intrinsics::{larger, number_pair_extreme, smaller};
 pub use text_index::TextIndex;
 
 /// The signature of every intrinsic implementation. Arguments arrive after the caller filled

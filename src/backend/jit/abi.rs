@@ -132,6 +132,11 @@ pub enum HostFn {
     IntrinsicBool2,
     /// `(intrinsic, handle, handle, handle) -> i32`.
     IntrinsicBool3,
+    /// `(f64, f64) -> f64`: `max` of two plain numbers (`stdlib::larger`), called directly:
+    /// it cannot fail or panic, so compiled code checks nothing after it.
+    NumMax,
+    /// `(f64, f64) -> f64`: `min` of two plain numbers (`stdlib::smaller`).
+    NumMin,
     /// `(slot) -> i32`, and `num_out` for a Number: the call of the program's slot table
     /// entry `slot` (on inputs, text constants, `null` and derived arguments, an intrinsic the
     /// scan plan memoises or a check one of its passes answers: `host::SlotCall`), whose plain
@@ -155,7 +160,7 @@ pub const DERIVED_WORD: i64 = -(1 << 28);
 use Ty::{F64 as F, I32 as I};
 
 impl HostFn {
-    pub const ALL: [HostFn; 46] = [
+    pub const ALL: [HostFn; 48] = [
         HostFn::BoxNum,
         HostFn::BoxBool,
         HostFn::UnboxNum,
@@ -201,6 +206,8 @@ impl HostFn {
         HostFn::IntrinsicBool1,
         HostFn::IntrinsicBool2,
         HostFn::IntrinsicBool3,
+        HostFn::NumMax,
+        HostFn::NumMin,
         HostFn::IntrinsicSlot,
     ];
 
@@ -257,6 +264,8 @@ impl HostFn {
             HostFn::IntrinsicBool1 => "rubric_jit_intrinsic_bool1",
             HostFn::IntrinsicBool2 => "rubric_jit_intrinsic_bool2",
             HostFn::IntrinsicBool3 => "rubric_jit_intrinsic_bool3",
+            HostFn::NumMax => "rubric_jit_num_max",
+            HostFn::NumMin => "rubric_jit_num_min",
             HostFn::IntrinsicSlot => "rubric_jit_intrinsic_slot",
         }
     }
@@ -281,13 +290,14 @@ impl HostFn {
             HostFn::Intrinsic1 | HostFn::IntrinsicNum1 | HostFn::IntrinsicBool1 => (&[I, I], &[I]),
             HostFn::Intrinsic2 | HostFn::IntrinsicNum2 | HostFn::IntrinsicBool2 => (&[I, I, I], &[I]),
             HostFn::Intrinsic3 | HostFn::IntrinsicNum3 | HostFn::IntrinsicBool3 => (&[I, I, I, I], &[I]),
+            HostFn::NumMax | HostFn::NumMin => (&[F, F], &[F]),
         }
     }
 
     /// Whether the function can fail (record a trap); compiled code checks the context's
     /// `trapped` word only after those.
     pub fn can_trap(self) -> bool {
-        !matches!(self, HostFn::ListBegin | HostFn::RecordBegin)
+        !matches!(self, HostFn::ListBegin | HostFn::RecordBegin | HostFn::NumMax | HostFn::NumMin)
     }
 }
 

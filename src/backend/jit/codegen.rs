@@ -377,6 +377,13 @@ impl ModuleGen<'_> {
         }
     }
 
+    /// Whether intrinsic `name`#`overload` is `max` (`Some(true)`) or `min` (`Some(false)`) of
+    /// two Numbers (`stdlib::number_pair_extreme`).
+    fn pair_extreme(&self, name: &str, overload: u32) -> Option<bool> {
+        let intr = crate::interp::ops::resolve_intrinsic(name, overload).ok()?;
+        crate::stdlib::number_pair_extreme(intr)
+    }
+
     fn intrinsic(&mut self, name: &str, overload: u32, arity: usize) -> i32 {
         let key = (name.to_string(), overload, arity);
         if let Some(i) = self.intrinsic_index.get(&key) {
@@ -820,6 +827,14 @@ impl FnGen<'_, '_, '_> {
                     },
                 )
             }
+            ExprKind::Intrinsic { name, overload, args, .. }
+                if natural == Repr::Num
+                    && args.len() == 2
+                    && args.iter().all(|a| a.ty == Type::Number)
+                    && self.m.pair_extreme(name, *overload).is_some() =>
+            {
+                self.pair_extreme(name, *overload, &args[0], &args[1])
+            }
             ExprKind::Intrinsic { name, overload, args, .. } if (1..=3).contains(&args.len()) => {
                 // Up to three arguments go straight to the call (one host call, not one per
                 // argument and one for the call).
@@ -903,6 +918,35 @@ impl FnGen<'_, '_, '_> {
             }
             ExprKind::HigherOrder { op, list, local, body } => self.fold(*op, list, *local, body),
         }
+    }
+
+    /// `max(a, b)` or `min(a, b)` of two Numbers: on plain numbers, a direct call of the
+    /// intrinsic's own function (`HostFn::NumMax`, `NumMin`: nothing to check after it); an
+    /// operand that is not plain (`unscored`, `null`) goes to the intrinsic as any call does.
+    fn pair_extreme(&mut self, name: &str, overload: u32, a: &Expr, b: &Expr) -> Result<Val, String> {
+        let larger = self.m.pair_extreme(name, overload) == Some(true);
+        let Val::Num(xf, xh) = self.expr_as(a, Repr::Num)? else { unreachable!("coerced to a Number") };
+        let Val::Num(yf, yh) = self.expr_as(b, Repr::Num)? else { unreachable!("coerced to a Number") };
+        let both = self.b.ins().bor(xh, yh);
+        let plain = self.b.ins().icmp_imm_s(IntCC::Equal, both, 0);
+        self.branch(
+            plain,
+            Repr::Num,
+            |g| {
+                let f = if larger { HostFn::NumMax } else { HostFn::NumMin };
+                let r = g.host1(f, &[xf, yf]);
+                Ok(Val::Num(r, g.i32(0)))
+            },
+            |g| {
+                let index = g.m.intrinsic(name, overload, 2);
+                let index = g.i32(index as i64);
+                let x = g.coerce(Val::Num(xf, xh), Repr::Handle).word();
+                let y = g.coerce(Val::Num(yf, yh), Repr::Handle).word();
+                let word = g.host1(HostFn::IntrinsicNum2, &[index, x, y]);
+                let n = g.b.ins().load(types::F64, MemFlagsData::trusted(), g.ctx, NUM_OUT_OFFSET);
+                Ok(Val::Num(n, word))
+            },
+        )
     }
 
     fn unary(&mut self, op: UnOp, arg: &Expr) -> Result<Val, String> {

@@ -620,6 +620,17 @@ extern "C" fn intrinsic_slot(ctx: *mut Ctx, k: i32) -> i32 {
     enter(ctx, 0, |c| c.intrinsic_slot(k))
 }
 
+/// `max` of two plain numbers: the intrinsic's own function (`stdlib::larger`), which cannot
+/// fail or panic, so it needs neither the context nor `enter`'s guard.
+extern "C" fn num_max(_ctx: *mut Ctx, a: f64, b: f64) -> f64 {
+    crate::stdlib::larger(a, b)
+}
+
+/// `min` of two plain numbers (`stdlib::smaller`), as [`num_max`].
+extern "C" fn num_min(_ctx: *mut Ctx, a: f64, b: f64) -> f64 {
+    crate::stdlib::smaller(a, b)
+}
+
 extern "C" fn aggregate_fn(ctx: *mut Ctx, op: i32, set: i32, policy: i32, n: i32) -> i32 {
     enter(ctx, 0, |c| c.aggregate(op, set, policy, n))
 }
@@ -639,6 +650,7 @@ type H2r = extern "C" fn(*mut Ctx, i32, i32) -> i32;
 type H3r = extern "C" fn(*mut Ctx, i32, i32, i32) -> i32;
 type H4r = extern "C" fn(*mut Ctx, i32, i32, i32, i32) -> i32;
 type HNum = extern "C" fn(*mut Ctx, i32, f64, i32, f64, i32) -> i32;
+type HF2 = extern "C" fn(*mut Ctx, f64, f64) -> f64;
 
 /// The Rust function behind each host function; its type is the one `HostFn::signature` gives.
 pub fn address(f: HostFn) -> *const u8 {
@@ -688,6 +700,8 @@ pub fn address(f: HostFn) -> *const u8 {
         HostFn::IntrinsicBool1 => intrinsic_bool1 as H2r as *const u8,
         HostFn::IntrinsicBool2 => intrinsic_bool2 as H3r as *const u8,
         HostFn::IntrinsicBool3 => intrinsic_bool3 as H4r as *const u8,
+        HostFn::NumMax => num_max as HF2 as *const u8,
+        HostFn::NumMin => num_min as HF2 as *const u8,
         HostFn::IntrinsicSlot => intrinsic_slot as H1r as *const u8,
     }
 }

@@ -22,6 +22,8 @@ mod similarity;
 mod text;
 pub(crate) mod trajectory;
 
+pub(crate) use numbers::{larger, number_pair_extreme, smaller};
+
 use super::{EvalCtx, Intrinsic, Trap, TrapKind};
 use crate::value::Value;
 use serde_json::Value as JsonValue;

@@ -167,7 +167,7 @@ pub(super) const MIN2: Intrinsic = Intrinsic {
     sig: "(a: Number, b: Number) -> Number",
     doc: "The smaller of `a` and `b`.",
     examples: &[r##"min(3, -1) == -1"##],
-    imp: |a, _| Ok(Value::Number(num_arg(a, 0)?.min(num_arg(a, 1)?))),
+    imp: |a, _| Ok(Value::Number(smaller(num_arg(a, 0)?, num_arg(a, 1)?))),
 };
 
 pub(super) const MIN_LIST: Intrinsic = Intrinsic {
@@ -183,8 +183,35 @@ pub(super) const MAX2: Intrinsic = Intrinsic {
     sig: "(a: Number, b: Number) -> Number",
     doc: "The larger of `a` and `b`.",
     examples: &[r##"max(3, -1) == 3"##],
-    imp: |a, _| Ok(Value::Number(num_arg(a, 0)?.max(num_arg(a, 1)?))),
+    imp: |a, _| Ok(Value::Number(larger(num_arg(a, 0)?, num_arg(a, 1)?))),
 };
+
+/// `max(a, b)` of two Numbers: the one function behind the intrinsic and behind the JIT's
+/// direct call of it (`backend::jit`), so that the two agree on every pair, `-0` and NaN
+/// included. Not inlined, so both run the same machine code.
+#[inline(never)]
+pub fn larger(a: f64, b: f64) -> f64 {
+    a.max(b)
+}
+
+/// `min(a, b)` of two Numbers, as [`larger`] is `max`.
+#[inline(never)]
+pub fn smaller(a: f64, b: f64) -> f64 {
+    a.min(b)
+}
+
+/// Whether `i` is `max` (`Some(true)`) or `min` (`Some(false)`) of two Numbers: the calls a
+/// compiled engine may make directly, on plain numbers, with [`larger`] and [`smaller`].
+pub fn number_pair_extreme(i: &Intrinsic) -> Option<bool> {
+    let is = |c: &Intrinsic| i.name == c.name && i.sig == c.sig;
+    if is(&MAX2) {
+        Some(true)
+    } else if is(&MIN2) {
+        Some(false)
+    } else {
+        None
+    }
+}
 
 pub(super) const MAX_LIST: Intrinsic = Intrinsic {
     name: "max",
