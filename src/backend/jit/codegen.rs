@@ -920,6 +920,12 @@ impl FnGen<'_, '_, '_> {
         }
     }
 
+    /// Whether two Numbers are both plain: their handle halves are both `0`.
+    fn both_plain(&mut self, xh: V, yh: V) -> V {
+        let both = self.b.ins().bor(xh, yh);
+        self.b.ins().icmp_imm_s(IntCC::Equal, both, 0)
+    }
+
     /// `max(a, b)` or `min(a, b)` of two Numbers: on plain numbers, a direct call of the
     /// intrinsic's own function (`HostFn::NumMax`, `NumMin`: nothing to check after it); an
     /// operand that is not plain (`unscored`, `null`) goes to the intrinsic as any call does.
@@ -927,8 +933,7 @@ impl FnGen<'_, '_, '_> {
         let larger = self.m.pair_extreme(name, overload) == Some(true);
         let Val::Num(xf, xh) = self.expr_as(a, Repr::Num)? else { unreachable!("coerced to a Number") };
         let Val::Num(yf, yh) = self.expr_as(b, Repr::Num)? else { unreachable!("coerced to a Number") };
-        let both = self.b.ins().bor(xh, yh);
-        let plain = self.b.ins().icmp_imm_s(IntCC::Equal, both, 0);
+        let plain = self.both_plain(xh, yh);
         self.branch(
             plain,
             Repr::Num,
@@ -1044,8 +1049,7 @@ impl FnGen<'_, '_, '_> {
                     // Cranelift has no `frem`; the host computes Rust's `%`.
                     return slow(self);
                 }
-                let both = self.b.ins().bor(xh, yh);
-                let mut plain = self.b.ins().icmp_imm_s(IntCC::Equal, both, 0);
+                let mut plain = self.both_plain(xh, yh);
                 if op == BinOp::Div {
                     // Division by zero traps, with the host's message.
                     let zero = self.b.ins().f64const(0.0);
@@ -1081,8 +1085,7 @@ impl FnGen<'_, '_, '_> {
         let code = codes::code_of(&codes::CMP_OPS, &op) as i64;
         let v = match (a, b) {
             (Val::Num(af, ah), Val::Num(bf, bh)) => {
-                let both = self.b.ins().bor(ah, bh);
-                let plain = self.b.ins().icmp_imm_s(IntCC::Equal, both, 0);
+                let plain = self.both_plain(ah, bh);
                 self.branch(
                     plain,
                     Repr::Bool,
