@@ -497,8 +497,9 @@ pub fn warm_up_named_in(text: &str) {
 }
 
 /// The checker met a call of intrinsic `name`. When rows will be scored ([`allow_warm_ups`])
-/// and the intrinsic loads tables on its first call (language detection's profiles: about
-/// 8 ms and 40 MB), start loading them now on a thread of its own, once per process, so that
+/// and the intrinsic loads tables on its first call (Punkt's parameters, the word tokenizer's
+/// patterns, Python's character classes; language detection only finds its tables in the
+/// binary and seeds its random generator), start loading them now on a thread of its own, once per process, so that
 /// the load overlaps the rest of compiling, which runs on one core, instead of holding up the
 /// first row that needs them. The answers are the same either way: the tables are the same,
 /// and a row that needs them before they are loaded waits for them.

@@ -6,6 +6,7 @@
 //!
 //! Pipeline position: part of `stdlib::intrinsics::ALL`, called by every engine.
 
+mod langid;
 mod punkt;
 mod pychar;
 mod words;
@@ -13,7 +14,6 @@ mod words;
 use super::{number, text_arg, texts};
 use crate::stdlib::{Intrinsic, Trap};
 use crate::value::Value;
-use langdetect::{Compat, DetectorFactory, Seed};
 use regex::Regex;
 use rustc_hash::FxHashMap;
 use std::cell::RefCell;
@@ -389,24 +389,10 @@ pub(super) const PYTHON_JSON_VALID: Intrinsic = Intrinsic {
     imp: |a, _| Ok(Value::Bool(python_json_valid(text_arg(a, 0)?))),
 };
 
-/// langdetect's 55 built-in profiles as `build.rs` loaded them (CPython 3.11 compatibility), in
-/// langdetect's serialised form: restoring them takes a fraction of building them.
-static PROFILES: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/langdetect-profiles.bin"));
-
-/// `langdetect` with its 55 built-in profiles, as CPython 3.11 runs it, seeded with 0: restored
-/// from [`PROFILES`] on first use (only by rubrics that detect a language), built from the
-/// profiles should that ever fail.
-static DETECTOR: LazyLock<DetectorFactory> = LazyLock::new(|| {
-    let mut f = DetectorFactory::from_bytes(PROFILES).unwrap_or_else(|_| built_detector());
-    f.seed = Seed::Int(0);
-    f
-});
-
-/// Restores langdetect's profiles now, if no thread has yet (`stdlib::warm_up`), and detects
-/// once, which builds the tables langdetect makes on its first detection (its character
-/// normalisation over the Basic Multilingual Plane, its URL and e-mail patterns).
+/// Reads the tables of language detection and compiles its text preparation's patterns now, if
+/// no thread has yet (`stdlib::warm_up`).
 pub(super) fn load_detector() {
-    let _ = DETECTOR.detect("Warm up: https://example.org, a@example.org.");
+    langid::load();
 }
 
 /// Reads Punkt's English parameters now, if no thread has yet (`stdlib::warm_up`).
@@ -429,18 +415,10 @@ pub(super) fn load_character_classes() {
     LazyLock::force(&PY_WORD_RUN);
 }
 
-/// The detector built from langdetect's profiles, as `build.rs` builds it.
-#[expect(clippy::expect_used, reason = "the profiles are built into langdetect; the IFEval tests load them")]
-fn built_detector() -> DetectorFactory {
-    let mut f = DetectorFactory::new(Compat::python(11));
-    f.load_builtin(&DetectorFactory::builtin_files()).expect("langdetect's built-in profiles load");
-    f
-}
-
 /// The language `langdetect.detect` finds in `text` (with `DetectorFactory.seed = 0`), or `None`
 /// when the text has no features to detect a language from.
 pub fn detect_language(text: &str) -> Option<String> {
-    memoized(text, |m| &mut m.languages, |t| DETECTOR.detect(t).ok())
+    memoized(text, |m| &mut m.languages, |t| langid::detect(t).map(str::to_string))
 }
 
 fn detect(args: &[Value], _: &mut crate::stdlib::EvalCtx) -> Result<Value, Trap> {
@@ -487,32 +465,6 @@ mod tests {
             assert_eq!(word_count(t), PY_WORD_RUN.find_iter(t).count(), "{t:?}");
         }
         assert_eq!(word_count("naïve café"), 2);
-    }
-
-    /// The detector restored from the profiles `build.rs` saved gives the answers and the
-    /// probabilities of one built from langdetect's profiles, text for text.
-    #[test]
-    fn restored_profiles_detect_as_built_ones() {
-        let mut built = built_detector();
-        built.seed = Seed::Int(0);
-        let restored = DetectorFactory::from_bytes(PROFILES);
-        assert!(restored.is_ok(), "the saved profiles restore");
-        for t in [
-            "This is an English sentence about the weather.",
-            "Dies ist ein deutscher Satz über das Wetter.",
-            "Ceci est une phrase française sur la météo.",
-            "यह मौसम के बारे में एक हिंदी वाक्य है।",
-            "这是一个关于天气的中文句子。",
-            "Это русское предложение о погоде.",
-            "ok",
-            "12345 !!!",
-        ] {
-            assert_eq!(DETECTOR.detect(t).ok(), built.detect(t).ok(), "{t}");
-            let p = |f: &DetectorFactory| {
-                f.detect_langs(t).map(|l| l.iter().map(|x| format!("{x:?}")).collect::<Vec<_>>()).ok()
-            };
-            assert_eq!(p(&DETECTOR), p(&built), "{t}");
-        }
     }
 
     #[test]
