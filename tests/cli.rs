@@ -1210,6 +1210,10 @@ fn resume_refuses_other_settings_and_reports_the_mean_of_the_whole_file() {
         assert!(record.get(key).is_some(), "{key}: {record}");
     }
     assert!(record["input"].as_str().unwrap().starts_with("sha256:") && record["verdicts"].is_string(), "{record}");
+    // The input's hash (read on a thread of its own while the rubric compiles) is the file's.
+    let digest = <sha2::Sha256 as sha2::Digest>::digest(std::fs::read(&input).unwrap());
+    let want: String = digest.iter().map(|b| format!("{b:02x}")).collect();
+    assert_eq!(record["input"], format!("sha256:{want}"), "{record}");
     let full = std::fs::read_to_string(&out).unwrap();
     let scores: Vec<f64> = json_lines(&full).iter().filter_map(|r| r["score"].as_f64()).collect();
     let mean = scores.iter().sum::<f64>() / scores.len() as f64;
