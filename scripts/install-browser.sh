@@ -17,6 +17,13 @@ if [ ! -x /usr/bin/chromium ]; then
     }
 fi
 DIR="$PWD/target/browser"
+# Installed and whole: a copy of target/ that lost files (seen 2026-12-07: lib/*ServerImpl.js
+# missing) fails to load and is installed again.
+if [ -f "$DIR/node_modules/playwright-core/package.json" ] \
+    && ! node -e "require(process.argv[1])" "$DIR/node_modules/playwright-core" >/dev/null 2>&1; then
+    echo "playwright-core in $DIR does not load: installing it again" >&2
+    rm -rf "$DIR/node_modules"
+fi
 if [ ! -f "$DIR/node_modules/playwright-core/package.json" ]; then
     command -v npm >/dev/null || { echo "error: npm (Node.js) is needed to install playwright-core" >&2; exit 1; }
     mkdir -p "$DIR"
