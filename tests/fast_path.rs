@@ -492,3 +492,61 @@ fn a_source_runs_on_the_engine_its_shape_calls_for() {
     let loaded = Rubric::load(&bundle).expect("loads");
     assert_eq!(EngineChoice::default().kind_for(&loaded), EngineKind::Wasm);
 }
+
+const MEMO: &str = r#"rubric t.memo @ 1.0.0
+input t: Text
+input items: List[Text]
+fn heavy(x: Text, k: Number) -> Bool = word_count(x) > k
+fn once(x: Text) -> Bool = len(x) > 0
+fn runs(x: Text) -> Bool = len(x) > 1000 and exec("python3", x).ok
+criterion a "a" check heavy(t, 1)
+criterion c "c" check heavy(t, 1)
+criteria listed each s in items {
+  criterion s check heavy(s, 0) and all(items, r => heavy(r, 1))
+}
+criterion d "d" check once(t)
+criterion e "e" check runs(t)
+criterion f "f" check runs(t)
+score = weighted_mean(all)
+"#;
+
+/// The interpreter keeps a row's answers of a function called from two places that answers
+/// from its arguments alone, by the identity of its arguments (two equal texts are two keys),
+/// and answers the calls asked again; not of a function called once, nor of one that runs a
+/// program or reads a criterion, nor under limits or a trace. Every row's result is the walk's.
+#[test]
+fn functions_asked_again_are_answered_from_the_rows_memo() {
+    use rubric::interp::{evaluate_memo_use, evaluate_walked, MemoUse};
+    let p = compiled(MEMO);
+    let index = |name: &str| p.functions.iter().position(|f| f.name == name).unwrap_or(usize::MAX);
+    let memoised = &rubric::interp::prepared(&p).memoised;
+    assert!(memoised.get(index("heavy")) == Some(&true), "{memoised:?}");
+    assert!(memoised.get(index("once")) == Some(&false), "called from one place: {memoised:?}");
+    assert!(memoised.get(index("runs")) == Some(&false), "runs a program: {memoised:?}");
+    // A body that reads a criterion (the language has no way to write one; an IR can).
+    let mut q = p.clone();
+    if let Some(f) = q.functions.get_mut(index("heavy")) {
+        f.body = rubric::ir::Expr { kind: rubric::ir::ExprKind::Criterion(0), ty: rubric::ir::Type::Verdict };
+    }
+    assert_eq!(rubric::interp::prepared::Prepared::of(&q).memoised.get(index("heavy")), Some(&false));
+
+    let items = Value::list(vec![Value::text("x y z"), Value::text("x y z"), Value::text("w")]);
+    let inputs = [Value::text("one two three"), items];
+    let (memo, used) = evaluate_memo_use(&p, &inputs, &NoVerdicts, None, None);
+    // Kept: heavy(t, 1), heavy(s, 0) of each item and heavy(r, 1) of each item (the `all` of
+    // the first instance reaches every item: the last, "w", fails it), seven in all: the two
+    // "x y z" are two texts. Answered: criterion `c`, and the three calls of the `all` of each
+    // of the other two instances.
+    assert_eq!(used, MemoUse { kept: 7, answered: 7 });
+    let walked = evaluate_walked(&p, &inputs, &NoVerdicts, None);
+    assert_eq!(format!("{memo:?}"), format!("{walked:?}"));
+    assert_eq!(memo.criterion("a").map(|c| c.status), Some(rubric::engine::Status::Met));
+
+    let (limited, used) = evaluate_memo_use(&p, &inputs, &NoVerdicts, None, Some(rubric::stdlib::Limits::DEFAULT));
+    assert_eq!(used, MemoUse { kept: 0, answered: 0 }, "no memo under limits");
+    assert_eq!(format!("{limited:?}"), format!("{walked:?}"));
+    let mut events = Vec::new();
+    let (traced, used) = evaluate_memo_use(&p, &inputs, &NoVerdicts, Some(&mut events), None);
+    assert_eq!(used, MemoUse { kept: 0, answered: 0 }, "no memo under a trace");
+    assert!(!events.is_empty() && format!("{traced:?}") == format!("{walked:?}"));
+}

@@ -1,9 +1,12 @@
 //! Stage 5, the reference interpreter: evaluates an `ir::Program` on one row of bound inputs
 //! and recorded verdicts. It is the semantic oracle the Wasm and JIT engines are compared
 //! against, so it stays boring: a direct recursive walk over each expression, no caching beyond
-//! the per-row text index and `let` values. Two shortcuts give exactly what the walk gives,
-//! work charged included: places read where they are ([`place`]), and an `if` chain of text
-//! tests of one place taking its branch from a table (`prepared::TextSwitch`).
+//! the per-row text index, `let` values and, with no limits and no trace, the row's answers of
+//! functions that answer from their arguments alone and are called from two places or more
+//! (`Prepared::memoised`; asked again with the same arguments, they answer what they answered).
+//! Two shortcuts give exactly what the walk gives, work charged included: places read where
+//! they are ([`place`]), and an `if` chain of text tests of one place taking its branch from a
+//! table (`prepared::TextSwitch`). [`evaluate_walked`] uses neither the tables nor the memo.
 //!
 //! The rest of a row's evaluation is shared with every engine: `driver` runs the steps and
 //! assembles the result, `ops` gives every operation its meaning on values, `verdict` applies
@@ -86,6 +89,27 @@ pub fn evaluate_within(
     trace: Option<&mut Vec<TraceEvent>>,
     limits: Option<Limits>,
 ) -> RowResult {
+    walk_row(|| Walker::new(p, inputs), verdicts, trace, limits).0
+}
+
+/// How a row used the function memo ([`Walker::memo`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MemoUse {
+    /// Function calls whose answers it kept.
+    pub kept: usize,
+    /// Calls it answered.
+    pub answered: u64,
+}
+
+/// [`evaluate_within`], and how the row used the function memo (what the tests of the memo
+/// look at).
+pub fn evaluate_memo_use(
+    p: &Program,
+    inputs: &[Value],
+    verdicts: &dyn VerdictSource,
+    trace: Option<&mut Vec<TraceEvent>>,
+    limits: Option<Limits>,
+) -> (RowResult, MemoUse) {
     walk_row(|| Walker::new(p, inputs), verdicts, trace, limits)
 }
 
@@ -97,7 +121,7 @@ pub fn evaluate_walked(
     verdicts: &dyn VerdictSource,
     limits: Option<Limits>,
 ) -> RowResult {
-    walk_row(|| Walker::bare(p, inputs), verdicts, None, limits)
+    walk_row(|| Walker::bare(p, inputs), verdicts, None, limits).0
 }
 
 /// Run the row of the walker `walker` makes, under `limits` (everything it allocates metered,
@@ -107,14 +131,15 @@ fn walk_row<'a>(
     verdicts: &dyn VerdictSource,
     trace: Option<&mut Vec<TraceEvent>>,
     limits: Option<Limits>,
-) -> RowResult {
+) -> (RowResult, MemoUse) {
     let _meter = limits.map(|_| crate::meter::RowMeter::open());
     let mut walker = walker();
     let (p, inputs) = (walker.p, walker.inputs);
     if let Some(limits) = limits {
         walker.ctx = EvalCtx::with_budget(Budget::new(limits));
     }
-    run_row(p, inputs, verdicts, &mut walker, trace)
+    let result = run_row(p, inputs, verdicts, &mut walker, trace);
+    (result, MemoUse { kept: walker.memo.len(), answered: walker.memo_hits })
 }
 
 /// Evaluate a constant expression (example bindings, input defaults).
@@ -149,12 +174,22 @@ struct Walker<'a> {
     frames: Vec<Vec<Value>>,
     /// The program's text switches (`prepared::TextSwitch`); none for a constant expression.
     switches: &'a FxHashMap<usize, TextSwitch>,
+    /// By function index, whether the function's answers are kept for the row
+    /// (`Prepared::memoised`); none for a constant expression or a walk as written.
+    memoised: &'a [bool],
+    /// The row's answers of those functions, by the function and the identity of its arguments
+    /// ([`arg_key`]), beside the arguments themselves: held here, their texts, lists and records
+    /// cannot be freed and their addresses taken by other values while the row runs.
+    memo: FxHashMap<MemoKey, (smallvec::SmallVec<[Value; 4]>, Value)>,
+    /// Calls the memo answered in this row.
+    memo_hits: u64,
 }
 
 impl<'a> Walker<'a> {
     /// The walker of a row of `p`.
     fn new(p: &'a Program, inputs: &'a [Value]) -> Walker<'a> {
-        Walker { switches: &prepared(p).switches, ..Walker::bare(p, inputs) }
+        let prepared = prepared(p);
+        Walker { switches: &prepared.switches, memoised: &prepared.memoised, ..Walker::bare(p, inputs) }
     }
 
     /// A walker without the program's prepared facts: for a constant expression, which may be
@@ -172,6 +207,9 @@ impl<'a> Walker<'a> {
             depth: 0,
             frames: Vec::new(),
             switches: &NONE,
+            memoised: &[],
+            memo: FxHashMap::default(),
+            memo_hits: 0,
         }
     }
 }
@@ -206,6 +244,25 @@ fn text_equals_constant(inputs: &[Value], a: &Expr, b: &Expr, locals: &[Value]) 
     match place(inputs, other, locals)? {
         (Value::Text(t), n) => Some((**t == **constant, n + 1)),
         _ => None,
+    }
+}
+
+/// A function call in the memo: the function, and each argument's identity ([`arg_key`]).
+type MemoKey = (u32, smallvec::SmallVec<[(u8, u64); 4]>);
+
+/// An argument's identity for the function memo ([`Walker::memo`]): a scalar by its value, a
+/// text, list, record or JSON value by its address (two equal texts at two addresses are two
+/// keys: a call asked again is asked with the same values, not copies of them).
+fn arg_key(v: &Value) -> (u8, u64) {
+    match v {
+        Value::Null => (0, 0),
+        Value::Bool(b) => (1, u64::from(*b)),
+        Value::Number(n) => (2, n.to_bits()),
+        Value::Text(t) => (3, Arc::as_ptr(t) as *const u8 as usize as u64),
+        Value::List(l) => (4, Arc::as_ptr(l) as usize as u64),
+        Value::Record(r) => (5, Arc::as_ptr(r) as usize as u64),
+        Value::Json(j) => (6, Arc::as_ptr(j) as usize as u64),
+        Value::Unscored(u) => (7, Arc::as_ptr(u) as *const u8 as usize as u64),
     }
 }
 
@@ -419,9 +476,25 @@ impl Walk<'_, '_, '_> {
                 for (i, a) in args.iter().enumerate() {
                     frame[i] = self.eval(a, locals)?;
                 }
+                // A function that answers from its arguments alone, asked again with the same
+                // ones: its answer. Only with no limits (the work a row is charged stays the
+                // walk's) and no trace (which shows every call's inner values).
+                let memo = self.w.memoised.get(*func as usize).copied().unwrap_or(false)
+                    && self.w.ctx.budget.limits().is_none()
+                    && !self.trace.is_on();
+                let key = memo.then(|| (*func, frame[..args.len()].iter().map(arg_key).collect()));
+                if let Some(v) = key.as_ref().and_then(|k| self.w.memo.get(k)).map(|(_, v)| v.clone()) {
+                    self.w.memo_hits += 1;
+                    frame.clear();
+                    self.w.frames.push(frame);
+                    return Ok(v);
+                }
                 self.w.calls += 1;
                 let v = self.eval(&f.body, &mut frame);
                 self.w.calls -= 1;
+                if let (Some(key), Ok(v)) = (key, &v) {
+                    self.w.memo.insert(key, (frame[..args.len()].iter().cloned().collect(), v.clone()));
+                }
                 frame.clear();
                 self.w.frames.push(frame);
                 let v = v?;

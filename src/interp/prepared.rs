@@ -2,8 +2,9 @@
 //! result metadata as interned strings (its id, its source, the names of its sets, a constant
 //! text: every row's result points at them instead of copying or counting them), the scan plan
 //! of the constant patterns and repeated intrinsic calls of the program (`stdlib::scan`, made
-//! when an engine that scans first asks for it: the JIT and Wasm engines' host), and
-//! the text switches of its `if` chains ([`TextSwitch`]).
+//! when an engine that scans first asks for it: the JIT and Wasm engines' host),
+//! the text switches of its `if` chains ([`TextSwitch`]), and the functions whose answers the
+//! interpreter keeps for a row ([`Prepared::memoised`]).
 //!
 //! Pipeline position: built from an `ir::Program` on first use ([`prepared`], kept in the
 //! program's `prepared` slot) by the first row any engine evaluates; read by `driver` and, as
@@ -227,6 +228,9 @@ pub struct Prepared {
     /// the head's condition (a boxed node of the program, which stays where it is while the
     /// program lives, wherever the program itself is moved).
     pub switches: FxHashMap<usize, TextSwitch>,
+    /// By function index: whether the interpreter keeps a row's answers of the function
+    /// ([`memoised_functions`]).
+    pub memoised: Vec<bool>,
 }
 
 impl Prepared {
@@ -255,6 +259,7 @@ impl Prepared {
                 .collect(),
             scan: std::sync::OnceLock::new(),
             switches: text_switches(p),
+            memoised: memoised_functions(p),
         }
     }
 }
@@ -312,6 +317,50 @@ fn walk_program(p: &Program, visit: &mut dyn FnMut(&Expr)) {
     for f in &p.functions {
         walk(&f.body, visit);
     }
+}
+
+/// By function index: the functions whose answers the interpreter keeps for the rest of a row
+/// (`interp::Walker`), which are those called from two places or more (IFEval's
+/// `follows_instruction`, asked of a response in strict mode and of the same response again
+/// as the first of its loose variants) that answer from their arguments alone: no criterion or
+/// aggregation in them or in the `let`s and functions they reach (whose values depend on how
+/// much of the row is decided), and no `exec` (a program run, whose answer may change from one
+/// run to the next).
+fn memoised_functions(p: &Program) -> Vec<bool> {
+    let mut sites = vec![0u32; p.functions.len()];
+    walk_program(p, &mut |e| {
+        if let ExprKind::Call { func, .. } = &e.kind {
+            if let Some(n) = sites.get_mut(*func as usize) {
+                *n += 1;
+            }
+        }
+    });
+    let pure = |f: &crate::ir::Function| {
+        let mut seen_lets = FxHashSet::default();
+        let mut seen_fns = FxHashSet::default();
+        let mut todo = vec![&f.body];
+        let mut ok = true;
+        while let Some(e) = todo.pop() {
+            walk(e, &mut |x| match &x.kind {
+                ExprKind::Criterion(_) | ExprKind::Aggregate { .. } => ok = false,
+                ExprKind::Intrinsic { name, .. } if name == "exec" => ok = false,
+                ExprKind::Let(i) if seen_lets.insert(*i) => match p.lets.get(*i as usize) {
+                    Some(l) => todo.push(&l.value),
+                    None => ok = false,
+                },
+                ExprKind::Call { func, .. } if seen_fns.insert(*func) => match p.functions.get(*func as usize) {
+                    Some(g) => todo.push(&g.body),
+                    None => ok = false,
+                },
+                _ => {}
+            });
+            if !ok {
+                return false;
+            }
+        }
+        true
+    };
+    p.functions.iter().zip(&sites).map(|(f, &n)| n >= 2 && pure(f)).collect()
 }
 
 /// Every intrinsic call of `p` (every root, `let` and function body), as the scan plan reads
