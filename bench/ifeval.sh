@@ -7,6 +7,13 @@
 #
 #   bash bench/ifeval.sh            # RUNS=5 repetitions of each, best time kept
 #   REPEAT=10 bash bench/ifeval.sh  # the 540 rows ten times over (5,400 rows)
+#   REPEAT=10 DISTINCT=1 bash bench/ifeval.sh  # the same, each copy's responses distinct texts
+#
+# The same responses ten times over let answers kept for a text (std.ifeval's intrinsics keep
+# their costlier answers per thread, for the loose variants of a response) serve later copies,
+# which the Python reference does not do: DISTINCT=1 measures 5,400 responses none of which
+# repeats another (verdicts may differ from the plain copies', e.g. `startend:end_checker`;
+# the two implementations are compared on the same rows).
 #
 # Needs python3 with venv and pip access to PyPI. Work files go to target/bench-ifeval/.
 # Both sides are timed as whole processes (start-up, imports, loading models, reading and
@@ -30,7 +37,14 @@ echo "== rows: the one-line preparation step of examples/ifeval/README.md"
 python3 -c 'import json,sys; R={r["prompt"]:r["response"] for r in map(json.loads,open(sys.argv[2]))}; [print(json.dumps({"id":d["key"],"prompt":d["prompt"],"response":R[d["prompt"]],"instructions":[dict(k,id=i) for i,k in zip(d["instruction_id_list"],d["kwargs"])]})) for d in map(json.loads,open(sys.argv[1])) if d["prompt"] in R]' \
     "$DATA/input_data.jsonl" "$DATA/responses_gpt4.jsonl" > "$WORK/rows.jsonl"
 REPEAT=${REPEAT:-1}
-if [ "$REPEAT" -gt 1 ]; then
+if [ "$REPEAT" -gt 1 ] && [ "${DISTINCT:-0}" = 1 ]; then
+    # Every copy after the first with its responses made distinct texts (` ~`, ` ~~`... at the
+    # end: no word, letter or sentence more, but a text of its own), so that no answer the
+    # intrinsics keep for a text they saw (std.ifeval's per-thread memos) serves a later copy.
+    python3 -c 'import json,sys; rows=[json.loads(l) for l in open(sys.argv[1])]; [print(json.dumps(dict(r, response=r["response"] + (" " + "~" * k if k else "")))) for k in range(int(sys.argv[2])) for r in rows]' \
+        "$WORK/rows.jsonl" "$REPEAT" > "$WORK/rows-x$REPEAT.jsonl"
+    mv "$WORK/rows-x$REPEAT.jsonl" "$WORK/rows.jsonl"
+elif [ "$REPEAT" -gt 1 ]; then
     for _ in $(seq "$REPEAT"); do cat "$WORK/rows.jsonl"; done > "$WORK/rows-x$REPEAT.jsonl"
     mv "$WORK/rows-x$REPEAT.jsonl" "$WORK/rows.jsonl"
 fi
