@@ -130,6 +130,9 @@ pub struct TextIndex {
     code_fences: Vec<CodeFence>,
 }
 
+/// Tokens a text's index makes room for before lexing, at most (its memory is checked first).
+const TOKENS_AT_ONCE: usize = 4096;
+
 /// Abbreviations after which a single `.` does not end a sentence (lowercase, without the
 /// final period). Dotted forms (`e.g.`, `U.S.`) and single letters are handled by rule.
 const ABBREVIATIONS: &[&str] = &[
@@ -150,7 +153,12 @@ impl TextIndex {
     /// text stops at the limit instead of after it.
     pub fn build(text: &str, budget: &mut Budget) -> Result<TextIndex, Trap> {
         budget.work(text.len() as u64)?;
-        let mut toks: Vec<(Tok, ByteRange)> = Vec::new();
+        // Room for the tokens of a short text at once (a token is a byte or more; a third of
+        // the bytes covers prose), so that it does not grow from nothing; a longer text grows
+        // from there, as below.
+        let guess = (text.len() / 3 + 16).min(TOKENS_AT_ONCE);
+        budget.reserve(guess * std::mem::size_of::<(Tok, ByteRange)>())?;
+        let mut toks: Vec<(Tok, ByteRange)> = Vec::with_capacity(guess);
         let mut lexer = Tok::lexer(text);
         while let Some(tok) = lexer.next() {
             if toks.len() == toks.capacity() {
@@ -165,7 +173,10 @@ impl TextIndex {
         // Each derived list has at most one range per token.
         let ranges = toks.len() * std::mem::size_of::<ByteRange>();
         budget.reserve(ranges)?;
-        let words = toks.iter().filter(|(t, _)| *t == Tok::Word).map(|(_, r)| *r).collect();
+        // At most every other token is a word (a space, a terminator or another character
+        // stands between two words).
+        let mut words = Vec::with_capacity(toks.len() / 2 + 1);
+        words.extend(toks.iter().filter(|(t, _)| *t == Tok::Word).map(|(_, r)| *r));
         budget.reserve(ranges)?;
         let lines = lines_from_tokens(text, &toks);
         budget.reserve(ranges)?;
@@ -401,6 +412,12 @@ fn is_abbreviation(text: &str, toks: &[(Tok, ByteRange)], i: usize) -> bool {
             return true;
         }
     }
+    if w.is_ascii() {
+        // ASCII lowercases to ASCII only, letter for letter: no lowered copy is needed.
+        return ABBREVIATIONS.iter().any(|a| a.eq_ignore_ascii_case(w));
+    }
+    // Beyond ASCII, lowercasing can make ASCII of what was not (the Kelvin sign `K` lowers to
+    // `k`): the lowered word is compared.
     let lower = w.to_lowercase();
     ABBREVIATIONS.contains(&lower.as_str())
 }
@@ -587,6 +604,22 @@ mod tests {
         assert_eq!(sentences("Apples, pears, etc. Many fruits. Done."), ["Apples, pears, etc. Many fruits.", "Done."]);
         assert_eq!(sentences("It ended at 5 p.m. Then we left."), ["It ended at 5 p.m. Then we left."]);
         assert_eq!(sentences("Really? Yes."), ["Really?", "Yes."]);
+        // Abbreviations in any case; a word beyond ASCII is lowered before it is compared.
+        assert_eq!(
+            sentences("Ask DR. Jones, PROF. Lee, Approx. Ten. Done."),
+            ["Ask DR. Jones, PROF. Lee, Approx. Ten.", "Done."]
+        );
+        assert_eq!(sentences("Café. Next one. Ünc. Last."), ["Café.", "Next one.", "Ünc.", "Last."]);
+    }
+
+    #[test]
+    fn a_text_longer_than_the_room_made_at_once_is_indexed_whole() {
+        // More tokens than `TOKENS_AT_ONCE`: the token list grows past the room made first.
+        let text = "Go. ".repeat(TOKENS_AT_ONCE);
+        let index = TextIndex::new(&text);
+        assert_eq!(index.words().len(), TOKENS_AT_ONCE);
+        assert_eq!(index.sentences().len(), TOKENS_AT_ONCE);
+        assert_eq!(index.words().last().map(|r| r.get(&text)), Some("Go"));
     }
 
     #[test]
