@@ -387,6 +387,53 @@ fn plain_runs_decide_as_their_criteria_one_by_one() {
     assert!(limited > 10 && limited < 400, "the sweep crosses the runs: {limited} rows ran out");
 }
 
+/// A plain run whose check answers something other than a boolean (here `unscored`: `exec` of a
+/// runtime no machine has) in the middle: the engines' `Evaluator::checks` stop there
+/// (`CheckOutcomes::last`), the driver decides the rest of the run one by one, and every
+/// criterion, the score and the row are as the interpreter decides them alone (with a trace),
+/// on every engine.
+#[test]
+fn a_check_that_answers_no_boolean_ends_its_run_there() {
+    let src = r#"rubric runs.u @ 1.0.0
+input t: Text
+criterion a "a" check contains(t, "a")
+criterion b "b" weight 2 check word_count(t) > 1
+criterion x "x" check exec("no-such-runtime", t).ok
+criterion c "c" check contains(t, "c")
+criterion d "d" weight 3 check matches(t, "d+")
+score = weighted_mean(all, unscored: skip)
+"#;
+    let p = rubric::types::compile_source("main.rubric", src).program.unwrap_or_else(|| panic!("compiles"));
+    let runs: Vec<usize> = rubric::interp::prepared(&p).runs.iter().map(|r| r.criteria.len()).collect();
+    assert_eq!(runs, [5], "the five criteria are one plain run");
+    let wasm = rubric::backend::wasm::WasmEngine::new();
+    for t in ["", "a c", "dd a b c", "nothing here", "x"] {
+        let row = [Value::text(t)];
+        let plain = Interpreter.evaluate(&p, &row, &NoVerdicts);
+        let mut trace = Vec::new();
+        let alone = rubric::interp::evaluate_within(&p, &row, &NoVerdicts, Some(&mut trace), None);
+        assert_eq!(format!("{plain:?}"), format!("{alone:?}"), "{t:?}");
+        let x = plain.criterion("x").unwrap_or_else(|| panic!("{plain:?}"));
+        assert_eq!(x.status, rubric::engine::Status::Unscored, "{x:?}");
+        assert!(x.reason.as_deref().is_some_and(|r| r.contains("exec")), "{x:?}");
+        // The criteria after it are decided, and the score is made of the others.
+        let c = plain.criterion("c").unwrap_or_else(|| panic!("{plain:?}"));
+        assert_eq!(c.is_met(), t.contains('c'), "{t:?}: {c:?}");
+        let d = plain.criterion("d").unwrap_or_else(|| panic!("{plain:?}"));
+        assert_eq!(d.is_met(), t.contains('d'), "{t:?}: {d:?}");
+        let met = |id: &str, w: f64| if plain.criterion(id).is_some_and(|r| r.is_met()) { w } else { 0.0 };
+        let want = (met("a", 1.0) + met("b", 2.0) + met("c", 1.0) + met("d", 3.0)) / 7.0;
+        assert_eq!(plain.score, Some(want), "{t:?}");
+        let w = wasm.evaluate(&p, &row, &NoVerdicts);
+        assert_eq!(format!("{w:?}"), format!("{plain:?}"), "wasm on {t:?}");
+        #[cfg(feature = "jit")]
+        {
+            let jit = FAST.evaluate(&p, &row, &NoVerdicts);
+            assert_eq!(format!("{jit:?}"), format!("{plain:?}"), "jit on {t:?}");
+        }
+    }
+}
+
 /// Arguments computed by the host (`abi::DERIVED_WORD`): `letter_count(lower(t), c)` and
 /// `len`/`sum` of `numbers(t)`, memoised calls on a memoised call, get row slots; a `null`
 /// argument (`heading_count(t)`'s optional one) is a word too. Their slots answer as the calls

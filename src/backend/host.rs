@@ -118,25 +118,31 @@ impl HostCore {
 
     /// Before and after each root call: an empty table (a root's result is taken out as a
     /// value), no literal, fold, argument or `let` in progress, no trap.
+    #[inline]
     pub fn begin_root(&mut self) {
         // Most roots leave nothing behind (a check whose calls all return numbers or booleans):
         // one test of the tables' lengths, and nothing to drop.
-        let used = self.table.len() > NULL as usize + 1
-            || !self.lists.is_empty()
-            || !self.records.is_empty()
-            || !self.folds.is_empty()
-            || !self.args.is_empty()
-            || !self.pending_lets.is_empty()
-            || self.trap.is_some();
+        let used = (self.table.len() > NULL as usize + 1)
+            | !self.lists.is_empty()
+            | !self.records.is_empty()
+            | !self.folds.is_empty()
+            | !self.args.is_empty()
+            | !self.pending_lets.is_empty()
+            | self.trap.is_some();
         if used {
-            self.table.truncate(NULL as usize + 1);
-            self.lists.clear();
-            self.records.clear();
-            self.folds.clear();
-            self.args.clear();
-            self.pending_lets.clear();
-            self.trap = None;
+            self.clear_root();
         }
+    }
+
+    #[cold]
+    fn clear_root(&mut self) {
+        self.table.truncate(NULL as usize + 1);
+        self.lists.clear();
+        self.records.clear();
+        self.folds.clear();
+        self.args.clear();
+        self.pending_lets.clear();
+        self.trap = None;
     }
 
     /// After a failed root call: the `let`s it was evaluating fail with the same trap, as in

@@ -223,15 +223,29 @@ impl Decided {
 
     /// Decide static criterion `c` as the result `make` makes, made in place (not built
     /// elsewhere and copied in): that result, where it now is.
+    #[inline]
     pub fn set_criterion_with(
         &mut self,
         c: u32,
-        make: impl FnMut() -> CriterionResult,
+        make: impl FnOnce() -> CriterionResult,
     ) -> Option<&mut CriterionResult> {
         let slot = self.criteria.get_mut(c as usize)?;
         *slot = Some(self.results.len() as u32);
-        self.results.resize_with(self.results.len() + 1, make);
+        self.results.push(make());
         self.results.last_mut()
+    }
+
+    /// Decide the first criteria of a plain run (`prepared::PlainRun`: `criteria`, their
+    /// `templates`) as their checks' booleans `met` decide them, as `apply_check` does: each
+    /// result made straight into its place.
+    pub fn set_run(&mut self, criteria: &[u32], templates: &[super::prepared::Undecided], met: &[bool]) {
+        let start = self.results.len();
+        self.results.extend(templates.iter().zip(met).map(|(t, &met)| t.decided(met)));
+        for (i, &c) in criteria.iter().take(self.results.len() - start).enumerate() {
+            if let Some(slot) = self.criteria.get_mut(c as usize) {
+                *slot = Some((start + i) as u32);
+            }
+        }
     }
 
     /// Decide the instances of the `each` step `step`, in order.
@@ -291,17 +305,12 @@ pub trait Evaluator {
     ) -> Result<Value, Trap>;
 
     /// The checks of the plain run `run` of `p` (`prepared::PlainRun`: criteria whose checks
-    /// read only the inputs), in order, into `out`, stopping after the first that fails (a
-    /// trap): the criteria after it are the driver's to evaluate one by one. An engine that
-    /// can evaluate a run in one go (the JIT) does; the others evaluate each check as a root.
-    fn checks(
-        &mut self,
-        p: &Program,
-        run: u32,
-        decided: &mut Decided,
-        trace: &mut Trace<'_>,
-        out: &mut Vec<Result<Value, Trap>>,
-    ) {
+    /// read only the inputs), in order, into `out` ([`CheckOutcomes`]): plain booleans for as
+    /// long as they are, then the first answer that is anything else (a value of another type,
+    /// `unscored`, a trap), after which the criteria are the driver's to evaluate one by one.
+    /// An engine that can evaluate a run in one go (the JIT) does; the others evaluate each
+    /// check as a root.
+    fn checks(&mut self, p: &Program, run: u32, decided: &mut Decided, trace: &mut Trace<'_>, out: &mut CheckOutcomes) {
         let Some(run) = super::prepared(p).runs.get(run as usize) else { return };
         let mut locals = Vec::new();
         for (root, e) in run.checks(p) {
@@ -310,12 +319,49 @@ pub trait Evaluator {
                 ExprKind::Const(c) => Ok(super::ops::const_value(c)),
                 _ => self.eval(root, e, &mut locals, decided, trace),
             };
-            let failed = v.is_err();
-            out.push(v);
-            if failed {
+            if !out.push(v) {
                 return;
             }
         }
+    }
+}
+
+/// What a plain run's checks answered ([`Evaluator::checks`]): the booleans of the first
+/// checks, in order, as plain as the results made from them; then, where a check answered
+/// anything else, that answer, and no check after it.
+#[derive(Debug, Default)]
+pub struct CheckOutcomes {
+    pub met: Vec<bool>,
+    pub last: Option<Result<Value, Trap>>,
+}
+
+impl CheckOutcomes {
+    /// How many checks answered.
+    pub fn len(&self) -> usize {
+        self.met.len() + usize::from(self.last.is_some())
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The next check's answer: `false` when it is not a plain boolean, and the run stops.
+    pub fn push(&mut self, v: Result<Value, Trap>) -> bool {
+        match v {
+            Ok(Value::Bool(b)) => {
+                self.met.push(b);
+                true
+            }
+            other => {
+                self.last = Some(other);
+                false
+            }
+        }
+    }
+
+    fn clear(&mut self) {
+        self.met.clear();
+        self.last = None;
     }
 }
 
@@ -336,7 +382,7 @@ pub fn run_row(
         decided: Decided::new(p),
         trace: Trace::new(trace),
         limit: None,
-        checks: Vec::new(),
+        checks: CheckOutcomes::default(),
         run_until: 0,
     }
     .run()
@@ -353,8 +399,8 @@ struct Driver<'a, 't> {
     trace: Trace<'t>,
     /// A resource limit hit by some root, with that root: the row ends there.
     limit: Option<(Trap, Root)>,
-    /// The values of a plain run's checks (`Evaluator::checks`), kept for the next run.
-    checks: Vec<Result<Value, Trap>>,
+    /// The answers of a plain run's checks (`Evaluator::checks`), kept for the next run.
+    checks: CheckOutcomes,
     /// The step after the last criterion decided with its plain run.
     run_until: usize,
 }
@@ -390,6 +436,10 @@ impl<'a> Driver<'a, '_> {
         let mut stopped: Option<String> = None;
         let mut caps: Vec<f64> = Vec::new();
         for (si, step) in p.steps.iter().enumerate() {
+            // The criteria of the plain run decided last (`plain_run`) are decided already.
+            if si < self.run_until {
+                continue;
+            }
             let step_no = si as u32;
             match step {
                 Step::Gate(g) => {
@@ -487,8 +537,8 @@ impl<'a> Driver<'a, '_> {
                     let Some(decl) = p.criteria.get(*ci as usize) else {
                         return invalid_program(format!("step {si} evaluates criterion {ci}, which does not exist"));
                     };
-                    // Decided with the plain run it is in, or deciding that run now.
-                    if si < self.run_until || (stopped.is_none() && self.plain_run(si)) {
+                    // Deciding the plain run that starts here, if one does.
+                    if stopped.is_none() && self.plain_run(si) {
                         continue;
                     }
                     let owner = Owner::Criterion(*ci);
@@ -667,17 +717,20 @@ impl<'a> Driver<'a, '_> {
             return false;
         }
         let Some(run) = self.prepared.run_at.get(step).copied().flatten() else { return false };
-        let Some(criteria) = self.prepared.runs.get(run as usize).map(|r| &r.criteria[..]) else { return false };
+        let prepared = self.prepared;
+        let Some(facts) = prepared.runs.get(run as usize) else { return false };
+        let criteria = &facts.criteria[..];
         let mut checks = std::mem::take(&mut self.checks);
         checks.clear();
-        checks.reserve(criteria.len());
+        checks.met.reserve(criteria.len());
         self.ev.checks(self.p, run, &mut self.decided, &mut self.trace, &mut checks);
         if checks.is_empty() {
+            self.checks = checks;
             return false;
         }
         self.run_until = step + checks.len();
-        let templates = &self.prepared.templates;
-        for (&c, v) in criteria.iter().zip(checks.drain(..)) {
+        self.decided.set_run(criteria, &facts.templates, &checks.met);
+        if let (Some(v), Some(&c)) = (checks.last.take(), criteria.get(checks.met.len())) {
             if let Err(t) = &v {
                 if t.kind == TrapKind::Limit {
                     self.limit =
@@ -685,9 +738,10 @@ impl<'a> Driver<'a, '_> {
                 }
             }
             // Every criterion of a run has a template (`prepared::plain_runs` makes it so).
-            let Some(template) = templates.get(c as usize).and_then(Option::as_ref) else { continue };
-            if let Some(r) = self.decided.set_criterion_with(c, || template.clone().into_result(Vec::new())) {
-                apply_check(r, v);
+            if let Some(template) = prepared.templates.get(c as usize).and_then(Option::as_ref) {
+                if let Some(r) = self.decided.set_criterion_with(c, || template.clone().into_result(Vec::new())) {
+                    apply_check(r, v);
+                }
             }
         }
         self.checks = checks;
@@ -985,6 +1039,7 @@ impl<'d> Tally<'d> {
         }
     }
 
+    #[inline(always)]
     fn add(&mut self, met: bool, value: f64, weight: f64, points: f64) {
         self.n += 1;
         self.met += usize::from(met);
@@ -1011,6 +1066,7 @@ impl<'d> Tally<'d> {
 
     /// Member `r` under `policy`; `Err` is the set's result when `r` decides it (an unscored
     /// member that propagates).
+    #[inline(always)]
     fn member(&mut self, r: &'d CriterionResult, policy: Policy) -> Result<(), Value> {
         match r.status {
             Status::Skipped => self.skipped.push(&r.id),

@@ -17,7 +17,9 @@ pub mod ops;
 pub mod prepared;
 pub(crate) mod verdict;
 
-pub use driver::{aggregate, roots, run_row, verdict_value, Attr, Decided, Evaluator, GatePart, Owner, Root, Trace};
+pub use driver::{
+    aggregate, roots, run_row, verdict_value, Attr, CheckOutcomes, Decided, Evaluator, GatePart, Owner, Root, Trace,
+};
 pub use ops::compare;
 pub use prepared::prepared;
 

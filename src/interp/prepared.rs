@@ -77,6 +77,37 @@ pub struct Undecided {
 }
 
 impl Undecided {
+    /// The result of a check that answered `met`, as `driver::apply_check` decides it, made
+    /// from the template in place (no result made and then changed).
+    #[inline(always)]
+    pub fn decided(&self, met: bool) -> CriterionResult {
+        CriterionResult {
+            id: self.id.clone(),
+            text: self.text.clone(),
+            kind: self.kind,
+            status: if met { Status::Met } else { Status::Unmet },
+            reason: None,
+            value: Some(if met { 1.0 } else { 0.0 }),
+            level: None,
+            label: None,
+            points: self.points,
+            weight: self.weight,
+            axis: self.axis.clone(),
+            tags: Vec::new(),
+            source: self.source.clone(),
+            evidence: None,
+            extracted: None,
+            p_yes: None,
+            votes: None,
+            calibrated: None,
+            position: None,
+            preference: None,
+            shown: Vec::new(),
+            step: None,
+            sets: self.sets,
+        }
+    }
+
     /// The result, with `tags`.
     #[inline]
     pub fn into_result(self, tags: Vec<String>) -> CriterionResult {
@@ -153,6 +184,9 @@ impl CriterionMeta {
 pub struct PlainRun {
     /// The static criteria, in step order.
     pub criteria: Vec<u32>,
+    /// Their templates, in the same order: a row's results are made from this slice straight
+    /// into place ([`Undecided::decided`]).
+    pub templates: Vec<Undecided>,
 }
 
 impl PlainRun {
@@ -181,7 +215,8 @@ fn plain_runs(p: &Program, templates: &[Option<Undecided>]) -> (Vec<PlainRun>, V
         if let Some((step, criteria)) = current.take() {
             if criteria.len() >= 2 {
                 run_at[step] = Some(runs.len() as u32);
-                runs.push(PlainRun { criteria });
+                let templates = criteria.iter().filter_map(|c| templates.get(*c as usize)?.clone()).collect();
+                runs.push(PlainRun { criteria, templates });
             }
         }
     };

@@ -1024,9 +1024,12 @@ pub fn run_batch_as(
         let text = format!("{p:#}\n");
         std::fs::write(&path, text).map_err(|e| RunError::Write { path: path.display().to_string(), source: e })?;
     }
-    // Rows are counted ahead only in a regular file; elsewhere the bar counts as it goes.
-    let total = if opts.progress && is_regular_file(opts.input) { count_rows(opts.input).ok() } else { None };
-    let bar = progress_bar(opts.progress, total);
+    // Rows are counted ahead only for a bar that is shown (a read of the whole input before the
+    // first row: not for a run whose bar is hidden), and only in a regular file; elsewhere the
+    // bar counts as it goes.
+    let shown = opts.progress && bar_shown();
+    let total = if shown && is_regular_file(opts.input) { count_rows(opts.input).ok() } else { None };
+    let bar = progress_bar(shown, total);
     let reader = open_rows(opts.input).map_err(read_err)?;
     let mut summary = Summary { skipped_resume: skip, kept, ..Summary::default() };
     let mut chunk: Vec<(usize, LineRead)> = Vec::with_capacity(CHUNK);
@@ -1482,9 +1485,14 @@ fn judge_progress(stats: &Json) -> String {
     format!("· judge requests: {answered} of {planned} answered, {} in flight", planned.saturating_sub(answered))
 }
 
-fn progress_bar(enabled: bool, total: Option<u64>) -> indicatif::ProgressBar {
+/// Whether a progress bar would be seen: stderr is a terminal.
+fn bar_shown() -> bool {
     use std::io::IsTerminal;
-    if !enabled || !std::io::stderr().is_terminal() {
+    std::io::stderr().is_terminal()
+}
+
+fn progress_bar(enabled: bool, total: Option<u64>) -> indicatif::ProgressBar {
+    if !enabled || !bar_shown() {
         return indicatif::ProgressBar::hidden();
     }
     let bar = match total {

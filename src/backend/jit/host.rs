@@ -185,6 +185,7 @@ impl Ctx {
     }
 
     /// Before and after each root call: no trap, and the core's `begin_root`.
+    #[inline]
     pub fn begin_root(&mut self) {
         self.core.begin_root();
         self.trapped = 0;
@@ -214,7 +215,8 @@ impl Ctx {
     }
 
     fn intrinsic(&mut self, i: i32) -> Result<i32, Trap> {
-        let entry = intrinsic_entry(&self.tables, i)?;
+        let tables = self.tables.as_deref().ok_or_else(|| type_trap("no program is bound to the JIT context"))?;
+        let entry = table_intrinsic(tables, i)?;
         let args = self.core.pop_args(entry.arity)?;
         self.core.intrinsic(entry.resolved, &entry.name, entry.overload, &args)
     }
@@ -235,18 +237,28 @@ impl Ctx {
     /// The call of row slot `k`: its result as `IntrinsicNum*` or `IntrinsicBool*` return
     /// it, kept in the slot when it is plain (a handle lives only as long as its root).
     fn intrinsic_slot(&mut self, k: i32) -> Result<i32, Trap> {
+        // The tables are taken out for the call and put back (no reference count touched, no
+        // copy of the slot's call made).
+        let tables = self.tables.take().ok_or_else(|| type_trap("no program is bound to the JIT context"))?;
+        let r = self.intrinsic_slot_of(&tables, k);
+        self.tables = Some(tables);
+        r
+    }
+
+    fn intrinsic_slot_of(&mut self, tables: &Tables, k: i32) -> Result<i32, Trap> {
         let call = usize::try_from(k)
             .ok()
-            .and_then(|k| self.tables().ok()?.slots.get(k).cloned())
+            .and_then(|k| tables.slots.get(k))
             .ok_or_else(|| type_trap(format!("unknown row slot {k}")))?;
         // The slot keeps the result for the rest of the row: no memo entry for it (its
         // derived arguments, which other slots share, are memoised).
-        let args = self.arg_values(&call.args)?;
-        let entry = intrinsic_entry(&self.tables, call.intrinsic)?;
+        let args = self.arg_values_of(tables, &call.args)?;
+        let entry = table_intrinsic(tables, call.intrinsic)?;
         let v = match entry.resolved {
             Some(intr) => self.core.intrinsic_value_once(intr, &args)?,
             None => self.core.intrinsic_value(None, &entry.name, entry.overload, &args)?,
         };
+        drop(args);
         let (word, num) = if call.bool {
             (self.core.bool_repr(v)?, 0.0)
         } else {
@@ -258,7 +270,7 @@ impl Ctx {
         if plain {
             self.fill_slot(k as usize, word, num);
             if let Some(g) = call.group {
-                self.fill_group(g, call.args[0]);
+                self.fill_group_of(tables, g, call.args[0]);
             }
         }
         Ok(word)
@@ -273,13 +285,6 @@ impl Ctx {
     /// After a call of group `g` on input word `input` ran its pass: every slot of the group
     /// not yet filled gets its answer from that pass (exactly what its call would return:
     /// `ScanPlan::read` is the intrinsic's own planned answer).
-    fn fill_group(&mut self, g: u32, input: i32) {
-        // Taken out for the walk and put back (no reference count touched).
-        let Some(tables) = self.tables.take() else { return };
-        self.fill_group_of(&tables, g, input);
-        self.tables = Some(tables);
-    }
-
     fn fill_group_of(&mut self, tables: &Tables, g: u32, input: i32) {
         let Some(members) = tables.groups.get(g as usize) else { return };
         let Value::Text(text) = self.core.input_value(-(input + 1)) else { return };
@@ -306,22 +311,32 @@ impl Ctx {
     }
 
     fn intrinsic_value(&mut self, i: i32, handles: &[i32]) -> Result<Value, Trap> {
-        let args = self.arg_values(handles)?;
-        let entry = intrinsic_entry(&self.tables, i)?;
+        // The tables are taken out for the call and put back (no reference count touched).
+        let tables = self.tables.take().ok_or_else(|| type_trap("no program is bound to the JIT context"))?;
+        let r = self.intrinsic_value_of(&tables, i, handles);
+        self.tables = Some(tables);
+        r
+    }
+
+    fn intrinsic_value_of(&mut self, tables: &Tables, i: i32, handles: &[i32]) -> Result<Value, Trap> {
+        let args = self.arg_values_of(tables, handles)?;
+        let entry = table_intrinsic(tables, i)?;
         self.core.intrinsic_value(entry.resolved, &entry.name, entry.overload, &args)
     }
 
     /// The values of an intrinsic call's argument words.
-    fn arg_values(&mut self, handles: &[i32]) -> Result<smallvec::SmallVec<[Value; 4]>, Trap> {
+    fn arg_values_of(&mut self, tables: &Tables, handles: &[i32]) -> Result<smallvec::SmallVec<[Value; 4]>, Trap> {
         let mut args: smallvec::SmallVec<[Value; 4]> = smallvec::SmallVec::new();
         for &h in handles {
             // A negative word is input `-w - 1`, below `STRING_WORD` text constant
             // `STRING_WORD - w`, read in place (no `Input` or `Str` call, no handle), and below
             // `DERIVED_WORD` derived argument `DERIVED_WORD - w`, computed here.
             args.push(if i64::from(h) <= DERIVED_WORD {
-                self.derived_value(h)?
+                self.derived_value_of(tables, h)?
             } else if i64::from(h) <= STRING_WORD {
-                Value::Text(self.string((STRING_WORD - i64::from(h)) as i32)?)
+                let i = (STRING_WORD - i64::from(h)) as i32;
+                let s = usize::try_from(i).ok().and_then(|i| tables.strings.get(i));
+                Value::Text(s.cloned().ok_or_else(|| type_trap(format!("unknown string constant {i}")))?)
             } else if h < 0 {
                 self.core.input_value(-(h + 1))
             } else {
@@ -333,20 +348,19 @@ impl Ctx {
 
     /// Derived argument word `h` (below `DERIVED_WORD`): computed by its first use in the row,
     /// then read from `derived_store`.
-    fn derived_value(&mut self, h: i32) -> Result<Value, Trap> {
+    fn derived_value_of(&mut self, tables: &Tables, h: i32) -> Result<Value, Trap> {
         let j = usize::try_from(DERIVED_WORD - i64::from(h))
             .map_err(|_| type_trap(format!("unknown derived argument {h}")))?;
         if let Some(Some(v)) = self.derived_store.get(j) {
             return Ok(v.clone());
         }
-        let (i, words) =
-            self.tables()?.derived.get(j).cloned().ok_or_else(|| type_trap(format!("unknown derived argument {h}")))?;
+        let (i, words) = tables.derived.get(j).ok_or_else(|| type_trap(format!("unknown derived argument {h}")))?;
         // Its own words are inputs and text constants only (`codegen` makes them so): it
         // never recurses further.
         if words.iter().any(|w| i64::from(*w) <= DERIVED_WORD) {
             return Err(type_trap(format!("derived argument {h} has a derived argument")));
         }
-        let v = self.intrinsic_value(i, &words)?;
+        let v = self.intrinsic_value_of(tables, *i, words)?;
         if let Some(slot) = self.derived_store.get_mut(j) {
             *slot = Some(v.clone());
         }
@@ -359,10 +373,8 @@ impl Ctx {
     }
 }
 
-/// Entry `i` of the program's intrinsic table. It takes the tables alone, so the caller can use
-/// its core beside the entry (the tables are borrowed, not cloned: no atomic count per call).
-fn intrinsic_entry(tables: &Option<Arc<Tables>>, i: i32) -> Result<&IntrinsicEntry, Trap> {
-    let tables = tables.as_ref().ok_or_else(|| type_trap("no program is bound to the JIT context"))?;
+/// Entry `i` of the program's intrinsic table.
+fn table_intrinsic(tables: &Tables, i: i32) -> Result<&IntrinsicEntry, Trap> {
     usize::try_from(i)
         .ok()
         .and_then(|i| tables.intrinsics.get(i))

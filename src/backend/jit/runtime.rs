@@ -21,7 +21,7 @@ use super::host::{Ctx, Tables};
 use crate::backend::cache::{lookup, ProcessCache, Recent, PER_THREAD};
 use crate::backend::lower::Repr;
 use crate::engine::{Engine, RowResult, TrapInfo, VerdictSource};
-use crate::interp::{run_row, Decided, Evaluator, Root, Trace};
+use crate::interp::{run_row, CheckOutcomes, Decided, Evaluator, Root, Trace};
 use crate::ir::{Expr, Program};
 use crate::stdlib::{Trap, TrapKind};
 use crate::value::Value;
@@ -270,14 +270,15 @@ impl Evaluator for JitEval<'_> {
     }
 
     /// A plain run's checks read only inputs: their functions are called one after another on
-    /// one native stack, with no lookup of their roots and no driver in between.
+    /// one native stack, with no lookup of their roots and no driver in between; a check that
+    /// answers a plain boolean (most) becomes one, with no value made of it.
     fn checks(
         &mut self,
         _p: &Program,
         run: u32,
         _decided: &mut Decided,
         _trace: &mut Trace<'_>,
-        out: &mut Vec<Result<Value, Trap>>,
+        out: &mut CheckOutcomes,
     ) {
         // A run this code does not have (its program is not the one compiled) decides nothing
         // here: the driver then evaluates each criterion as a root.
@@ -285,12 +286,19 @@ impl Evaluator for JitEval<'_> {
         on_native_stack(self.ctx, self.reserve, |ctx| {
             for entry in entries {
                 let v = match entry {
-                    RootEntry::Const(v) => Ok(v.clone()),
+                    RootEntry::Code { f, repr: Repr::Bool, .. } => {
+                        let word = call(*f, ctx);
+                        if ctx.trapped == 0 && (word == 0 || word == 1) {
+                            out.met.push(word == 1);
+                            ctx.begin_root();
+                            continue;
+                        }
+                        finish(ctx, word, Repr::Bool)
+                    }
                     RootEntry::Code { f, repr, .. } => run_root(*f, *repr, ctx),
+                    RootEntry::Const(v) => Ok(v.clone()),
                 };
-                let failed = v.is_err();
-                out.push(v);
-                if failed {
+                if !out.push(v) {
                     return;
                 }
             }

@@ -510,13 +510,15 @@ pub(super) const LETTER_COUNT: Intrinsic = Intrinsic {
         let (Some(c), None) = (chars.next(), chars.next()) else {
             return Err(invalid(format!("`{l}` is not a single character")));
         };
-        let target: String = c.to_lowercase().collect();
-        let mut lower = target.chars();
+        // A letter whose lowercase is one character (most) is answered from the text's count
+        // of every character, with no lowered copy of the letter made.
+        let mut lower = c.to_lowercase();
         if let (Some(one), None) = (lower.next(), lower.next()) {
             if let Some(n) = ctx.lowercase_letter_count(t, one) {
                 return Ok(number(n as usize));
             }
         }
+        let target: String = c.to_lowercase().collect();
         let lowered = ctx.lowered(t);
         Ok(number(count_substring(&lowered, &target)))
     },
