@@ -357,7 +357,8 @@ fn test_command_marks_a_directory_with_failing_rows_fail() {
     assert!(out.contains("1 passed, 1 failed"), "{out}");
 }
 
-/// A reader that goes away (`rubric ir x.rubric | head -1`) does not make a command panic:
+/// A reader that goes away (`rubric ir x.rubric | head -1`, `rubric bench ... | head`) does not
+/// make a command panic:
 /// output to a closed stdout is dropped and the command ends as it would have.
 #[test]
 fn output_to_a_closed_stdout_is_not_a_panic() {
@@ -373,6 +374,8 @@ fn output_to_a_closed_stdout_is_not_a_panic() {
         vec![&"fmt", &"--stdout", &file],
         vec![&"test", &file],
         vec![&"explain", &file, &"--input", &input, &"--row", &"0"],
+        vec![&"bench", &file, &"--input", &input, &"--rows", &"4", &"--runs", &"1"],
+        vec![&"lint", &file],
     ];
     for args in commands {
         let (reader, writer) = std::io::pipe().expect("a pipe");

@@ -42,7 +42,7 @@ pub fn bench_command(file: &Path, opts: &BenchOptions<'_>) -> ExitCode {
         }
     };
     let threads = rayon::current_num_threads();
-    println!(
+    outln!(
         "bench: {} ({} criteria, {} steps), {} rows from {}, best of {}, {} threads for `all cores`",
         file.display(),
         program.criteria.len(),
@@ -53,7 +53,7 @@ pub fn bench_command(file: &Path, opts: &BenchOptions<'_>) -> ExitCode {
         threads
     );
     let shares = crate::interp::prepared(program).scan(program).shares();
-    println!(
+    outln!(
         "scan plan: {} exact and {} case-folded needles counted once per text, {} regexes answered once per text ({} led by literals asked alone, the rest in one set), {} intrinsics memoised per row",
         shares.exact, shares.folded, shares.patterns, shares.patterns_alone, shares.memoised
     );
@@ -96,13 +96,19 @@ pub fn bench_command(file: &Path, opts: &BenchOptions<'_>) -> ExitCode {
             disagree,
         });
     }
-    println!(
+    outln!(
         "{:<8} {:>12} {:>16} {:>16} {:>10} {:>10} {:>10}",
-        "engine", "cold start", "rows/s 1 thread", "rows/s all", "x 1 thread", "x all", "disagree"
+        "engine",
+        "cold start",
+        "rows/s 1 thread",
+        "rows/s all",
+        "x 1 thread",
+        "x all",
+        "disagree"
     );
     let base = &measured[0];
     for m in &measured {
-        println!(
+        outln!(
             "{:<8} {:>9.1} ms {:>16.0} {:>16.0} {:>9.2}x {:>9.2}x {:>10}",
             m.name,
             m.cold_ms,
@@ -127,7 +133,7 @@ pub fn bench_command(file: &Path, opts: &BenchOptions<'_>) -> ExitCode {
             crate::api::SourceShape::CHECK_SHARE
         )
     };
-    println!("default engine: {default}");
+    outln!("default engine: {default}");
     if measured.iter().any(|m| m.disagree > 0) {
         eprintln!("error: engines disagree with `{}` on some rows", base.name);
         return ExitCode::from(1);

@@ -233,7 +233,7 @@ pub fn command(o: &Options) -> ExitCode {
     let rows = o.rows / o.group_size * o.group_size;
     let block = (o.block / o.group_size).max(1) * o.group_size;
     let decl = RewardDecl { clip: Some((-5.0, 5.0)), ..default_reward() };
-    println!(
+    outln!(
         "bench-numeric: {rows} rows × {} criteria, RL groups of {}, blocks of {block} rows, seed {}; scalar on 1 and {} threads; tensor on cpu{}",
         o.criteria,
         o.group_size,
@@ -490,14 +490,14 @@ pub fn command(o: &Options) -> ExitCode {
     }
     let rate = |d: Duration| rows as f64 / d.as_secs_f64().max(1e-9);
     let line = |part: &str, path: &str, d: Duration, base: Duration| {
-        println!(
+        outln!(
             "{part:<22} {path:<14} {:>9.3} s {:>13.0} rows/s {:>8.2}×",
             d.as_secs_f64(),
             rate(d),
             base.as_secs_f64() / d.as_secs_f64().max(1e-9)
         );
     };
-    println!("{:<22} {:<14} {:>11} {:>20} {:>9}", "part", "path", "time", "throughput", "× scalar 1T");
+    outln!("{:<22} {:<14} {:>11} {:>20} {:>9}", "part", "path", "time", "throughput", "× scalar 1T");
     let threads = format!("scalar {}T", rayon::current_num_threads());
     for (name, t) in [("score + group trees", &scores), ("group advantages", &adv), ("criterion advantages", &crit)] {
         line(name, "scalar 1T", t.scalar_one, t.scalar_one);
@@ -515,9 +515,9 @@ pub fn command(o: &Options) -> ExitCode {
     if cuda.is_some() {
         let dev = total(|t| t.tensor_dev);
         line("all parts", &format!("tensor {spec}"), dev, one);
-        println!("tensor {spec} vs tensor cpu: {:.2}×", cpu.as_secs_f64() / dev.as_secs_f64().max(1e-9));
+        outln!("tensor {spec} vs tensor cpu: {:.2}×", cpu.as_secs_f64() / dev.as_secs_f64().max(1e-9));
     }
-    println!(
+    outln!(
         "agreement: tensor cpu == scalar exactly on {} of {checked} rows, groups and members{}",
         checked - cpu_disagree,
         if cpu_disagree == 0 { "" } else { " (DISAGREEMENT)" }
@@ -527,7 +527,7 @@ pub fn command(o: &Options) -> ExitCode {
         for (part, a) in
             [("scores and trees", &dev_scores), ("advantages", &dev_adv), ("criterion advantages", &dev_crit)]
         {
-            println!(
+            outln!(
                 "agreement {spec} vs cpu, {part}: max |Δ| = {:.3e}, {} outside the tolerance {CUDA_TOLERANCE:e}, {} status mismatches",
                 a.max_abs, a.outside_tolerance, a.state_mismatch
             );

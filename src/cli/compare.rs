@@ -90,9 +90,9 @@ pub fn run(a: CompareArgs) -> ExitCode {
             "comparison": main,
             "conditions": checked.iter().map(|(c, held, why)| serde_json::json!({"condition": c, "held": held, "why": why})).collect::<Vec<_>>(),
         });
-        println!("{}", serde_json::to_string_pretty(&doc).unwrap_or_default());
+        outln!("{}", serde_json::to_string_pretty(&doc).unwrap_or_default());
     } else {
-        print!("{}", text(&main, &checked));
+        out!("{}", text(&main, &checked));
     }
     if checked.iter().any(|c| c.1) {
         ExitCode::from(1)

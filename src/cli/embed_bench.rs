@@ -119,7 +119,7 @@ pub fn run(opts: &EmbedBench<'_>) -> ExitCode {
     let texts = sentences(opts.sentences);
     let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
     let tokens: usize = refs.iter().map(|t| model.token_ids(t).map_or(0, |i| i.len())).sum();
-    println!(
+    outln!(
         "bench-embed: {} ({}{}, dim {}) on {:?}; {} sentences, {:.1} tokens each on average; load {:.0} ms; best of {}",
         opts.model.display(),
         model.name,
@@ -131,7 +131,7 @@ pub fn run(opts: &EmbedBench<'_>) -> ExitCode {
         load_ms,
         opts.runs.max(1)
     );
-    println!("{:>6}  {:>12}  {:>12}  {:>8}", "batch", "sentences/s", "ms/batch", "vs 1");
+    outln!("{:>6}  {:>12}  {:>12}  {:>8}", "batch", "sentences/s", "ms/batch", "vs 1");
     let mut base = None;
     for &b in opts.batch_sizes {
         // warm-up: one batch
@@ -150,11 +150,7 @@ pub fn run(opts: &EmbedBench<'_>) -> ExitCode {
         }
         let rate = refs.len() as f64 / best;
         let base = *base.get_or_insert(rate);
-        println!(
-            "{b:>6}  {rate:>12.1}  {:>12.2}  {:>7.2}x",
-            best * 1000.0 / refs.len().div_ceil(b) as f64,
-            rate / base
-        );
+        outln!("{b:>6}  {rate:>12.1}  {:>12.2}  {:>7.2}x", best * 1000.0 / refs.len().div_ceil(b) as f64, rate / base);
     }
     ExitCode::SUCCESS
 }

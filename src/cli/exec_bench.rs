@@ -41,11 +41,8 @@ pub fn run(b: &ExecBench) -> ExitCode {
         return ExitCode::from(2);
     };
     let runs = b.runs.max(1);
-    println!(
-        "bench-exec: {runs} executions per side, one at a time, runtime `python3` ({})",
-        runtime.command.join(" ")
-    );
-    println!("{:<12} {:>14} {:>14} {:>8}", "program", "plain exec/s", "sandbox exec/s", "ratio");
+    outln!("bench-exec: {runs} executions per side, one at a time, runtime `python3` ({})", runtime.command.join(" "));
+    outln!("{:<12} {:>14} {:>14} {:>8}", "program", "plain exec/s", "sandbox exec/s", "ratio");
     for (name, program) in [("trivial", "print(1)\n"), ("unit tests", SUITE)] {
         let spec = ExecSpec {
             runtime: runtime.clone(),
@@ -83,14 +80,14 @@ pub fn run(b: &ExecBench) -> ExitCode {
             }
         }
         let sandboxed_s = start.elapsed().as_secs_f64();
-        println!(
+        outln!(
             "{name:<12} {:>14.1} {:>14.1} {:>7.2}x",
             runs as f64 / plain_s,
             runs as f64 / sandboxed_s,
             sandboxed_s / plain_s
         );
     }
-    println!("ratio: the sandbox's time per execution over plain spawning's (target <= 1.5x)");
+    outln!("ratio: the sandbox's time per execution over plain spawning's (target <= 1.5x)");
     ExitCode::SUCCESS
 }
 

@@ -157,8 +157,8 @@ pub fn run(dir: &Path) -> ExitCode {
             return ExitCode::from(2);
         }
     }
-    println!("created {shown}/ (main.rubric, inputs.jsonl, verdicts.jsonl, expected.jsonl, judges.toml, mock-rules.toml, README.md)");
-    println!("next: rubric test {shown}");
+    outln!("created {shown}/ (main.rubric, inputs.jsonl, verdicts.jsonl, expected.jsonl, judges.toml, mock-rules.toml, README.md)");
+    outln!("next: rubric test {shown}");
     ExitCode::SUCCESS
 }
 

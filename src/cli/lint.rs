@@ -111,7 +111,7 @@ pub fn run(a: LintArgs) -> ExitCode {
                 for f in &found {
                     match a.error_format {
                         ErrorFormat::Json => match serde_json::to_string(f) {
-                            Ok(line) => println!("{line}"),
+                            Ok(line) => outln!("{line}"),
                             Err(e) => eprintln!("error: {e}"),
                         },
                         ErrorFormat::Human => {

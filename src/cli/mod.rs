@@ -1515,7 +1515,7 @@ fn verify_cache(file: Option<PathBuf>) -> ExitCode {
         }
     };
     let shown = path.display();
-    println!(
+    outln!(
         "judge cache `{shown}`: {} entries, {} verified, {} without a digest (written by an older rubric; asked again once), {} that do not verify",
         v.entries,
         v.verified,
@@ -1523,14 +1523,14 @@ fn verify_cache(file: Option<PathBuf>) -> ExitCode {
         v.unverified.len()
     );
     for (hash, why) in v.unverified.iter().take(20) {
-        println!("  {hash}: {why}");
+        outln!("  {hash}: {why}");
     }
     if v.unverified.len() > 20 {
-        println!("  … and {} more", v.unverified.len() - 20);
+        outln!("  … and {} more", v.unverified.len() - 20);
     }
     match &v.damage {
-        Some(d) => println!("integrity: FAILED ({d}); the next run that opens it sets it aside and starts a new cache"),
-        None => println!("integrity: ok"),
+        Some(d) => outln!("integrity: FAILED ({d}); the next run that opens it sets it aside and starts a new cache"),
+        None => outln!("integrity: ok"),
     }
     if v.is_sound() {
         ExitCode::SUCCESS

@@ -93,9 +93,9 @@ pub fn run(a: PlanArgs) -> ExitCode {
             "plan": dry,
             "total": totals(&dry),
         });
-        println!("{}", serde_json::to_string_pretty(&doc).unwrap_or_default());
+        outln!("{}", serde_json::to_string_pretty(&doc).unwrap_or_default());
     } else {
-        print!("{}", text(&dry, n + bad, bad, asked, later));
+        out!("{}", text(&dry, n + bad, bad, asked, later));
     }
     ExitCode::SUCCESS
 }
@@ -127,12 +127,12 @@ fn usd(x: Option<f64>) -> String {
 pub(super) fn generation(dry: &DryRun, rows: u64, asked: u64, format: ReportFormat) {
     if format == ReportFormat::Json {
         let doc = json!({ "rows": rows, "inputs_to_generate": asked, "plan": dry, "total": totals(dry) });
-        println!("{}", serde_json::to_string_pretty(&doc).unwrap_or_default());
+        outln!("{}", serde_json::to_string_pretty(&doc).unwrap_or_default());
         return;
     }
     let body = text(dry, rows, 0, 0, 0);
     let body = body.split_once('\n').map_or(body.as_str(), |(_, rest)| rest);
-    print!("plan: {rows} rows; {asked} inputs to generate\n{body}");
+    out!("plan: {rows} rows; {asked} inputs to generate\n{body}");
 }
 
 fn text(dry: &DryRun, rows: u64, bad: u64, asked: u64, later: u64) -> String {

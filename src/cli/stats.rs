@@ -160,9 +160,9 @@ pub fn run(a: StatsCommand) -> ExitCode {
     match compute(rubric.program(), &a.results, a.input.as_deref(), &a.stats, RunFacts::default()) {
         Ok(s) => {
             match a.format {
-                ReportFormat::Text => println!("{}", render(&s)),
+                ReportFormat::Text => outln!("{}", render(&s)),
                 ReportFormat::Json => match serde_json::to_string_pretty(&s) {
-                    Ok(t) => println!("{t}"),
+                    Ok(t) => outln!("{t}"),
                     Err(e) => {
                         eprintln!("error: {e}");
                         return ExitCode::from(1);
