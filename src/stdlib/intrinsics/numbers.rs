@@ -23,6 +23,10 @@ static NUMBER_TEXT: LazyLock<regex::Regex> = LazyLock::new(|| {
 });
 
 fn to_f64(digits: &str) -> f64 {
+    // Most numbers have no separator and no Unicode minus: parsed as they are, with no copy.
+    if !digits.contains([',', '−']) {
+        return digits.parse().unwrap_or(f64::NAN);
+    }
     digits.replace(',', "").replace('−', "-").parse().unwrap_or(f64::NAN)
 }
 
