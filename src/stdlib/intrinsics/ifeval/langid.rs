@@ -196,13 +196,12 @@ impl Tables {
                     if total == 0.0 {
                         return None;
                     }
-                    let mut maxp = 0.0f64;
+                    // Each division alone (so that they run side by side), then the
+                    // maximum as langdetect takes it, in order.
                     for p in &mut prob {
                         *p /= total;
-                        if maxp < *p {
-                            maxp = *p;
-                        }
                     }
+                    let maxp = prob.iter().fold(0.0f64, |m, &p| if m < p { p } else { m });
                     if maxp > CONV_THRESHOLD || i >= ITERATION_LIMIT {
                         break;
                     }
