@@ -1039,18 +1039,31 @@ impl<'d> Tally<'d> {
         }
     }
 
+    /// Which sums `op` reads ([`Tally::add`]'s `S`): the aggregation is chosen once per set,
+    /// not once per member.
+    fn sums(op: AggOp) -> u8 {
+        match op {
+            AggOp::WeightedMean => SUMS_WEIGHTED,
+            AggOp::Mean => SUMS_MEAN,
+            AggOp::PointsRatio | AggOp::SumPoints | AggOp::MaxPoints => SUMS_POINTS,
+            AggOp::MinValue => SUMS_MIN,
+            AggOp::MaxValue => SUMS_MAX,
+            _ => SUMS_COUNTS,
+        }
+    }
+
     #[inline(always)]
-    fn add(&mut self, met: bool, value: f64, weight: f64, points: f64) {
+    fn add<const S: u8>(&mut self, met: bool, value: f64, weight: f64, points: f64) {
         self.n += 1;
         self.met += usize::from(met);
-        // Only the sums `op` reads (the others stay as they started).
-        match self.op {
-            AggOp::WeightedMean => {
+        // Only the sums the aggregation reads (the others stay as they started).
+        match S {
+            SUMS_WEIGHTED => {
                 self.weighted += value * weight;
                 self.weights += weight;
             }
-            AggOp::Mean => self.values += value,
-            AggOp::PointsRatio | AggOp::SumPoints | AggOp::MaxPoints => {
+            SUMS_MEAN => self.values += value,
+            SUMS_POINTS => {
                 if met {
                     self.achieved += points * value;
                 }
@@ -1058,8 +1071,8 @@ impl<'d> Tally<'d> {
                     self.possible += points;
                 }
             }
-            AggOp::MinValue => self.min = self.min.min(value),
-            AggOp::MaxValue => self.max = self.max.max(value),
+            SUMS_MIN => self.min = self.min.min(value),
+            SUMS_MAX => self.max = self.max.max(value),
             _ => {}
         }
     }
@@ -1067,7 +1080,7 @@ impl<'d> Tally<'d> {
     /// Member `r` under `policy`; `Err` is the set's result when `r` decides it (an unscored
     /// member that propagates).
     #[inline(always)]
-    fn member(&mut self, r: &'d CriterionResult, policy: Policy) -> Result<(), Value> {
+    fn member<const S: u8>(&mut self, r: &'d CriterionResult, policy: Policy) -> Result<(), Value> {
         match r.status {
             Status::Skipped => self.skipped.push(&r.id),
             Status::Unscored => match policy {
@@ -1079,34 +1092,61 @@ impl<'d> Tally<'d> {
                     )))
                 }
                 Policy::Skip => {}
-                Policy::Unmet => self.add(false, 0.0, r.weight, r.points.unwrap_or(0.0)),
+                Policy::Unmet => self.add::<S>(false, 0.0, r.weight, r.points.unwrap_or(0.0)),
             },
-            s => self.add(s == Status::Met, r.value.unwrap_or(0.0), r.weight, r.points.unwrap_or(0.0)),
+            s => self.add::<S>(s == Status::Met, r.value.unwrap_or(0.0), r.weight, r.points.unwrap_or(0.0)),
         }
         Ok(())
     }
 
     /// Every decided member of `set`, its subsets' included, in member order.
-    fn set(&mut self, p: &Program, decided: &'d Decided, set: u32, policy: Policy, depth: usize) -> Result<(), Value> {
+    fn set(&mut self, p: &Program, decided: &'d Decided, set: u32, policy: Policy) -> Result<(), Value> {
+        match Tally::sums(self.op) {
+            SUMS_WEIGHTED => self.members::<SUMS_WEIGHTED>(p, decided, set, policy, 0),
+            SUMS_MEAN => self.members::<SUMS_MEAN>(p, decided, set, policy, 0),
+            SUMS_POINTS => self.members::<SUMS_POINTS>(p, decided, set, policy, 0),
+            SUMS_MIN => self.members::<SUMS_MIN>(p, decided, set, policy, 0),
+            SUMS_MAX => self.members::<SUMS_MAX>(p, decided, set, policy, 0),
+            _ => self.members::<SUMS_COUNTS>(p, decided, set, policy, 0),
+        }
+    }
+
+    fn members<const S: u8>(
+        &mut self,
+        p: &Program,
+        decided: &'d Decided,
+        set: u32,
+        policy: Policy,
+        depth: usize,
+    ) -> Result<(), Value> {
         let Some(s) = p.sets.get(set as usize).filter(|_| depth <= MAX_GROUP_DEPTH) else { return Ok(()) };
         for m in &s.members {
             match m {
                 Member::Criterion(c) => {
                     if let Some(r) = decided.criterion(*c) {
-                        self.member(r, policy)?;
+                        self.member::<S>(r, policy)?;
                     }
                 }
                 Member::Each(step) => {
                     for r in decided.each(*step) {
-                        self.member(r, policy)?;
+                        self.member::<S>(r, policy)?;
                     }
                 }
-                Member::Set(s) => self.set(p, decided, *s, policy, depth + 1)?,
+                Member::Set(s) => self.members::<S>(p, decided, *s, policy, depth + 1)?,
             }
         }
         Ok(())
     }
 }
+
+/// The sums a [`Tally`] keeps beside its counts, by aggregation ([`Tally::sums`]).
+const SUMS_WEIGHTED: u8 = 0;
+const SUMS_MEAN: u8 = 1;
+const SUMS_POINTS: u8 = 2;
+const SUMS_MIN: u8 = 3;
+const SUMS_MAX: u8 = 4;
+/// Counts only (`all`, `any`, `at_least`...).
+const SUMS_COUNTS: u8 = 5;
 
 /// An aggregation (`mean(S)`, `at_least(S, k)`, `tree(G)`...) over the decided criteria of a
 /// set, with its unscored policy and its evaluated extra arguments.
@@ -1125,7 +1165,7 @@ pub fn aggregate(
         return tree(p, decided, set, policy, 0);
     }
     let mut t = Tally::new(op);
-    if let Err(v) = t.set(p, decided, set, policy, 0) {
+    if let Err(v) = t.set(p, decided, set, policy) {
         return Ok(v);
     }
     let name = &p.sets[set as usize].name;
