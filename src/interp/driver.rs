@@ -235,13 +235,12 @@ impl Decided {
         self.results.last_mut()
     }
 
-    /// Decide the first criteria of a plain run (`prepared::PlainRun`: `criteria`, their
-    /// `templates`) as their checks' booleans `met` decide them, as `apply_check` does: each
-    /// result made straight into its place.
-    pub fn set_run(&mut self, criteria: &[u32], templates: &[super::prepared::Undecided], met: &[bool]) {
+    /// Decide the first criteria of plain run `run` as their checks' booleans `met` decide
+    /// them, as `apply_check` does: each result made from its template straight into its place.
+    pub fn set_run(&mut self, run: &super::prepared::PlainRun, met: &[bool]) {
         let start = self.results.len();
-        self.results.extend(templates.iter().zip(met).map(|(t, &met)| t.decided(met)));
-        for (i, &c) in criteria.iter().take(self.results.len() - start).enumerate() {
+        self.results.extend(run.templates.iter().zip(met).map(|(t, &met)| t.decided(met)));
+        for (i, &c) in run.criteria.iter().take(self.results.len() - start).enumerate() {
             if let Some(slot) = self.criteria.get_mut(c as usize) {
                 *slot = Some((start + i) as u32);
             }
@@ -729,7 +728,7 @@ impl<'a> Driver<'a, '_> {
             return false;
         }
         self.run_until = step + checks.len();
-        self.decided.set_run(criteria, &facts.templates, &checks.met);
+        self.decided.set_run(facts, &checks.met);
         if let (Some(v), Some(&c)) = (checks.last.take(), criteria.get(checks.met.len())) {
             if let Err(t) = &v {
                 if t.kind == TrapKind::Limit {
@@ -1379,15 +1378,22 @@ fn score_site(e: &Expr) -> Option<u32> {
     }
 }
 
+/// What a check that answered `met` makes of its criterion: its status and value.
+#[inline(always)]
+pub(super) fn check_verdict(met: bool) -> (Status, Option<f64>) {
+    if met {
+        (Status::Met, Some(1.0))
+    } else {
+        (Status::Unmet, Some(0.0))
+    }
+}
+
 /// A check's value decides a binary criterion: `true` met, `false` unmet, unscored or a trap
 /// unscored with the reason. Shared by `check` and `extract ... check`.
 #[inline]
 fn apply_check(r: &mut CriterionResult, v: Result<Value, Trap>) {
     match v {
-        Ok(Value::Bool(b)) => {
-            r.status = if b { Status::Met } else { Status::Unmet };
-            r.value = Some(if b { 1.0 } else { 0.0 });
-        }
+        Ok(Value::Bool(b)) => (r.status, r.value) = check_verdict(b),
         Ok(Value::Unscored(reason)) => r.reason = Some(reason.to_string()),
         Ok(other) => r.reason = Some(format!("check produced {other}")),
         Err(t) => r.reason = Some(trap_reason(&t)),

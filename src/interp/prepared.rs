@@ -81,31 +81,8 @@ impl Undecided {
     /// from the template in place (no result made and then changed).
     #[inline(always)]
     pub fn decided(&self, met: bool) -> CriterionResult {
-        CriterionResult {
-            id: self.id.clone(),
-            text: self.text.clone(),
-            kind: self.kind,
-            status: if met { Status::Met } else { Status::Unmet },
-            reason: None,
-            value: Some(if met { 1.0 } else { 0.0 }),
-            level: None,
-            label: None,
-            points: self.points,
-            weight: self.weight,
-            axis: self.axis.clone(),
-            tags: Vec::new(),
-            source: self.source.clone(),
-            evidence: None,
-            extracted: None,
-            p_yes: None,
-            votes: None,
-            calibrated: None,
-            position: None,
-            preference: None,
-            shown: Vec::new(),
-            step: None,
-            sets: self.sets,
-        }
+        let (status, value) = super::driver::check_verdict(met);
+        CriterionResult { status, value, ..self.clone().into_result(Vec::new()) }
     }
 
     /// The result, with `tags`.

@@ -23,7 +23,7 @@ use rayon::prelude::*;
 use serde_json::{json, Map, Value as Json};
 use std::collections::BTreeMap;
 use std::fs::{File, OpenOptions};
-use std::io::{BufRead, BufReader, BufWriter, Seek, SeekFrom, Write};
+use std::io::{BufRead, BufReader, BufWriter, IsTerminal, Seek, SeekFrom, Write};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::Path;
 
@@ -1027,7 +1027,7 @@ pub fn run_batch_as(
     // Rows are counted ahead only for a bar that is shown (a read of the whole input before the
     // first row: not for a run whose bar is hidden), and only in a regular file; elsewhere the
     // bar counts as it goes.
-    let shown = opts.progress && bar_shown();
+    let shown = opts.progress && std::io::stderr().is_terminal();
     let total = if shown && is_regular_file(opts.input) { count_rows(opts.input).ok() } else { None };
     let bar = progress_bar(shown, total);
     let reader = open_rows(opts.input).map_err(read_err)?;
@@ -1485,14 +1485,9 @@ fn judge_progress(stats: &Json) -> String {
     format!("· judge requests: {answered} of {planned} answered, {} in flight", planned.saturating_sub(answered))
 }
 
-/// Whether a progress bar would be seen: stderr is a terminal.
-fn bar_shown() -> bool {
-    use std::io::IsTerminal;
-    std::io::stderr().is_terminal()
-}
-
-fn progress_bar(enabled: bool, total: Option<u64>) -> indicatif::ProgressBar {
-    if !enabled || !bar_shown() {
+/// The run's progress bar: hidden unless `shown` (asked for, and stderr is a terminal).
+fn progress_bar(shown: bool, total: Option<u64>) -> indicatif::ProgressBar {
+    if !shown {
         return indicatif::ProgressBar::hidden();
     }
     let bar = match total {

@@ -197,15 +197,17 @@ impl Ctx {
         self.core.trap.take().unwrap_or_else(|| type_trap("the JIT's compiled code stopped without a trap"))
     }
 
-    fn tables(&self) -> Result<&Tables, Trap> {
-        self.tables.as_deref().ok_or_else(|| type_trap("no program is bound to the JIT context"))
+    fn string(&self, i: i32) -> Result<Arc<str>, Trap> {
+        table_string(self.tables.as_deref(), i)
     }
 
-    fn string(&self, i: i32) -> Result<Arc<str>, Trap> {
-        usize::try_from(i)
-            .ok()
-            .and_then(|i| self.tables().ok()?.strings.get(i).cloned())
-            .ok_or_else(|| type_trap(format!("unknown string constant {i}")))
+    /// `f` with the program's tables beside the context: taken out for the call and put back
+    /// (no reference count touched, nothing of them copied).
+    fn with_tables<R>(&mut self, f: impl FnOnce(&mut Ctx, &Tables) -> Result<R, Trap>) -> Result<R, Trap> {
+        let tables = self.tables.take().ok_or_else(|| type_trap("no program is bound to the JIT context"))?;
+        let r = f(self, &tables);
+        self.tables = Some(tables);
+        r
     }
 
     /// A Number result: the `i32` half returned, the `f64` half in `num_out`.
@@ -215,10 +217,11 @@ impl Ctx {
     }
 
     fn intrinsic(&mut self, i: i32) -> Result<i32, Trap> {
-        let tables = self.tables.as_deref().ok_or_else(|| type_trap("no program is bound to the JIT context"))?;
-        let entry = table_intrinsic(tables, i)?;
-        let args = self.core.pop_args(entry.arity)?;
-        self.core.intrinsic(entry.resolved, &entry.name, entry.overload, &args)
+        self.with_tables(|c, tables| {
+            let entry = table_intrinsic(tables, i)?;
+            let args = c.core.pop_args(entry.arity)?;
+            c.core.intrinsic(entry.resolved, &entry.name, entry.overload, &args)
+        })
     }
 
     /// An intrinsic on the values of `handles`, passed directly.
@@ -237,12 +240,7 @@ impl Ctx {
     /// The call of row slot `k`: its result as `IntrinsicNum*` or `IntrinsicBool*` return
     /// it, kept in the slot when it is plain (a handle lives only as long as its root).
     fn intrinsic_slot(&mut self, k: i32) -> Result<i32, Trap> {
-        // The tables are taken out for the call and put back (no reference count touched, no
-        // copy of the slot's call made).
-        let tables = self.tables.take().ok_or_else(|| type_trap("no program is bound to the JIT context"))?;
-        let r = self.intrinsic_slot_of(&tables, k);
-        self.tables = Some(tables);
-        r
+        self.with_tables(|c, tables| c.intrinsic_slot_of(tables, k))
     }
 
     fn intrinsic_slot_of(&mut self, tables: &Tables, k: i32) -> Result<i32, Trap> {
@@ -311,11 +309,7 @@ impl Ctx {
     }
 
     fn intrinsic_value(&mut self, i: i32, handles: &[i32]) -> Result<Value, Trap> {
-        // The tables are taken out for the call and put back (no reference count touched).
-        let tables = self.tables.take().ok_or_else(|| type_trap("no program is bound to the JIT context"))?;
-        let r = self.intrinsic_value_of(&tables, i, handles);
-        self.tables = Some(tables);
-        r
+        self.with_tables(|c, tables| c.intrinsic_value_of(tables, i, handles))
     }
 
     fn intrinsic_value_of(&mut self, tables: &Tables, i: i32, handles: &[i32]) -> Result<Value, Trap> {
@@ -334,9 +328,7 @@ impl Ctx {
             args.push(if i64::from(h) <= DERIVED_WORD {
                 self.derived_value_of(tables, h)?
             } else if i64::from(h) <= STRING_WORD {
-                let i = (STRING_WORD - i64::from(h)) as i32;
-                let s = usize::try_from(i).ok().and_then(|i| tables.strings.get(i));
-                Value::Text(s.cloned().ok_or_else(|| type_trap(format!("unknown string constant {i}")))?)
+                Value::Text(table_string(Some(tables), (STRING_WORD - i64::from(h)) as i32)?)
             } else if h < 0 {
                 self.core.input_value(-(h + 1))
             } else {
@@ -371,6 +363,14 @@ impl Ctx {
         let args = self.core.pop_args(usize::try_from(n).map_err(|_| type_trap("bad argument count"))?)?;
         self.core.aggregate(op, set, policy, &args)
     }
+}
+
+/// Text constant `i` of the program's tables.
+fn table_string(tables: Option<&Tables>, i: i32) -> Result<Arc<str>, Trap> {
+    usize::try_from(i)
+        .ok()
+        .and_then(|i| tables?.strings.get(i).cloned())
+        .ok_or_else(|| type_trap(format!("unknown string constant {i}")))
 }
 
 /// Entry `i` of the program's intrinsic table.
