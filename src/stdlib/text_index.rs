@@ -159,16 +159,16 @@ impl TextIndex {
         let guess = (text.len() / 3 + 16).min(TOKENS_AT_ONCE);
         budget.reserve(guess * std::mem::size_of::<(Tok, ByteRange)>())?;
         let mut toks: Vec<(Tok, ByteRange)> = Vec::with_capacity(guess);
-        let mut lexer = Tok::lexer(text);
-        while let Some(tok) = lexer.next() {
-            if toks.len() == toks.capacity() {
-                // Growing allocates the new buffer while the old one is still held.
-                budget.reserve(toks.capacity().max(32) * 2 * std::mem::size_of::<(Tok, ByteRange)>())?;
+        if text.is_ascii() {
+            lex_ascii(text.as_bytes(), &mut toks, budget)?;
+        } else {
+            let mut lexer = Tok::lexer(text);
+            while let Some(tok) = lexer.next() {
+                let span = lexer.span();
+                // Every character matches some rule; an error can only be a stray byte
+                // sequence the lexer refused, which we keep as `Other` so no text is lost.
+                push_token(&mut toks, tok.unwrap_or(Tok::Other), span.start, span.end, budget)?;
             }
-            let span = lexer.span();
-            // Every character matches some rule; an error can only be a stray byte sequence
-            // the lexer refused, which we keep as `Other` so no text is lost.
-            toks.push((tok.unwrap_or(Tok::Other), ByteRange::new(span.start, span.end)));
         }
         // Each derived list has at most one range per token.
         let ranges = toks.len() * std::mem::size_of::<ByteRange>();
@@ -257,6 +257,113 @@ impl TextIndex {
             });
         }
     }
+}
+
+/// Append a token, charging the memory a growing buffer takes first.
+#[inline]
+fn push_token(
+    toks: &mut Vec<(Tok, ByteRange)>,
+    tok: Tok,
+    start: usize,
+    end: usize,
+    budget: &mut Budget,
+) -> Result<(), Trap> {
+    if toks.len() == toks.capacity() {
+        // Growing allocates the new buffer while the old one is still held.
+        budget.reserve(toks.capacity().max(32) * 2 * std::mem::size_of::<(Tok, ByteRange)>())?;
+    }
+    toks.push((tok, ByteRange::new(start, end)));
+    Ok(())
+}
+
+/// Byte classes of the ASCII lexer.
+const ALNUM: u8 = 1;
+const TERMINAL: u8 = 2;
+/// Whitespace other than `\n` (`\t`, `\x0B`, `\x0C`, `\r`, space: Unicode `White_Space` in
+/// ASCII).
+const SPACE: u8 = 3;
+const NEWLINE: u8 = 4;
+const JOINER: u8 = 5;
+
+const fn ascii_classes() -> [u8; 128] {
+    let mut t = [0u8; 128];
+    let mut b = 0;
+    while b < 128 {
+        let c = b as u8;
+        t[b] = if c.is_ascii_alphanumeric() {
+            ALNUM
+        } else if c == b'.' || c == b'!' || c == b'?' {
+            TERMINAL
+        } else if c == b'\n' {
+            NEWLINE
+        } else if c == b'\t' || c == 0x0B || c == 0x0C || c == b'\r' || c == b' ' {
+            SPACE
+        } else if c == b'\'' || c == b'-' {
+            JOINER
+        } else {
+            0
+        };
+        b += 1;
+    }
+    t
+}
+
+static ASCII_CLASS: [u8; 128] = ascii_classes();
+
+/// The tokens of an ASCII text, exactly as the logos lexer makes them (the test
+/// `the_ascii_lexer_agrees_with_logos` compares the two), in one hand-written pass: in ASCII
+/// a word is a run of letters and digits joined by single `'` or `-`, a terminator run is
+/// `[.!?]+`, a newline is `\n` or `\r\n`, a space run is whitespace other than `\n` (a `\r`
+/// begins one unless `\n` follows it), and any other byte is a token of its own.
+fn lex_ascii(bytes: &[u8], toks: &mut Vec<(Tok, ByteRange)>, budget: &mut Budget) -> Result<(), Trap> {
+    let class = |i: usize| bytes.get(i).map_or(0, |&b| ASCII_CLASS[usize::from(b & 0x7F)]);
+    let n = bytes.len();
+    let mut i = 0;
+    while i < n {
+        let start = i;
+        let tok = match class(i) {
+            ALNUM => {
+                i += 1;
+                loop {
+                    while class(i) == ALNUM {
+                        i += 1;
+                    }
+                    if class(i) == JOINER && class(i + 1) == ALNUM {
+                        i += 2;
+                    } else {
+                        break;
+                    }
+                }
+                Tok::Word
+            }
+            TERMINAL => {
+                while class(i) == TERMINAL {
+                    i += 1;
+                }
+                Tok::Terminal
+            }
+            NEWLINE => {
+                i += 1;
+                Tok::Newline
+            }
+            SPACE if bytes[i] == b'\r' && bytes.get(i + 1) == Some(&b'\n') => {
+                i += 2;
+                Tok::Newline
+            }
+            SPACE => {
+                while class(i) == SPACE {
+                    i += 1;
+                }
+                Tok::Space
+            }
+            _ => {
+                i += 1;
+                Tok::Other
+            }
+        };
+        push_token(toks, tok, start, i, budget)?;
+    }
+    Ok(())
 }
 
 fn lines_from_tokens(text: &str, toks: &[(Tok, ByteRange)]) -> Vec<ByteRange> {
@@ -711,5 +818,46 @@ mod tests {
         assert_eq!(idx.code_fences()[0].body.get(t), "x = 1\r\n\r\ny = 2");
         // Backtick fences may not carry backticks in their info string: inline code.
         assert!(TextIndex::new("```inline``` text").code_fences().is_empty());
+    }
+
+    fn logos_tokens(t: &str) -> Vec<(Tok, ByteRange)> {
+        let mut lexer = Tok::lexer(t);
+        let mut out = Vec::new();
+        while let Some(tok) = lexer.next() {
+            let span = lexer.span();
+            out.push((tok.unwrap_or(Tok::Other), ByteRange::new(span.start, span.end)));
+        }
+        out
+    }
+
+    fn ascii_tokens(t: &str) -> Vec<(Tok, ByteRange)> {
+        let mut out = Vec::new();
+        lex_ascii(t.as_bytes(), &mut out, &mut Budget::unlimited()).unwrap();
+        out
+    }
+
+    #[test]
+    fn the_ascii_lexer_agrees_with_logos_on_its_edges() {
+        for t in [
+            "",
+            "don't stop-now a'-b a-'b a--b a''b 'x' -x- x' x- 3.14 COVID-19 rock--roll snake_case",
+            "a\r\nb\r\r\nc \r\n \r d\r",
+            "\t\x0b\x0c \x1c\x1f\x7f end...?! ?.",
+            "# Title\n* item\n```py\nx = 1\n```\n1) one",
+            "'",
+            "-",
+            "a'",
+            "a-",
+            "\r",
+        ] {
+            assert_eq!(ascii_tokens(t), logos_tokens(t), "{t:?}");
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn the_ascii_lexer_agrees_with_logos(t in "[a-zA-Z0-9'\\-.!?\r\n\t\x0b\x0c\x1c \\#*`_,\"]{0,40}") {
+            proptest::prop_assert_eq!(ascii_tokens(&t), logos_tokens(&t));
+        }
     }
 }
