@@ -368,7 +368,13 @@ impl EvalCtx {
         Some(scans.lowercase_letter(text, c))
     }
 
-    /// `count_occurrences(text, needle)` from the text's one pass, when the plan holds `needle`.
+    /// `contains(text, needle)` from the text's one pass, when the plan holds `needle`.
+    pub fn planned_contains(&mut self, text: &Arc<str>, needle: &str) -> Option<bool> {
+        let (plan, scans) = self.scans_of(text)?;
+        plan.contains(scans, text, needle)
+    }
+
+    /// `count_occurrences(text, needle)` from the text's one pass, when the plan counts `needle`.
     pub fn planned_count(&mut self, text: &Arc<str>, needle: &str) -> Option<u32> {
         let (plan, scans) = self.scans_of(text)?;
         plan.count(scans, text, needle)

@@ -27,6 +27,9 @@
 use super::Intrinsic;
 use crate::value::Value;
 use aho_corasick::{AhoCorasick, MatchKind};
+use regex_automata::hybrid::dfa::{Cache as DfaCache, DFA};
+use regex_automata::util::pool::Pool;
+use regex_automata::{Anchored, Input};
 use rustc_hash::{FxHashMap, FxHashSet};
 use std::hash::{Hash, Hasher};
 use std::sync::Arc;
@@ -42,6 +45,10 @@ const SHORT_TEXT: usize = 64;
 struct Needles {
     /// The needle as the rubric wrote it, to its pattern number.
     index: FxHashMap<Box<str>, u32>,
+    /// By pattern number: whether some check counts the pattern's occurrences. The others are
+    /// only asked whether they occur, and a searcher stops at their first occurrence (their
+    /// count is then 0 or 1).
+    counted: Box<[bool]>,
     search: Search,
 }
 
@@ -60,31 +67,47 @@ const EACH_MAX: usize = 16;
 
 impl Needles {
     /// `None` when there are fewer than two needles (one scan per needle is then one scan).
-    fn new(needles: Vec<(Box<str>, String)>) -> Option<Needles> {
+    /// Each needle comes with whether a check counts it (`count_occurrences`) or only asks
+    /// whether it occurs.
+    fn new(needles: Vec<(Box<str>, String, bool)>) -> Option<Needles> {
         if needles.len() < 2 {
             return None;
         }
         let mut index = FxHashMap::default();
         let mut patterns: Vec<String> = Vec::new();
-        for (asked, searched) in needles {
-            if searched.is_empty() || index.contains_key(&asked) {
+        let mut counted: Vec<bool> = Vec::new();
+        for (asked, searched, counts) in needles {
+            if searched.is_empty() {
+                continue;
+            }
+            if let Some(&k) = index.get(&asked) {
+                counted[k as usize] |= counts;
                 continue;
             }
             let k = match patterns.iter().position(|p| *p == searched) {
                 Some(k) => k,
                 None => {
                     patterns.push(searched);
+                    counted.push(false);
                     patterns.len() - 1
                 }
             };
+            counted[k] |= counts;
             index.insert(asked, k as u32);
         }
+        let counted = counted.into_boxed_slice();
         let search = if patterns.len() <= EACH_MAX {
             Search::Each(patterns.iter().map(|p| memchr::memmem::Finder::new(p.as_bytes()).into_owned()).collect())
         } else {
             Search::Automaton(AhoCorasick::builder().match_kind(MatchKind::Standard).build(&patterns).ok()?)
         };
-        Some(Needles { index, search })
+        Some(Needles { index, counted, search })
+    }
+
+    /// The pattern number of `needle` when some check counts it.
+    fn counted_place(&self, needle: &str) -> Option<u32> {
+        let k = *self.index.get(needle)?;
+        self.counted.get(k as usize).copied().unwrap_or(false).then_some(k)
     }
 
     /// How many distinct needles the family searches.
@@ -98,12 +121,19 @@ impl Needles {
     /// Every needle's count of non-overlapping occurrences in `text`, scanning left to right
     /// (what `str::matches(..).count()` gives for each alone): the overlapping matches of one
     /// needle come in order of their start, and a match counts when it starts at or after the
-    /// end of the last one counted.
+    /// end of the last one counted. A needle no check counts may stop at 1.
     fn counts(&self, text: &str) -> Box<[u32]> {
         let automaton = match &self.search {
             // `find_iter` reports non-overlapping occurrences, left to right.
             Search::Each(finders) => {
-                return finders.iter().map(|f| f.find_iter(text.as_bytes()).count() as u32).collect();
+                return finders
+                    .iter()
+                    .zip(&self.counted)
+                    .map(|(f, &counted)| match counted {
+                        true => f.find_iter(text.as_bytes()).count() as u32,
+                        false => u32::from(f.find(text.as_bytes()).is_some()),
+                    })
+                    .collect();
             }
             Search::Automaton(automaton) => automaton,
         };
@@ -125,22 +155,129 @@ impl Needles {
 struct Patterns {
     /// The pattern to its place in the family's verdicts.
     index: FxHashMap<Box<str>, u32>,
-    /// Patterns every match of which starts with one of a few literals (`literal_led`), by
+    /// Patterns every match of which starts with one of a few literals (`leading_literals`), by
     /// place: each is asked alone, where its own prefilter skips to those literals. In one
     /// set they would make its automaton stop at each of their matches, and a text outside
     /// ASCII makes a set of patterns with Unicode word boundaries fall back from its lazy DFA
     /// to a far slower engine (docs/performance.md, the twelfth step).
     alone: Vec<(u32, Arc<regex::Regex>)>,
+    /// The literals that lead the patterns asked alone, in one automaton run once over the
+    /// text, with the patterns each literal leads (by their position in `alone`): a pattern
+    /// is asked from its first literal's first occurrence on, and not at all when none occurs.
+    leads: Option<Leads>,
     /// The other patterns, in one set, with their places.
     set: Option<(Vec<u32>, regex::RegexSet)>,
+}
+
+/// The leading literals of a family's patterns asked alone (`Patterns::leads`), and for each
+/// pattern a lazy DFA that decides whether it matches right at one position.
+struct Leads {
+    /// Every distinct literal, ASCII-lowercased, searched in the text ASCII-lowercased (the
+    /// same bytes at the same offsets but for ASCII letters): it finds every occurrence of the
+    /// literals as extracted (and perhaps more, which only start a search earlier than it had
+    /// to).
+    finders: Vec<memchr::memmem::Finder<'static>>,
+    /// By position in `alone`: the finders of the pattern's literals.
+    of: Vec<Vec<u32>>,
+    /// By position in `alone`: the pattern's forward DFA, searched anchored (`None` when it
+    /// does not build: the pattern is then asked from its first literal on).
+    dfas: Arc<Vec<Option<DFA>>>,
+    /// Each thread's search caches of `dfas`.
+    caches: Pool<Vec<Option<DfaCache>>, CachesFn>,
+}
+
+type CachesFn =
+    Box<dyn Fn() -> Vec<Option<DfaCache>> + Send + Sync + std::panic::UnwindSafe + std::panic::RefUnwindSafe>;
+
+/// A pattern's forward lazy DFA, without captures: what it takes to decide whether it matches
+/// at a position. Unicode word boundaries are decided as ASCII ones, and a non-ASCII byte
+/// stops the search (`try_search_fwd` errs, and the pattern is asked whole instead).
+fn anchored_dfa(pattern: &str) -> Option<DFA> {
+    DFA::builder()
+        .syntax(regex_automata::util::syntax::Config::new())
+        .thompson(
+            regex_automata::nfa::thompson::Config::new()
+                .which_captures(regex_automata::nfa::thompson::WhichCaptures::None)
+                .nfa_size_limit(Some(super::REGEX_SIZE_LIMIT)),
+        )
+        .configure(DFA::config().unicode_word_boundary(true).cache_capacity(super::REGEX_SIZE_LIMIT))
+        .build(pattern)
+        .ok()
+}
+
+impl Leads {
+    /// `alone`'s patterns (`patterns`, in order) with the literals that lead each; `None` for
+    /// fewer than two (one pattern's own prefilter does what these would).
+    fn new(patterns: &[(Arc<str>, Vec<Vec<u8>>)]) -> Option<Leads> {
+        if patterns.len() < 2 {
+            return None;
+        }
+        let mut distinct: Vec<Vec<u8>> = Vec::new();
+        let mut of: Vec<Vec<u32>> = Vec::new();
+        for (_, lits) in patterns {
+            let mut mine = Vec::new();
+            for lit in lits {
+                let lit = lit.to_ascii_lowercase();
+                let k = match distinct.iter().position(|d| *d == lit) {
+                    Some(k) => k,
+                    None => {
+                        distinct.push(lit);
+                        distinct.len() - 1
+                    }
+                } as u32;
+                if !mine.contains(&k) {
+                    mine.push(k);
+                }
+            }
+            of.push(mine);
+        }
+        let finders = distinct.iter().map(|d| memchr::memmem::Finder::new(d).into_owned()).collect();
+        let dfas: Arc<Vec<Option<DFA>>> = Arc::new(patterns.iter().map(|(p, _)| anchored_dfa(p)).collect());
+        let for_caches = dfas.clone();
+        let caches: CachesFn = Box::new(move || for_caches.iter().map(|d| d.as_ref().map(DfaCache::new)).collect());
+        Some(Leads { finders, of, dfas, caches: Pool::new(caches) })
+    }
+
+    /// By position in `alone`: each pattern's verdict on `text`, asking `alone`'s regexes only
+    /// where the literals and the DFAs do not decide.
+    fn verdicts(&self, text: &str, alone: &[(u32, Arc<regex::Regex>)], hits: &mut [bool]) {
+        let lowered = text.as_bytes().to_ascii_lowercase();
+        // Each literal's first occurrence, found once for every pattern it leads.
+        let mut firsts: Vec<Option<Option<usize>>> = vec![None; self.finders.len()];
+        let mut caches = self.caches.get();
+        for (a, (k, re)) in alone.iter().enumerate() {
+            let first = self.of[a]
+                .iter()
+                .filter_map(|&f| *firsts[f as usize].get_or_insert_with(|| self.finders[f as usize].find(&lowered)))
+                .min();
+            // Every match starts at an occurrence of one of the pattern's literals: none
+            // occurs before `at`, so searched from `at` (`is_match_at` sees the text before it,
+            // for `\b` and the like) the pattern matches exactly when it matches anywhere.
+            let Some(at) = first else { continue };
+            let anchored = match (self.dfas.get(a).and_then(Option::as_ref), caches.get_mut(a).and_then(Option::as_mut))
+            {
+                (Some(dfa), Some(cache)) => {
+                    let input = Input::new(text).range(at..).anchored(Anchored::Yes).earliest(true);
+                    dfa.try_search_fwd(cache, &input).ok().flatten().is_some()
+                }
+                _ => false,
+            };
+            hits[*k as usize] = anchored || re.is_match_at(text, at);
+        }
+    }
 }
 
 impl Patterns {
     /// Every pattern's verdict on `text`, by place.
     fn verdicts(&self, text: &str) -> Box<[bool]> {
         let mut hits = vec![false; self.index.len()];
-        for (k, re) in &self.alone {
-            hits[*k as usize] = re.is_match(text);
+        match &self.leads {
+            Some(leads) => leads.verdicts(text, &self.alone, &mut hits),
+            None => {
+                for (k, re) in &self.alone {
+                    hits[*k as usize] = re.is_match(text);
+                }
+            }
         }
         if let Some((places, set)) = &self.set {
             for i in set.matches(text).iter() {
@@ -151,14 +288,18 @@ impl Patterns {
     }
 }
 
-/// Whether every match of `pattern` starts with one of a finite set of literals of two bytes
-/// or more (as `regex-syntax` extracts them, under the same default flags `regex` parses
-/// with): then a single regex's prefilter finds the candidates.
-fn literal_led(pattern: &str) -> bool {
+/// The literals every match of `pattern` starts with one of, when they are a finite set of
+/// literals of two bytes or more (as `regex-syntax` extracts them, under the same default flags
+/// `regex` parses with): then a single regex's prefilter finds the candidates, and so does one
+/// automaton of every such pattern's literals (`Leads`).
+fn leading_literals(pattern: &str) -> Option<Vec<Vec<u8>>> {
     use regex_syntax::hir::literal::{ExtractKind, Extractor};
-    let Ok(hir) = regex_syntax::Parser::new().parse(pattern) else { return false };
+    let hir = regex_syntax::Parser::new().parse(pattern).ok()?;
     let prefixes = Extractor::new().kind(ExtractKind::Prefix).extract(&hir);
-    prefixes.is_finite() && prefixes.min_literal_len().is_some_and(|n| n >= 2)
+    if prefixes.min_literal_len().is_none_or(|n| n < 2) {
+        return None;
+    }
+    Some(prefixes.literals()?.iter().map(|l| l.as_bytes().to_vec()).collect())
 }
 
 /// What a program's constant patterns share: built once per program.
@@ -269,8 +410,10 @@ impl ScanPlan {
             // The checks a pass answers (`Answer::of`, the table the JIT's row slots read too),
             // then the other regex intrinsics.
             match (Answer::of(&c.name, c.overload), &c.needle) {
-                (Some(Answer::Contains | Answer::Count), Some(n)) => exact.push((Box::from(&**n), n.to_string())),
-                (Some(Answer::ContainsCi), Some(n)) => folded.push((Box::from(&**n), n.to_lowercase())),
+                (Some(answer @ (Answer::Contains | Answer::Count)), Some(n)) => {
+                    exact.push((Box::from(&**n), n.to_string(), answer == Answer::Count))
+                }
+                (Some(Answer::ContainsCi), Some(n)) => folded.push((Box::from(&**n), n.to_lowercase(), false)),
                 (Some(Answer::Matches), Some(n)) if !patterns.contains(n) => patterns.push(n.clone()),
                 (None, Some(n))
                     if matches!((c.name.as_str(), c.overload), ("find_all" | "count_matches", 0))
@@ -305,9 +448,19 @@ impl ScanPlan {
             .then(|| {
                 let index = compiled.iter().enumerate().map(|(i, (p, _))| (Box::from(&**p), i as u32)).collect();
                 let regex = |k: u32| (k, compiled[k as usize].1.clone());
-                let (led, rest): (Vec<u32>, Vec<u32>) =
-                    (0..compiled.len() as u32).partition(|&k| literal_led(&compiled[k as usize].0));
-                let mut alone: Vec<(u32, Arc<regex::Regex>)> = led.into_iter().map(regex).collect();
+                let mut literals: Vec<(Arc<str>, Vec<Vec<u8>>)> = Vec::new();
+                let mut rest: Vec<u32> = Vec::new();
+                let mut alone: Vec<(u32, Arc<regex::Regex>)> = Vec::new();
+                for k in 0..compiled.len() as u32 {
+                    match leading_literals(&compiled[k as usize].0) {
+                        Some(lits) => {
+                            alone.push(regex(k));
+                            literals.push((compiled[k as usize].0.clone(), lits));
+                        }
+                        None => rest.push(k),
+                    }
+                }
+                let leads = Leads::new(&literals);
                 let set = if rest.len() >= 2 {
                     let set = regex::RegexSetBuilder::new(rest.iter().map(|&k| &*compiled[k as usize].0))
                         .size_limit(SET_SIZE_LIMIT)
@@ -319,7 +472,9 @@ impl ScanPlan {
                     alone.extend(rest.into_iter().map(regex));
                     None
                 };
-                Some(Patterns { index, alone, set })
+                // A pattern left out of the set (fewer than two others) has no literals here.
+                let leads = leads.filter(|_| literals.len() == alone.len());
+                Some(Patterns { index, alone, leads, set })
             })
             .flatten();
         let memo = forms
@@ -346,7 +501,8 @@ impl ScanPlan {
     /// The place of `needle` in the pass that answers `answer`, when the plan holds it.
     pub fn place(&self, answer: Answer, needle: &str) -> Option<u32> {
         match answer {
-            Answer::Contains | Answer::Count => self.exact.as_ref()?.index.get(needle).copied(),
+            Answer::Contains => self.exact.as_ref()?.index.get(needle).copied(),
+            Answer::Count => self.exact.as_ref()?.counted_place(needle),
             Answer::ContainsCi => self.folded.as_ref()?.index.get(needle).copied(),
             Answer::Matches => self.patterns.as_ref()?.index.get(needle).copied(),
         }
@@ -373,12 +529,20 @@ impl ScanPlan {
         self.memo.contains(&(f as *const Intrinsic as usize))
     }
 
-    /// How often `needle` occurs in `text` (non-overlapping), when the plan holds it.
+    /// How often `needle` occurs in `text` (non-overlapping), when the plan counts it.
     pub fn count(&self, scans: &mut TextScans, text: &str, needle: &str) -> Option<u32> {
+        let family = self.exact.as_ref()?;
+        let k = family.counted_place(needle)?;
+        let counts = scans.exact.get_or_insert_with(|| family.counts(text));
+        counts.get(k as usize).copied()
+    }
+
+    /// Whether `needle` occurs in `text`, when the plan holds it.
+    pub fn contains(&self, scans: &mut TextScans, text: &str, needle: &str) -> Option<bool> {
         let family = self.exact.as_ref()?;
         let k = *family.index.get(needle)?;
         let counts = scans.exact.get_or_insert_with(|| family.counts(text));
-        counts.get(k as usize).copied()
+        counts.get(k as usize).map(|c| *c > 0)
     }
 
     /// Whether the lowercased `needle` occurs in `lowered`, when the plan holds it.

@@ -269,8 +269,8 @@ pub(super) const CONTAINS_TEXT: Intrinsic = Intrinsic {
     examples: &[r##""hello world".contains("lo w")"##, r##"not contains("Hello", "hello")"##],
     imp: |a, ctx| {
         let (t, n) = (text_arg(a, 0)?, text_arg(a, 1)?);
-        Ok(Value::Bool(match ctx.planned_count(t, n) {
-            Some(count) => count > 0,
+        Ok(Value::Bool(match ctx.planned_contains(t, n) {
+            Some(found) => found,
             None => has_substring(t, n),
         }))
     },
