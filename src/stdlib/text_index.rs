@@ -153,37 +153,8 @@ impl TextIndex {
     /// text stops at the limit instead of after it.
     pub fn build(text: &str, budget: &mut Budget) -> Result<TextIndex, Trap> {
         budget.work(text.len() as u64)?;
-        // Room for the tokens of a short text at once (a token is a byte or more; a third of
-        // the bytes covers prose), so that it does not grow from nothing; a longer text grows
-        // from there, as below.
-        let guess = (text.len() / 3 + 16).min(TOKENS_AT_ONCE);
-        budget.reserve(guess * std::mem::size_of::<(Tok, ByteRange)>())?;
-        let mut toks: Vec<(Tok, ByteRange)> = Vec::with_capacity(guess);
-        if text.is_ascii() {
-            lex_ascii(text.as_bytes(), &mut toks, budget)?;
-        } else {
-            let mut lexer = Tok::lexer(text);
-            while let Some(tok) = lexer.next() {
-                let span = lexer.span();
-                // Every character matches some rule; an error can only be a stray byte
-                // sequence the lexer refused, which we keep as `Other` so no text is lost.
-                push_token(&mut toks, tok.unwrap_or(Tok::Other), span.start, span.end, budget)?;
-            }
-        }
-        // Each derived list has at most one range per token.
-        let ranges = toks.len() * std::mem::size_of::<ByteRange>();
-        budget.reserve(ranges)?;
-        // At most every other token is a word (a space, a terminator or another character
-        // stands between two words).
-        let mut words = Vec::with_capacity(toks.len() / 2 + 1);
-        words.extend(toks.iter().filter(|(t, _)| *t == Tok::Word).map(|(_, r)| *r));
-        budget.reserve(ranges)?;
-        let lines = lines_from_tokens(text, &toks);
-        budget.reserve(ranges)?;
-        let sentences = sentences_from_tokens(text, &toks);
-        drop(toks);
-        let paragraphs = paragraphs_from_lines(text, &lines);
-        let mut index = TextIndex { words, sentences, paragraphs, lines, ..TextIndex::default() };
+        let mut index = if text.is_ascii() { ascii_views(text, budget)? } else { token_views(text, budget)? };
+        index.paragraphs = paragraphs_from_lines(text, &index.lines);
         index.scan_blocks(text);
         budget.check()?;
         Ok(index)
@@ -210,7 +181,40 @@ impl TextIndex {
     pub fn code_fences(&self) -> &[CodeFence] {
         &self.code_fences
     }
+}
 
+/// The words, lines and sentences of any text, from the logos lexer's tokens.
+fn token_views(text: &str, budget: &mut Budget) -> Result<TextIndex, Trap> {
+    {
+        // Room for the tokens of a short text at once (a token is a byte or more; a third of
+        // the bytes covers prose), so that it does not grow from nothing; a longer text grows
+        // from there, as below.
+        let guess = (text.len() / 3 + 16).min(TOKENS_AT_ONCE);
+        budget.reserve(guess * std::mem::size_of::<(Tok, ByteRange)>())?;
+        let mut toks: Vec<(Tok, ByteRange)> = Vec::with_capacity(guess);
+        let mut lexer = Tok::lexer(text);
+        while let Some(tok) = lexer.next() {
+            let span = lexer.span();
+            // Every character matches some rule; an error can only be a stray byte sequence
+            // the lexer refused, which we keep as `Other` so no text is lost.
+            push_token(&mut toks, tok.unwrap_or(Tok::Other), span.start, span.end, budget)?;
+        }
+        // Each derived list has at most one range per token.
+        let ranges = toks.len() * std::mem::size_of::<ByteRange>();
+        budget.reserve(ranges)?;
+        // At most every other token is a word (a space, a terminator or another character
+        // stands between two words).
+        let mut words = Vec::with_capacity(toks.len() / 2 + 1);
+        words.extend(toks.iter().filter(|(t, _)| *t == Tok::Word).map(|(_, r)| *r));
+        budget.reserve(ranges)?;
+        let lines = lines_from_tokens(text, &toks);
+        budget.reserve(ranges)?;
+        let sentences = sentences_from_tokens(text, &toks);
+        Ok(TextIndex { words, sentences, lines, ..TextIndex::default() })
+    }
+}
+
+impl TextIndex {
     /// The line-oriented pass: code fences first (their bodies hide headings and list items),
     /// then headings and list items.
     fn scan_blocks(&mut self, text: &str) {
@@ -310,18 +314,42 @@ const fn ascii_classes() -> [u8; 128] {
 
 static ASCII_CLASS: [u8; 128] = ascii_classes();
 
-/// The tokens of an ASCII text, exactly as the logos lexer makes them (the test
-/// `the_ascii_lexer_agrees_with_logos` compares the two), in one hand-written pass: in ASCII
-/// a word is a run of letters and digits joined by single `'` or `-`, a terminator run is
-/// `[.!?]+`, a newline is `\n` or `\r\n`, a space run is whitespace other than `\n` (a `\r`
-/// begins one unless `\n` follows it), and any other byte is a token of its own.
-fn lex_ascii(bytes: &[u8], toks: &mut Vec<(Tok, ByteRange)>, budget: &mut Budget) -> Result<(), Trap> {
-    let class = |i: usize| bytes.get(i).map_or(0, |&b| ASCII_CLASS[usize::from(b & 0x7F)]);
-    let n = bytes.len();
+/// Append a range, charging the memory a growing list takes first.
+#[inline]
+fn push_range(list: &mut Vec<ByteRange>, start: usize, end: usize, budget: &mut Budget) -> Result<(), Trap> {
+    if list.len() == list.capacity() {
+        budget.reserve(list.capacity().max(8) * 2 * std::mem::size_of::<ByteRange>())?;
+    }
+    list.push(ByteRange::new(start, end));
+    Ok(())
+}
+
+/// The words, lines and sentences of an ASCII text in one pass over its bytes, without the
+/// token list: exactly what `token_views` makes of the logos lexer's tokens (the test
+/// `ascii_views_are_the_token_views` compares the two), reading the tokens' rules off the
+/// bytes. In ASCII a word is a run of letters and digits joined by single `'` or `-`, a
+/// terminator run is `[.!?]+`, a line ends at `\n` (less one `\r` before it), whitespace is
+/// `\t`, `\n`, `\x0B`, `\x0C`, `\r` and space, and every other byte is a token of its own;
+/// the sentence rules of `sentences_from_tokens` and `break_kind` read the bytes around each
+/// terminator run.
+fn ascii_views(text: &str, budget: &mut Budget) -> Result<TextIndex, Trap> {
+    let b = text.as_bytes();
+    let class = |i: usize| b.get(i).map_or(0, |&c| ASCII_CLASS[usize::from(c & 0x7F)]);
+    let n = b.len();
+    // Room for the words of short prose at once (about one a word's length and a space).
+    let guess = (n / 6 + 8).min(TOKENS_AT_ONCE);
+    budget.reserve(guess * std::mem::size_of::<ByteRange>())?;
+    let mut words: Vec<ByteRange> = Vec::with_capacity(guess);
+    let mut lines: Vec<ByteRange> = Vec::new();
+    let mut sentences: Vec<ByteRange> = Vec::new();
+    let mut line_start = 0;
+    // The sentence being read: its first token's start, and its last token's end so far.
+    let mut sentence: Option<usize> = None;
+    let mut last_end = 0;
     let mut i = 0;
     while i < n {
         let start = i;
-        let tok = match class(i) {
+        match class(i) {
             ALNUM => {
                 i += 1;
                 loop {
@@ -334,36 +362,105 @@ fn lex_ascii(bytes: &[u8], toks: &mut Vec<(Tok, ByteRange)>, budget: &mut Budget
                         break;
                     }
                 }
-                Tok::Word
+                push_range(&mut words, start, i, budget)?;
+                sentence.get_or_insert(start);
+                last_end = i;
+            }
+            NEWLINE => {
+                i += 1;
+                let line = trim_cr(text, ByteRange::new(line_start, start));
+                push_range(&mut lines, line.start, line.end, budget)?;
+                line_start = i;
+            }
+            SPACE => {
+                // A `\r` before `\n` ends the line with it (the `\n` comes next).
+                while class(i) == SPACE {
+                    i += 1;
+                }
             }
             TERMINAL => {
                 while class(i) == TERMINAL {
                     i += 1;
                 }
-                Tok::Terminal
-            }
-            NEWLINE => {
-                i += 1;
-                Tok::Newline
-            }
-            SPACE if bytes[i] == b'\r' && bytes.get(i + 1) == Some(&b'\n') => {
-                i += 2;
-                Tok::Newline
-            }
-            SPACE => {
-                while class(i) == SPACE {
-                    i += 1;
+                sentence.get_or_insert(start);
+                // Closing quotes and brackets right after the terminator belong to the
+                // sentence.
+                let mut j = i;
+                while j < n && matches!(b[j], b'"' | b'\'' | b')' | b']' | b'}' | b'*' | b'_') {
+                    j += 1;
                 }
-                Tok::Space
+                last_end = j;
+                let mut k = j;
+                while matches!(class(k), SPACE | NEWLINE) {
+                    k += 1;
+                }
+                let followed_by_space = k > j || j == n;
+                let splits = match b.get(k) {
+                    None => true,
+                    Some(_) if !followed_by_space => false,
+                    Some(c) => match ascii_break_kind(b, start, i, words.last()) {
+                        Break::Always => true,
+                        Break::UnlessLowercase => !c.is_ascii_lowercase(),
+                        Break::Never => false,
+                    },
+                };
+                if splits {
+                    if let Some(s) = sentence.take() {
+                        push_range(&mut sentences, s, last_end, budget)?;
+                    }
+                }
+                i = j;
             }
             _ => {
                 i += 1;
-                Tok::Other
+                sentence.get_or_insert(start);
+                last_end = i;
             }
-        };
-        push_token(toks, tok, start, i, budget)?;
+        }
     }
-    Ok(())
+    if line_start < n {
+        let line = trim_cr(text, ByteRange::new(line_start, n));
+        push_range(&mut lines, line.start, line.end, budget)?;
+    }
+    if let Some(s) = sentence {
+        push_range(&mut sentences, s, last_end, budget)?;
+    }
+    Ok(TextIndex { words, sentences, lines, ..TextIndex::default() })
+}
+
+/// `break_kind` of the terminator run `start..end` of an ASCII text `b`, whose last word so
+/// far is `last_word`: a word right before the run ends where the run starts (its last byte is
+/// a letter or a digit), and a dotted chain (`a.m.`) is a letter or digit, `.`, then that word.
+fn ascii_break_kind(b: &[u8], start: usize, end: usize, last_word: Option<&ByteRange>) -> Break {
+    let t = &b[start..end];
+    if t.len() > 1 && t.iter().all(|&c| c == b'.') {
+        return Break::UnlessLowercase;
+    }
+    if t != b"." || start == 0 {
+        return Break::Always;
+    }
+    let Some(word) = last_word.filter(|w| w.end == start) else {
+        return Break::Always;
+    };
+    let w = &b[word.start..word.end];
+    if w.iter().all(u8::is_ascii_digit) {
+        return Break::UnlessLowercase;
+    }
+    // An initial, or the last letter of `e.g.` / `U.S.`.
+    if w.len() == 1 && w[0].is_ascii_alphabetic() {
+        return Break::Never;
+    }
+    if w.len() <= 2
+        && word.start >= 2
+        && b[word.start - 1] == b'.'
+        && ASCII_CLASS[usize::from(b[word.start - 2] & 0x7F)] == ALNUM
+    {
+        return Break::Never;
+    }
+    if ABBREVIATIONS.iter().any(|a| a.as_bytes().eq_ignore_ascii_case(w)) {
+        return Break::Never;
+    }
+    Break::Always
 }
 
 fn lines_from_tokens(text: &str, toks: &[(Tok, ByteRange)]) -> Vec<ByteRange> {
@@ -820,24 +917,16 @@ mod tests {
         assert!(TextIndex::new("```inline``` text").code_fences().is_empty());
     }
 
-    fn logos_tokens(t: &str) -> Vec<(Tok, ByteRange)> {
-        let mut lexer = Tok::lexer(t);
-        let mut out = Vec::new();
-        while let Some(tok) = lexer.next() {
-            let span = lexer.span();
-            out.push((tok.unwrap_or(Tok::Other), ByteRange::new(span.start, span.end)));
-        }
-        out
-    }
-
-    fn ascii_tokens(t: &str) -> Vec<(Tok, ByteRange)> {
-        let mut out = Vec::new();
-        lex_ascii(t.as_bytes(), &mut out, &mut Budget::unlimited()).unwrap();
-        out
+    /// The words, lines and sentences `t` gives in one pass (`ascii_views`) and from the logos
+    /// lexer's tokens (`token_views`, the path of every non-ASCII text).
+    fn both_views(t: &str) -> (TextIndex, TextIndex) {
+        let one_pass = ascii_views(t, &mut Budget::unlimited()).unwrap();
+        let tokens = token_views(t, &mut Budget::unlimited()).unwrap();
+        (one_pass, tokens)
     }
 
     #[test]
-    fn the_ascii_lexer_agrees_with_logos_on_its_edges() {
+    fn ascii_views_are_the_token_views_on_their_edges() {
         for t in [
             "",
             "don't stop-now a'-b a-'b a--b a''b 'x' -x- x' x- 3.14 COVID-19 rock--roll snake_case",
@@ -849,15 +938,29 @@ mod tests {
             "a'",
             "a-",
             "\r",
+            "Mr. Smith met Dr. J. Doe at 5 p.m. on Jan. 3. Then U.S. forces left. e.g. this. Etc. Done",
+            "He said \"stop.\" Then (quietly.) they went... on. Wait... Then! 1. item 2. next",
+            "x.\"\n\nY. a.m. b.c.d. ab.cd. Ph.D. thinks. 12. ok. 12. Ok. end.'s x.* y._ z.]",
+            ".lead ...lead. ! ? a.b. c",
+            "ab.cde. Next one. ab.cd. Next",
+            "ab._ Cd. ef.) Gh. ij.} Kl. mn.* Op. qr.' St. uv.] Wx.",
         ] {
-            assert_eq!(ascii_tokens(t), logos_tokens(t), "{t:?}");
+            let (one_pass, tokens) = both_views(t);
+            assert_eq!(one_pass, tokens, "{t:?}");
         }
     }
 
     proptest::proptest! {
         #[test]
-        fn the_ascii_lexer_agrees_with_logos(t in "[a-zA-Z0-9'\\-.!?\r\n\t\x0b\x0c\x1c \\#*`_,\"]{0,40}") {
-            proptest::prop_assert_eq!(ascii_tokens(&t), logos_tokens(&t));
+        fn ascii_views_are_the_token_views(t in "[a-eA-E0-9'\\-.!?\r\n\t\x0b\x0c\x1c \\#*`_,\")\\]}]{0,60}") {
+            let (one_pass, tokens) = both_views(&t);
+            proptest::prop_assert_eq!(one_pass, tokens);
+        }
+
+        #[test]
+        fn ascii_views_are_the_token_views_on_abbreviations(t in "((Mr|dr|ETC|vs|no|Jan|e|g|U|S|a|m|12|x|Ok|ok|y|abc|Abc|cde|it's)[.!?]{0,3}[\")_*'\\]}-]{0,2}[ \n]{0,2}){0,12}") {
+            let (one_pass, tokens) = both_views(&t);
+            proptest::prop_assert_eq!(one_pass, tokens);
         }
     }
 }
