@@ -581,6 +581,13 @@ impl TextScans {
         let lower = self.lower(text);
         let letters = self.letters.get_or_insert_with(|| {
             let mut l = Box::new(Letters { ascii: [0; 128], other: FxHashMap::default() });
+            if lower.is_ascii() {
+                // Each byte a character.
+                for &b in lower.as_bytes() {
+                    l.ascii[usize::from(b & 0x7F)] += 1;
+                }
+                return l;
+            }
             for ch in lower.chars() {
                 match l.ascii.get_mut(ch as usize) {
                     Some(n) => *n += 1,

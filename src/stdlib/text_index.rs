@@ -141,6 +141,9 @@ const ABBREVIATIONS: &[&str] = &[
     "apr", "jun", "jul", "aug", "sep", "sept", "oct", "nov", "dec", "cf", "al", "eq", "vol", "ed", "eds", "pp", "ca",
 ];
 
+/// The length of the longest of [`ABBREVIATIONS`] (`approx`).
+const LONGEST_ABBREVIATION: usize = 6;
+
 impl TextIndex {
     /// Lex `text` once and build every view of it.
     pub fn new(text: &str) -> TextIndex {
@@ -314,6 +317,9 @@ const fn ascii_classes() -> [u8; 128] {
 
 static ASCII_CLASS: [u8; 128] = ascii_classes();
 
+/// The lines and the sentences an ASCII text's index makes room for before its pass.
+const FEW: usize = 8;
+
 /// Append a range, charging the memory a growing list takes first.
 #[inline]
 fn push_range(list: &mut Vec<ByteRange>, start: usize, end: usize, budget: &mut Budget) -> Result<(), Trap> {
@@ -340,8 +346,10 @@ fn ascii_views(text: &str, budget: &mut Budget) -> Result<TextIndex, Trap> {
     let guess = (n / 6 + 8).min(TOKENS_AT_ONCE);
     budget.reserve(guess * std::mem::size_of::<ByteRange>())?;
     let mut words: Vec<ByteRange> = Vec::with_capacity(guess);
-    let mut lines: Vec<ByteRange> = Vec::new();
-    let mut sentences: Vec<ByteRange> = Vec::new();
+    // A few lines and sentences at once: most texts have no more.
+    budget.reserve(2 * FEW * std::mem::size_of::<ByteRange>())?;
+    let mut lines: Vec<ByteRange> = Vec::with_capacity(FEW);
+    let mut sentences: Vec<ByteRange> = Vec::with_capacity(FEW);
     let mut line_start = 0;
     // The sentence being read: its first token's start, and its last token's end so far.
     let mut sentence: Option<usize> = None;
@@ -457,7 +465,7 @@ fn ascii_break_kind(b: &[u8], start: usize, end: usize, last_word: Option<&ByteR
     {
         return Break::Never;
     }
-    if ABBREVIATIONS.iter().any(|a| a.as_bytes().eq_ignore_ascii_case(w)) {
+    if w.len() <= LONGEST_ABBREVIATION && ABBREVIATIONS.iter().any(|a| a.as_bytes().eq_ignore_ascii_case(w)) {
         return Break::Never;
     }
     Break::Always
@@ -923,6 +931,11 @@ mod tests {
         let one_pass = ascii_views(t, &mut Budget::unlimited()).unwrap();
         let tokens = token_views(t, &mut Budget::unlimited()).unwrap();
         (one_pass, tokens)
+    }
+
+    #[test]
+    fn no_abbreviation_is_longer_than_the_longest() {
+        assert_eq!(ABBREVIATIONS.iter().map(|a| a.len()).max(), Some(LONGEST_ABBREVIATION));
     }
 
     #[test]

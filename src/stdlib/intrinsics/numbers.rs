@@ -30,19 +30,54 @@ fn to_f64(digits: &str) -> f64 {
     digits.replace(',', "").replace('−', "-").parse().unwrap_or(f64::NAN)
 }
 
+/// Where [`NUMBER_IN_TEXT`]'s matches are in an ASCII text, read off its bytes (in ASCII `\d`
+/// is `0-9`): each leftmost-first match starts at the first digit of a run of digits. The first
+/// alternative matches there when the run has one to three digits and a `,ddd` group follows
+/// (then every group that follows, greedily); else the second takes the whole run. Either takes
+/// a fraction `.d+` after it when one follows. `ascii_spans_are_the_regexs` compares the two.
+fn ascii_number_spans(b: &[u8]) -> impl Iterator<Item = (usize, usize)> + '_ {
+    let digits_from = |mut i: usize| {
+        while b.get(i).is_some_and(u8::is_ascii_digit) {
+            i += 1;
+        }
+        i
+    };
+    let group_at =
+        |i: usize| b.get(i) == Some(&b',') && b.get(i + 1..i + 4).is_some_and(|g| g.iter().all(u8::is_ascii_digit));
+    let mut i = 0;
+    std::iter::from_fn(move || {
+        i += b.get(i..)?.iter().position(u8::is_ascii_digit)?;
+        let start = i;
+        let mut end = digits_from(start);
+        if end - start <= 3 && group_at(end) {
+            while group_at(end) {
+                end += 4;
+            }
+        }
+        if b.get(end) == Some(&b'.') && b.get(end + 1).is_some_and(u8::is_ascii_digit) {
+            end = digits_from(end + 1);
+        }
+        i = end;
+        Some((start, end))
+    })
+}
+
 fn numbers(args: &[Value], _: &mut EvalCtx) -> Result<Value, Trap> {
     let t = text_arg(args, 0)?;
-    let mut out = Vec::new();
-    for m in NUMBER_IN_TEXT.find_iter(t) {
-        let mut n = to_f64(m.as_str());
-        let before = &t[..m.start()];
-        let mut rest = before.chars().rev();
+    let number = |(start, end): (usize, usize)| {
+        let mut n = to_f64(&t[start..end]);
+        let mut rest = t[..start].chars().rev();
         // A sign, unless it joins two words or numbers (`3-4`, `COVID-19`).
         if matches!(rest.next(), Some('-' | '−')) && !rest.next().is_some_and(char::is_alphanumeric) {
             n = -n;
         }
-        out.push(Value::Number(n));
-    }
+        Value::Number(n)
+    };
+    let out: Vec<Value> = if t.is_ascii() {
+        ascii_number_spans(t.as_bytes()).map(number).collect()
+    } else {
+        NUMBER_IN_TEXT.find_iter(t).map(|m| number((m.start(), m.end()))).collect()
+    };
     Ok(Value::list(out))
 }
 
@@ -284,6 +319,37 @@ mod tests {
         );
         assert_eq!(nums("range 10-20, COVID-19"), [10.0, 20.0, 19.0]);
         assert!(nums("").is_empty());
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn ascii_spans_are_the_regexs(t in "[0-9,.\\-a x]{0,40}") {
+            let regex: Vec<(usize, usize)> = NUMBER_IN_TEXT.find_iter(&t).map(|m| (m.start(), m.end())).collect();
+            let ascii: Vec<(usize, usize)> = ascii_number_spans(t.as_bytes()).collect();
+            proptest::prop_assert_eq!(ascii, regex);
+        }
+    }
+
+    #[test]
+    fn ascii_spans_are_the_regexs_on_their_edges() {
+        for t in [
+            "1234,567",
+            "1,2345",
+            "1,234,56",
+            "1,234.5.6",
+            "12.34.56",
+            "1,234,567.89,1",
+            "123,456,",
+            "1.,2",
+            ",123",
+            "9,999,999x",
+            "0.5",
+            "a1b22c333,444",
+        ] {
+            let regex: Vec<(usize, usize)> = NUMBER_IN_TEXT.find_iter(t).map(|m| (m.start(), m.end())).collect();
+            let ascii: Vec<(usize, usize)> = ascii_number_spans(t.as_bytes()).collect();
+            assert_eq!(ascii, regex, "{t:?}");
+        }
     }
 
     #[test]
