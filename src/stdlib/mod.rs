@@ -347,10 +347,10 @@ impl EvalCtx {
         Some((plan, self.scans.entry(text_key(text)).or_insert_with(|| TextScans::new(text))))
     }
 
-    /// The answer at `place` of the pass for `answer` over `text`, when this row already ran
-    /// that pass (`ScanPlan::read`).
-    pub fn planned_answer(&mut self, text: &Arc<str>, answer: scan::Answer, place: u32) -> Option<Value> {
-        ScanPlan::read(self.scans.get(&text_key(text))?, answer, place)
+    /// The scans this row ran over `text` so far, to read several answers of one pass
+    /// (`ScanPlan::read`) with one lookup.
+    pub fn scans_of_text(&self, text: &Arc<str>) -> Option<&TextScans> {
+        self.scans.get(&text_key(text))
     }
 
     /// `text` lowercased: with a plan once per row and text, else afresh.

@@ -17,7 +17,7 @@
 use super::abi::{HostFn, DERIVED_WORD, STRING_WORD};
 use crate::backend::host::{type_trap, HostCore};
 use crate::ir::Program;
-use crate::stdlib::scan::Answer;
+use crate::stdlib::scan::{Answer, ScanPlan};
 use crate::stdlib::{Budget, Intrinsic, Trap, TrapKind};
 use crate::value::Value;
 use std::mem::offset_of;
@@ -286,17 +286,19 @@ impl Ctx {
     fn fill_group_of(&mut self, tables: &Tables, g: u32, input: i32) {
         let Some(members) = tables.groups.get(g as usize) else { return };
         let Value::Text(text) = self.core.input_value(-(input + 1)) else { return };
+        // The text's scans, looked up once for the whole group.
+        let Some(scans) = self.core.eval.scans_of_text(&text) else { return };
         for &j in members {
-            let (Some(call), Some(slot)) = (tables.slots.get(j as usize), self.slot_store.get(j as usize)) else {
+            let (Some(call), Some(slot)) = (tables.slots.get(j as usize), self.slot_store.get_mut(j as usize)) else {
                 continue;
             };
             if slot.epoch == self.epoch {
                 continue;
             }
             let Some((answer, place)) = call.answer else { continue };
-            match self.core.eval.planned_answer(&text, answer, place) {
-                Some(Value::Bool(b)) => self.fill_slot(j as usize, i32::from(b), 0.0),
-                Some(Value::Number(n)) => self.fill_slot(j as usize, 0, n),
+            match ScanPlan::read(scans, answer, place) {
+                Some(Value::Bool(b)) => *slot = Slot { epoch: self.epoch, word: i32::from(b), num: 0.0 },
+                Some(Value::Number(n)) => *slot = Slot { epoch: self.epoch, word: 0, num: n },
                 _ => {}
             }
         }
