@@ -234,14 +234,30 @@ pub struct CriterionResult {
     pub reason: Option<String>,
     /// In [0, 1]; `None` when unscored.
     pub value: Option<f64>,
-    pub level: Option<f64>,
-    pub label: Option<String>,
     pub points: Option<f64>,
     pub weight: f64,
     pub axis: Option<Name>,
     pub tags: Vec<String>,
     /// `check`, `value`, `judge:NAME` or `extract:NAME`.
     pub source: Name,
+    /// What a judge added ([`Judged`]): `None` for a result nothing judged, as every check's
+    /// is. Kept behind one pointer so that the results of checks, most of a row's, are small
+    /// to make, move and drop (docs/performance.md, the eighteenth step). Read it with
+    /// [`CriterionResult::judged`], write it with [`CriterionResult::judged_mut`].
+    pub judged: Option<Box<Judged>>,
+    /// Names of the sets the criterion belongs to directly (interned: shared by every row's
+    /// result).
+    pub sets: &'static [Name],
+    /// An instance of a block over a trajectory's steps (`each s in run.steps`, a `List[Step]`):
+    /// the step's `index`. Records carry it, and the row's `step_rewards` are made of it.
+    pub step: Option<u32>,
+}
+
+/// The parts of a criterion's result that a judge gives (all empty for a check's).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Judged {
+    pub level: Option<f64>,
+    pub label: Option<String>,
     pub evidence: Option<String>,
     pub extracted: Option<Box<Json>>,
     /// P(yes) / (P(yes) + P(no)) of a binary criterion whose judge scores by log-probability
@@ -259,16 +275,24 @@ pub struct CriterionResult {
     /// A preference (a criterion decided by a comparing judge): what each request answered
     /// and which candidate the result prefers.
     pub preference: Option<Box<Preference>>,
-    /// Names of the sets the criterion belongs to directly (interned: shared by every row's
-    /// result).
-    pub sets: &'static [Name],
     /// An `each` instance waiting for its verdict whose block `shows` its judge something: the
     /// values, in `shows` order (what the request fences beside the inputs). Not in records.
     pub shown: Vec<crate::value::Value>,
-    /// An instance of a block over a trajectory's steps (`each s in run.steps`, a `List[Step]`):
-    /// the step's `index`. Records carry it, and the row's `step_rewards` are made of it.
-    pub step: Option<u32>,
 }
+
+/// The judged parts of a result nothing judged.
+static NOT_JUDGED: Judged = Judged {
+    level: None,
+    label: None,
+    evidence: None,
+    extracted: None,
+    p_yes: None,
+    votes: None,
+    calibrated: None,
+    position: None,
+    preference: None,
+    shown: Vec::new(),
+};
 
 /// A preference result beside its value (1: the first candidate, 0: the second, 0.5: a tie).
 #[derive(Debug, Clone, PartialEq, Default)]
@@ -309,6 +333,16 @@ pub struct Votes {
 impl CriterionResult {
     pub fn is_met(&self) -> bool {
         self.status == Status::Met
+    }
+
+    /// What a judge added to this result (all empty when nothing judged it).
+    pub fn judged(&self) -> &Judged {
+        self.judged.as_deref().unwrap_or(&NOT_JUDGED)
+    }
+
+    /// What a judge added to this result, to change it (made empty on first use).
+    pub fn judged_mut(&mut self) -> &mut Judged {
+        self.judged.get_or_insert_with(Default::default)
     }
 
     /// The criterion's object in a record ([`CriterionResult`]'s `Serialize`, which writes it
@@ -358,10 +392,11 @@ impl Serialize for CriterionResult {
             m.serialize_entry("reason", r)?;
         }
         m.serialize_entry("value", &num(self.value))?;
-        if let Some(l) = self.level {
+        let j = self.judged();
+        if let Some(l) = j.level {
             m.serialize_entry("level", &Num(l))?;
         }
-        if let Some(l) = &self.label {
+        if let Some(l) = &j.label {
             m.serialize_entry("label", l)?;
         }
         if let Some(p) = self.points {
@@ -375,19 +410,19 @@ impl Serialize for CriterionResult {
             m.serialize_entry("tags", &self.tags)?;
         }
         m.serialize_entry("source", &self.source)?;
-        if let Some(e) = &self.evidence {
+        if let Some(e) = &j.evidence {
             m.serialize_entry("evidence", e)?;
         }
-        if let Some(x) = &self.extracted {
+        if let Some(x) = &j.extracted {
             m.serialize_entry("extracted", &**x)?;
         }
-        if let Some(p) = self.p_yes {
+        if let Some(p) = j.p_yes {
             m.serialize_entry("p_yes", &Num(p))?;
         }
-        if let Some(at) = self.position {
+        if let Some(at) = j.position {
             m.serialize_entry("position", &at)?;
         }
-        if let Some(pr) = &self.preference {
+        if let Some(pr) = &j.preference {
             if let Some(x) = &pr.preferred {
                 m.serialize_entry("preference", x)?;
             }
@@ -398,11 +433,11 @@ impl Serialize for CriterionResult {
                 m.serialize_entry("inconsistent", &n)?;
             }
         }
-        if let Some(c) = self.calibrated {
+        if let Some(c) = j.calibrated {
             m.serialize_entry("calibrated", &Num(c.p))?;
             m.serialize_entry("raw", c.raw.as_str())?;
         }
-        if let Some(v) = &self.votes {
+        if let Some(v) = &j.votes {
             m.serialize_entry("votes", v)?;
         }
         if !self.sets.is_empty() {
@@ -682,36 +717,30 @@ impl CriterionKey {
             status,
             reason,
             value,
-            level,
-            label,
             points,
             weight,
             axis,
             tags,
             source,
-            evidence,
-            extracted,
-            p_yes,
-            votes,
-            calibrated,
-            position,
-            preference,
+            judged,
             sets,
-            shown: _, // not in records
             step,
         } = c;
-        let judged = reason.is_some()
-            || level.is_some()
-            || label.is_some()
-            || !tags.is_empty()
-            || evidence.is_some()
-            || extracted.is_some()
-            || p_yes.is_some()
-            || votes.is_some()
-            || calibrated.is_some()
-            || position.is_some()
-            || preference.is_some()
-            || step.is_some();
+        // Every judged part named too (`shown` is not in records).
+        let judged = judged.as_deref().is_some_and(|j| {
+            let Judged { level, label, evidence, extracted, p_yes, votes, calibrated, position, preference, shown: _ } =
+                j;
+            level.is_some()
+                || label.is_some()
+                || evidence.is_some()
+                || extracted.is_some()
+                || p_yes.is_some()
+                || votes.is_some()
+                || calibrated.is_some()
+                || position.is_some()
+                || preference.is_some()
+        });
+        let judged = judged || reason.is_some() || !tags.is_empty() || step.is_some();
         if judged || !matches!(value, None | Some(0.0) | Some(1.0)) || value.is_some_and(f64::is_sign_negative) {
             return None;
         }
@@ -902,22 +931,13 @@ mod tests {
             status,
             reason: None,
             value,
-            level: None,
-            label: None,
+            judged: None,
             points: Some(2.0),
             weight: 1.5,
             axis: Some(Name::interned("ax")),
             tags: Vec::new(),
             source: Name::interned("check"),
-            evidence: None,
-            extracted: None,
-            p_yes: None,
-            votes: None,
-            calibrated: None,
-            position: None,
-            preference: None,
             sets: intern_names(&[Name::interned("s")]),
-            shown: Vec::new(),
             step: None,
         }
     }

@@ -145,7 +145,7 @@ fn binary_verdicts_with_evidence_over_http() {
         // Through the interpreter: evidence found (after whitespace normalisation), score 1.
         let r = score(&p, &referral_row(), &vs);
         assert_eq!(criterion(&r, "er").status, Status::Met);
-        assert_eq!(criterion(&r, "er").evidence.as_deref(), Some("Call 911 now"));
+        assert_eq!(criterion(&r, "er").judged().evidence.as_deref(), Some("Call 911 now"));
         assert_eq!(criterion(&r, "dose").status, Status::Unmet);
         assert_eq!(r.score, Some(1.0));
     });
@@ -199,7 +199,7 @@ score = mean(all)
         assert!((b.value.unwrap() - 2.0 / 3.0).abs() < 1e-12);
         assert_eq!(criterion(&r, "c").status, Status::Unmet);
         let clear = criterion(&r, "clear");
-        assert!((clear.level.unwrap() - 8.0 / 3.0).abs() < 1e-12);
+        assert!((clear.judged().level.unwrap() - 8.0 / 3.0).abs() < 1e-12);
         assert_eq!(clear.status, Status::Unmet, "mean level 2.67 is below pass 3");
     });
 }
@@ -303,7 +303,7 @@ score = mean(all)
         assert_eq!(criterion(&r, "tone").value, Some(0.5));
         let dose = criterion(&r, "dose_ok");
         assert_eq!(dose.status, Status::Met);
-        assert_eq!(dose.extracted.as_deref(), Some(&json!(7)));
+        assert_eq!(dose.judged().extracted.as_deref(), Some(&json!(7)));
     });
 }
 

@@ -828,12 +828,14 @@ impl<'a> Driver<'a, '_> {
             r.status = Status::Unscored;
             r.reason = Some(format!("shows `{}`: {why}", item.name));
             r.value = None;
-            r.level = None;
-            r.label = None;
+            if let Some(j) = r.judged.as_deref_mut() {
+                j.level = None;
+                j.label = None;
+            }
             return;
         }
-        if r.status == Status::Skipped {
-            r.shown = values;
+        if r.status == Status::Skipped && !values.is_empty() {
+            r.judged_mut().shown = values;
         }
     }
 
@@ -920,7 +922,7 @@ impl<'a> Driver<'a, '_> {
                 let j = &p.judges[*judge as usize];
                 match verdict::extracted(j, ty, self.verdicts.verdict(id)) {
                     Ok(v) => {
-                        r.extracted = Some(Box::new(v.to_json()));
+                        r.judged_mut().extracted = Some(Box::new(v.to_json()));
                         if locals.len() <= *local as usize {
                             locals.resize(*local as usize + 1, Value::Null);
                         }
@@ -979,7 +981,7 @@ pub fn verdict_value(decided: &Decided, c: u32) -> Value {
     m.insert(Arc::from("unscored"), Value::Bool(!scored));
     // The share of a jury's members (or a judge's samples) that voted as the result decided:
     // 1 for a single verdict.
-    let agreement = match r.votes {
+    let agreement = match r.judged().votes {
         Some(v) if v.voted > 0 => Value::Number(f64::from(v.agreed) / f64::from(v.voted)),
         _ => Value::Number(1.0),
     };

@@ -54,14 +54,16 @@ pub fn apply(
 fn calibrate(r: &mut CriterionResult, cal: &crate::ir::calibration::Calibration, key: &str) {
     let Some(m) = cal.map_for(key) else { return };
     let raw = r.status;
-    let Some(p) = m.map.apply(r.p_yes, raw == Status::Met) else { return };
+    let Some(p) = m.map.apply(r.judged().p_yes, raw == Status::Met) else { return };
     r.status = if p >= m.threshold { Status::Met } else { Status::Unmet };
     r.value = Some(if r.status == Status::Met { 1.0 } else { 0.0 });
     if r.status != Status::Met {
         // Evidence is shown for a met result only.
-        r.evidence = None;
+        if let Some(j) = r.judged.as_deref_mut() {
+            j.evidence = None;
+        }
     }
-    r.calibrated = Some(crate::engine::Calibrated { p, raw });
+    r.judged_mut().calibrated = Some(crate::engine::Calibrated { p, raw });
 }
 
 /// The recorded samples of `v`: its `samples` list (of `expected` entries), or `v` itself as
@@ -151,8 +153,8 @@ fn prefer(r: &mut CriterionResult, pass: Option<f64>, judge: &JudgeDecl, verdict
             _ => None,
         };
     }
-    r.label = None;
-    r.preference = Some(Box::new(pref));
+    r.judged_mut().label = None;
+    r.judged_mut().preference = Some(Box::new(pref));
 }
 
 /// The candidate an answer prefers (`tie` for neither): a name, or `{"preference": NAME}`.
@@ -197,7 +199,7 @@ fn decide(
     // How many voted, in the record of a judge that takes several samples.
     let count = |r: &mut CriterionResult, voted: usize| {
         if several {
-            r.votes = Some(crate::engine::Votes { samples: taken, voted: voted as u32, agreed: 0 });
+            r.judged_mut().votes = Some(crate::engine::Votes { samples: taken, voted: voted as u32, agreed: 0 });
         }
     };
     // A sample the judge failed to give (`{"unscored": ...}`) leaves the vote; the others vote.
@@ -254,7 +256,7 @@ fn decide(
             let (reason, quote) = broken.unwrap_or_else(|| ("invalid_verdict: no samples".into(), None));
             count(r, 0);
             r.reason = Some(reason);
-            r.evidence = quote;
+            r.judged_mut().evidence = quote;
             return;
         }
         if failed_sample.is_none() {
@@ -358,18 +360,18 @@ fn decide(
         return;
     };
     r.status = if threshold(&chosen) { Status::Met } else { Status::Unmet };
-    if let Some(v) = r.votes.as_mut() {
-        let met = r.status == Status::Met;
+    let met = r.status == Status::Met;
+    if let Some(v) = r.judged.as_deref_mut().and_then(|j| j.votes.as_mut()) {
         v.agreed = sides.iter().filter(|s| **s == met).count() as u32;
     }
     if r.status == Status::Met {
-        r.evidence = chosen.evidence.clone().or(met_evidence);
+        r.judged_mut().evidence = chosen.evidence.clone().or(met_evidence);
     }
     r.value = Some(chosen.value);
-    r.level = chosen.level;
-    r.label = chosen.label;
-    r.position = chosen.position;
-    r.p_yes = p_yes;
+    r.judged_mut().level = chosen.level;
+    r.judged_mut().label = chosen.label;
+    r.judged_mut().position = chosen.position;
+    r.judged_mut().p_yes = p_yes;
 }
 
 fn sample(kind: &CriterionKind, v: &Json, names: Option<[&str; 2]>) -> Result<Sample, String> {

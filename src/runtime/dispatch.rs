@@ -496,7 +496,7 @@ fn criterion_for(program: &Program, id: &str, result: &RowResult) -> Option<(u32
     let (decl, shown) = match id.split_once('[') {
         Some((name, _)) => program.steps.iter().find_map(|s| match s {
             Step::Each(e) if program.sets[e.set as usize].name == name => {
-                let values = found.map_or(&[][..], |c| c.shown.as_slice());
+                let values = found.map_or(&[][..], |c| c.judged().shown.as_slice());
                 Some((&e.template, Task::shown_of(e, values)))
             }
             _ => None,

@@ -125,9 +125,9 @@ fn run_example(engine: &dyn Engine, p: &Program, ex: &crate::ir::Example) -> Exa
                     }
                     Json::Number(n) => {
                         let n = n.as_f64().unwrap_or(f64::NAN);
-                        c.level.map_or(c.value == Some(n), |l| l == n) && c.status != Status::Unscored
+                        c.judged().level.map_or(c.value == Some(n), |l| l == n) && c.status != Status::Unscored
                     }
-                    Json::String(label) => c.label.as_deref() == Some(label.as_str()),
+                    Json::String(label) => c.judged().label.as_deref() == Some(label.as_str()),
                     _ => false,
                 };
                 if !ok {
