@@ -353,7 +353,8 @@ fn memory_bombs_stay_within_the_memory_limit_under_a_ulimit() {
         json!({"response": "fine", "kind": "none"}),
         json!({"response": "a".repeat(40_000), "kind": "replace"}),
         json!({"response": "a".repeat(16 << 20), "kind": "split"}),
-        json!({"response": "a ".repeat(8 << 20), "kind": "words"}),
+        // 16 million one-letter words: their ranges alone are 256 MiB.
+        json!({"response": "a ".repeat(16 << 20), "kind": "words"}),
         json!({"response": "x", "kind": "schema"}),
         json!({"response": "fine", "kind": "none"}),
     ];
@@ -410,7 +411,8 @@ fn memory_and_time_bombs_do_not_take_the_server_down() {
     let rows = json!([
         {"response": "fine", "kind": "none"},
         {"response": "a".repeat(40_000), "kind": "replace"},
-        {"response": "a ".repeat(8 << 20), "kind": "words"},
+        // 16 million one-letter words: their ranges alone are 256 MiB.
+        {"response": "a ".repeat(16 << 20), "kind": "words"},
         {"response": "x", "kind": "schema"},
         {"response": "alpha beta gamma delta ".repeat(20_000), "kind": "quadratic"},
         {"response": "fine", "kind": "none"},
