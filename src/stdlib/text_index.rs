@@ -292,8 +292,8 @@ const SPACE: u8 = 3;
 const NEWLINE: u8 = 4;
 const JOINER: u8 = 5;
 
-const fn ascii_classes() -> [u8; 128] {
-    let mut t = [0u8; 128];
+const fn ascii_classes() -> [u8; 256] {
+    let mut t = [0u8; 256];
     let mut b = 0;
     while b < 128 {
         let c = b as u8;
@@ -315,7 +315,8 @@ const fn ascii_classes() -> [u8; 128] {
     t
 }
 
-static ASCII_CLASS: [u8; 128] = ascii_classes();
+/// By byte: its class in an ASCII text (bytes beyond ASCII never reach it; they are class 0).
+static ASCII_CLASS: [u8; 256] = ascii_classes();
 
 /// The lines and the sentences an ASCII text's index makes room for before its pass.
 const FEW: usize = 8;
@@ -340,7 +341,12 @@ fn push_range(list: &mut Vec<ByteRange>, start: usize, end: usize, budget: &mut 
 /// terminator run.
 fn ascii_views(text: &str, budget: &mut Budget) -> Result<TextIndex, Trap> {
     let b = text.as_bytes();
-    let class = |i: usize| b.get(i).map_or(0, |&c| ASCII_CLASS[usize::from(c & 0x7F)]);
+    let class = |i: usize| b.get(i).map_or(0, |&c| ASCII_CLASS[usize::from(c)]);
+    // Where the run of bytes of class `k` from `i` ends.
+    let run_end = |i: usize, k: u8| {
+        let rest = b.get(i..).unwrap_or_default();
+        i + rest.iter().position(|&c| ASCII_CLASS[usize::from(c)] != k).unwrap_or(rest.len())
+    };
     let n = b.len();
     // Room for the words of short prose at once (about one a word's length and a space).
     let guess = (n / 6 + 8).min(TOKENS_AT_ONCE);
@@ -359,16 +365,9 @@ fn ascii_views(text: &str, budget: &mut Budget) -> Result<TextIndex, Trap> {
         let start = i;
         match class(i) {
             ALNUM => {
-                i += 1;
-                loop {
-                    while class(i) == ALNUM {
-                        i += 1;
-                    }
-                    if class(i) == JOINER && class(i + 1) == ALNUM {
-                        i += 2;
-                    } else {
-                        break;
-                    }
+                i = run_end(i + 1, ALNUM);
+                while class(i) == JOINER && class(i + 1) == ALNUM {
+                    i = run_end(i + 2, ALNUM);
                 }
                 push_range(&mut words, start, i, budget)?;
                 sentence.get_or_insert(start);
@@ -382,9 +381,7 @@ fn ascii_views(text: &str, budget: &mut Budget) -> Result<TextIndex, Trap> {
             }
             SPACE => {
                 // A `\r` before `\n` ends the line with it (the `\n` comes next).
-                while class(i) == SPACE {
-                    i += 1;
-                }
+                i = run_end(i + 1, SPACE);
             }
             TERMINAL => {
                 while class(i) == TERMINAL {
