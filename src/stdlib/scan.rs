@@ -156,14 +156,14 @@ struct Patterns {
     /// The pattern to its place in the family's verdicts.
     index: FxHashMap<Box<str>, u32>,
     /// Patterns every match of which starts with one of a few literals (`leading_literals`), by
-    /// place: each is asked alone, where its own prefilter skips to those literals. In one
-    /// set they would make its automaton stop at each of their matches, and a text outside
-    /// ASCII makes a set of patterns with Unicode word boundaries fall back from its lazy DFA
-    /// to a far slower engine (docs/performance.md, the twelfth step).
+    /// place: each is asked alone (through `leads` when there are two or more), never in the
+    /// set. In one set they would make its automaton stop at each of their matches, and a text
+    /// outside ASCII makes a set of patterns with Unicode word boundaries fall back from its
+    /// lazy DFA to a far slower engine (docs/performance.md, the twelfth step).
     alone: Vec<(u32, Arc<regex::Regex>)>,
-    /// The literals that lead the patterns asked alone, in one automaton run once over the
-    /// text, with the patterns each literal leads (by their position in `alone`): a pattern
-    /// is asked from its first literal's first occurrence on, and not at all when none occurs.
+    /// The literals that lead the patterns asked alone, each found once in the text, and the
+    /// patterns' anchored DFAs: a pattern is decided from its first literal's first occurrence
+    /// on, and is unmet without being asked when none of its literals occurs.
     leads: Option<Leads>,
     /// The other patterns, in one set, with their places.
     set: Option<(Vec<u32>, regex::RegexSet)>,

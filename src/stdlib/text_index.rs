@@ -458,7 +458,7 @@ fn ascii_break_kind(b: &[u8], start: usize, end: usize, last_word: Option<&ByteR
     if w.len() <= 2
         && word.start >= 2
         && b[word.start - 1] == b'.'
-        && ASCII_CLASS[usize::from(b[word.start - 2] & 0x7F)] == ALNUM
+        && ASCII_CLASS[usize::from(b[word.start - 2])] == ALNUM
     {
         return Break::Never;
     }
