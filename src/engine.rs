@@ -727,7 +727,7 @@ impl CriterionKey {
             step,
         } = c;
         // Every judged part named too (`shown` is not in records).
-        let judged = judged.as_deref().is_some_and(|j| {
+        let judge_said = judged.as_deref().is_some_and(|j| {
             let Judged { level, label, evidence, extracted, p_yes, votes, calibrated, position, preference, shown: _ } =
                 j;
             level.is_some()
@@ -740,8 +740,13 @@ impl CriterionKey {
                 || position.is_some()
                 || preference.is_some()
         });
-        let judged = judged || reason.is_some() || !tags.is_empty() || step.is_some();
-        if judged || !matches!(value, None | Some(0.0) | Some(1.0)) || value.is_some_and(f64::is_sign_negative) {
+        if judge_said
+            || reason.is_some()
+            || !tags.is_empty()
+            || step.is_some()
+            || !matches!(value, None | Some(0.0) | Some(1.0))
+            || value.is_some_and(f64::is_sign_negative)
+        {
             return None;
         }
         let name = |n: &Name| match n {

@@ -153,8 +153,9 @@ fn prefer(r: &mut CriterionResult, pass: Option<f64>, judge: &JudgeDecl, verdict
             _ => None,
         };
     }
-    r.judged_mut().label = None;
-    r.judged_mut().preference = Some(Box::new(pref));
+    let j = r.judged_mut();
+    j.label = None;
+    j.preference = Some(Box::new(pref));
 }
 
 /// The candidate an answer prefers (`tie` for neither): a name, or `{"preference": NAME}`.
@@ -368,10 +369,11 @@ fn decide(
         r.judged_mut().evidence = chosen.evidence.clone().or(met_evidence);
     }
     r.value = Some(chosen.value);
-    r.judged_mut().level = chosen.level;
-    r.judged_mut().label = chosen.label;
-    r.judged_mut().position = chosen.position;
-    r.judged_mut().p_yes = p_yes;
+    let j = r.judged_mut();
+    j.level = chosen.level;
+    j.label = chosen.label;
+    j.position = chosen.position;
+    j.p_yes = p_yes;
 }
 
 fn sample(kind: &CriterionKind, v: &Json, names: Option<[&str; 2]>) -> Result<Sample, String> {

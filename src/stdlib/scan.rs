@@ -110,6 +110,12 @@ impl Needles {
         self.counted.get(k as usize).copied().unwrap_or(false).then_some(k)
     }
 
+    /// Pattern `k`'s count in `text`, from the family's pass over it (`counts`, kept in `pass`:
+    /// run on the first call for the text).
+    fn count_at(&self, pass: &mut Option<Box<[u32]>>, text: &str, k: u32) -> Option<u32> {
+        pass.get_or_insert_with(|| self.counts(text)).get(k as usize).copied()
+    }
+
     /// How many distinct needles the family searches.
     fn len(&self) -> usize {
         match &self.search {
@@ -291,7 +297,7 @@ impl Patterns {
 /// The literals every match of `pattern` starts with one of, when they are a finite set of
 /// literals of two bytes or more (as `regex-syntax` extracts them, under the same default flags
 /// `regex` parses with): then a single regex's prefilter finds the candidates, and so does one
-/// automaton of every such pattern's literals (`Leads`).
+/// search for each of those literals (`Leads`).
 fn leading_literals(pattern: &str) -> Option<Vec<Vec<u8>>> {
     use regex_syntax::hir::literal::{ExtractKind, Extractor};
     let hir = regex_syntax::Parser::new().parse(pattern).ok()?;
@@ -460,7 +466,6 @@ impl ScanPlan {
                         None => rest.push(k),
                     }
                 }
-                let leads = Leads::new(&literals);
                 let set = if rest.len() >= 2 {
                     let set = regex::RegexSetBuilder::new(rest.iter().map(|&k| &*compiled[k as usize].0))
                         .size_limit(SET_SIZE_LIMIT)
@@ -472,8 +477,9 @@ impl ScanPlan {
                     alone.extend(rest.into_iter().map(regex));
                     None
                 };
-                // A pattern left out of the set (fewer than two others) has no literals here.
-                let leads = leads.filter(|_| literals.len() == alone.len());
+                // A pattern left out of the set (fewer than two others) is asked alone too, but has
+                // no literals: then every pattern is asked whole, and no DFA is built for none.
+                let leads = if literals.len() == alone.len() { Leads::new(&literals) } else { None };
                 Some(Patterns { index, alone, leads, set })
             })
             .flatten();
@@ -532,25 +538,19 @@ impl ScanPlan {
     /// How often `needle` occurs in `text` (non-overlapping), when the plan counts it.
     pub fn count(&self, scans: &mut TextScans, text: &str, needle: &str) -> Option<u32> {
         let family = self.exact.as_ref()?;
-        let k = family.counted_place(needle)?;
-        let counts = scans.exact.get_or_insert_with(|| family.counts(text));
-        counts.get(k as usize).copied()
+        family.count_at(&mut scans.exact, text, family.counted_place(needle)?)
     }
 
     /// Whether `needle` occurs in `text`, when the plan holds it.
     pub fn contains(&self, scans: &mut TextScans, text: &str, needle: &str) -> Option<bool> {
         let family = self.exact.as_ref()?;
-        let k = *family.index.get(needle)?;
-        let counts = scans.exact.get_or_insert_with(|| family.counts(text));
-        counts.get(k as usize).map(|c| *c > 0)
+        Some(family.count_at(&mut scans.exact, text, *family.index.get(needle)?)? > 0)
     }
 
     /// Whether the lowercased `needle` occurs in `lowered`, when the plan holds it.
     pub fn contains_folded(&self, scans: &mut TextScans, lowered: &str, needle: &str) -> Option<bool> {
         let family = self.folded.as_ref()?;
-        let k = *family.index.get(needle)?;
-        let counts = scans.folded.get_or_insert_with(|| family.counts(lowered));
-        counts.get(k as usize).map(|c| *c > 0)
+        Some(family.count_at(&mut scans.folded, lowered, *family.index.get(needle)?)? > 0)
     }
 
     pub fn holds_folded(&self, needle: &str) -> bool {

@@ -184,40 +184,7 @@ impl TextIndex {
     pub fn code_fences(&self) -> &[CodeFence] {
         &self.code_fences
     }
-}
 
-/// The words, lines and sentences of any text, from the logos lexer's tokens.
-fn token_views(text: &str, budget: &mut Budget) -> Result<TextIndex, Trap> {
-    {
-        // Room for the tokens of a short text at once (a token is a byte or more; a third of
-        // the bytes covers prose), so that it does not grow from nothing; a longer text grows
-        // from there, as below.
-        let guess = (text.len() / 3 + 16).min(TOKENS_AT_ONCE);
-        budget.reserve(guess * std::mem::size_of::<(Tok, ByteRange)>())?;
-        let mut toks: Vec<(Tok, ByteRange)> = Vec::with_capacity(guess);
-        let mut lexer = Tok::lexer(text);
-        while let Some(tok) = lexer.next() {
-            let span = lexer.span();
-            // Every character matches some rule; an error can only be a stray byte sequence
-            // the lexer refused, which we keep as `Other` so no text is lost.
-            push_token(&mut toks, tok.unwrap_or(Tok::Other), span.start, span.end, budget)?;
-        }
-        // Each derived list has at most one range per token.
-        let ranges = toks.len() * std::mem::size_of::<ByteRange>();
-        budget.reserve(ranges)?;
-        // At most every other token is a word (a space, a terminator or another character
-        // stands between two words).
-        let mut words = Vec::with_capacity(toks.len() / 2 + 1);
-        words.extend(toks.iter().filter(|(t, _)| *t == Tok::Word).map(|(_, r)| *r));
-        budget.reserve(ranges)?;
-        let lines = lines_from_tokens(text, &toks);
-        budget.reserve(ranges)?;
-        let sentences = sentences_from_tokens(text, &toks);
-        Ok(TextIndex { words, sentences, lines, ..TextIndex::default() })
-    }
-}
-
-impl TextIndex {
     /// The line-oriented pass: code fences first (their bodies hide headings and list items),
     /// then headings and list items.
     fn scan_blocks(&mut self, text: &str) {
@@ -266,20 +233,43 @@ impl TextIndex {
     }
 }
 
-/// Append a token, charging the memory a growing buffer takes first.
-#[inline]
-fn push_token(
-    toks: &mut Vec<(Tok, ByteRange)>,
-    tok: Tok,
-    start: usize,
-    end: usize,
-    budget: &mut Budget,
-) -> Result<(), Trap> {
-    if toks.len() == toks.capacity() {
-        // Growing allocates the new buffer while the old one is still held.
-        budget.reserve(toks.capacity().max(32) * 2 * std::mem::size_of::<(Tok, ByteRange)>())?;
+/// The words, lines and sentences of any text, from the logos lexer's tokens.
+fn token_views(text: &str, budget: &mut Budget) -> Result<TextIndex, Trap> {
+    // Room for the tokens of a short text at once (a token is a byte or more; a third of the
+    // bytes covers prose), so that it does not grow from nothing; a longer text grows from
+    // there, as below.
+    let guess = (text.len() / 3 + 16).min(TOKENS_AT_ONCE);
+    budget.reserve(guess * std::mem::size_of::<(Tok, ByteRange)>())?;
+    let mut toks: Vec<(Tok, ByteRange)> = Vec::with_capacity(guess);
+    let mut lexer = Tok::lexer(text);
+    while let Some(tok) = lexer.next() {
+        let span = lexer.span();
+        // Every character matches some rule; an error can only be a stray byte sequence the
+        // lexer refused, which we keep as `Other` so no text is lost.
+        push_charged(&mut toks, (tok.unwrap_or(Tok::Other), ByteRange::new(span.start, span.end)), 32, budget)?;
     }
-    toks.push((tok, ByteRange::new(start, end)));
+    // Each derived list has at most one range per token.
+    let ranges = toks.len() * std::mem::size_of::<ByteRange>();
+    budget.reserve(ranges)?;
+    // At most every other token is a word (a space, a terminator or another character stands
+    // between two words).
+    let mut words = Vec::with_capacity(toks.len() / 2 + 1);
+    words.extend(toks.iter().filter(|(t, _)| *t == Tok::Word).map(|(_, r)| *r));
+    budget.reserve(ranges)?;
+    let lines = lines_from_tokens(text, &toks);
+    budget.reserve(ranges)?;
+    let sentences = sentences_from_tokens(text, &toks);
+    Ok(TextIndex { words, sentences, lines, ..TextIndex::default() })
+}
+
+/// Append `item`, first charging the memory a growing list takes (growing allocates the new
+/// buffer while the old one is still held; a list grows from at least `min` items).
+#[inline]
+fn push_charged<T>(list: &mut Vec<T>, item: T, min: usize, budget: &mut Budget) -> Result<(), Trap> {
+    if list.len() == list.capacity() {
+        budget.reserve(list.capacity().max(min) * 2 * std::mem::size_of::<T>())?;
+    }
+    list.push(item);
     Ok(())
 }
 
@@ -321,14 +311,10 @@ static ASCII_CLASS: [u8; 256] = ascii_classes();
 /// The lines and the sentences an ASCII text's index makes room for before its pass.
 const FEW: usize = 8;
 
-/// Append a range, charging the memory a growing list takes first.
+/// Append a range to a list of an ASCII text's index ([`push_charged`]).
 #[inline]
 fn push_range(list: &mut Vec<ByteRange>, start: usize, end: usize, budget: &mut Budget) -> Result<(), Trap> {
-    if list.len() == list.capacity() {
-        budget.reserve(list.capacity().max(8) * 2 * std::mem::size_of::<ByteRange>())?;
-    }
-    list.push(ByteRange::new(start, end));
-    Ok(())
+    push_charged(list, ByteRange::new(start, end), 8, budget)
 }
 
 /// The words, lines and sentences of an ASCII text in one pass over its bytes, without the
@@ -384,14 +370,12 @@ fn ascii_views(text: &str, budget: &mut Budget) -> Result<TextIndex, Trap> {
                 i = run_end(i + 1, SPACE);
             }
             TERMINAL => {
-                while class(i) == TERMINAL {
-                    i += 1;
-                }
+                i = run_end(i + 1, TERMINAL);
                 sentence.get_or_insert(start);
                 // Closing quotes and brackets right after the terminator belong to the
                 // sentence.
                 let mut j = i;
-                while j < n && matches!(b[j], b'"' | b'\'' | b')' | b']' | b'}' | b'*' | b'_') {
+                while b.get(j).is_some_and(|c| ASCII_CLOSERS.contains(c)) {
                     j += 1;
                 }
                 last_end = j;
@@ -462,10 +446,16 @@ fn ascii_break_kind(b: &[u8], start: usize, end: usize, last_word: Option<&ByteR
     {
         return Break::Never;
     }
-    if w.len() <= LONGEST_ABBREVIATION && ABBREVIATIONS.iter().any(|a| a.as_bytes().eq_ignore_ascii_case(w)) {
+    if is_listed_abbreviation(w) {
         return Break::Never;
     }
     Break::Always
+}
+
+/// Whether the ASCII word `w` is one of [`ABBREVIATIONS`], ignoring case (ASCII lowercases to
+/// ASCII only, letter for letter: no lowered copy is needed).
+fn is_listed_abbreviation(w: &[u8]) -> bool {
+    w.len() <= LONGEST_ABBREVIATION && ABBREVIATIONS.iter().any(|a| a.as_bytes().eq_ignore_ascii_case(w))
 }
 
 fn lines_from_tokens(text: &str, toks: &[(Tok, ByteRange)]) -> Vec<ByteRange> {
@@ -510,9 +500,13 @@ fn paragraphs_from_lines(text: &str, lines: &[ByteRange]) -> Vec<ByteRange> {
     out
 }
 
+/// The closing quotes and brackets (and emphasis marks) that stay with the sentence they follow.
 fn is_closer(s: &str) -> bool {
-    matches!(s, "\"" | "'" | ")" | "]" | "}" | "”" | "’" | "»" | "*" | "_")
+    matches!(s.as_bytes(), [b] if ASCII_CLOSERS.contains(b)) || matches!(s, "”" | "’" | "»")
 }
+
+/// The ASCII ones of [`is_closer`].
+const ASCII_CLOSERS: &[u8] = b"\"')]}*_";
 
 fn sentences_from_tokens(text: &str, toks: &[(Tok, ByteRange)]) -> Vec<ByteRange> {
     let is_space = |t: Tok| matches!(t, Tok::Space | Tok::Newline);
@@ -622,8 +616,7 @@ fn is_abbreviation(text: &str, toks: &[(Tok, ByteRange)], i: usize) -> bool {
         }
     }
     if w.is_ascii() {
-        // ASCII lowercases to ASCII only, letter for letter: no lowered copy is needed.
-        return ABBREVIATIONS.iter().any(|a| a.eq_ignore_ascii_case(w));
+        return is_listed_abbreviation(w.as_bytes());
     }
     // Beyond ASCII, lowercasing can make ASCII of what was not (the Kelvin sign `K` lowers to
     // `k`): the lowered word is compared.
